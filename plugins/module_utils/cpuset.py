@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""CPU list and CPU mask helpers, in the kernel's own notations.
+
+A cpulist is ``0-3,8,10-11`` and may use the stride form ``0-31:2`` or the group form
+``0-31:2/4`` (see Documentation/admin-guide/kernel-parameters.rst, "cpu lists").
+A CPU mask is the kernel's hex bitmap, printed as comma-separated 32-bit words, most
+significant first (``ffffffff,00000000``): that is what /proc/irq/N/smp_affinity and
+irqbalance's IRQBALANCE_BANNED_CPUS expect on hosts with more than 32 CPUs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+_RANGE_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)(?:/(\d+))?)?)?$")
+
+
+def parse_cpulist(text, field="cpulist"):
+    """Parse a cpulist into a sorted tuple of CPU numbers.
+
+    An empty string (or only whitespace) is the empty set. Raises GpuhostError naming
+    ``field`` on anything the kernel would not accept.
+    """
+    if text is None:
+        return ()
+    if isinstance(text, int):
+        if text < 0:
+            raise GpuhostError("CPU number %d is negative" % text, field=field,
+                               fix="give CPU numbers as 0 or more")
+        return (text,)
+    if isinstance(text, (list, tuple, set, frozenset)):
+        cpus = set()
+        for item in text:
+            cpus.update(parse_cpulist(item, field=field))
+        return tuple(sorted(cpus))
+    text = str(text).strip()
+    if not text:
+        return ()
+    cpus = set()
+    for part in text.split(","):
+        part = part.strip()
+        match = _RANGE_RE.match(part)
+        if not match:
+            raise GpuhostError(
+                "cannot parse %r in cpulist %r" % (part, text), field=field,
+                fix="write CPUs like 0-3,8,10-11 (ranges, single CPUs, or a stride 0-31:2)")
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        used = int(match.group(3)) if match.group(3) is not None else 1
+        group = int(match.group(4)) if match.group(4) is not None else used
+        if last < first:
+            raise GpuhostError("range %r runs backwards in cpulist %r" % (part, text),
+                               field=field, fix="write the lower CPU first, as in 4-7")
+        if used < 1 or group < used:
+            raise GpuhostError("bad stride in %r of cpulist %r" % (part, text), field=field,
+                               fix="use first-last:used/group with 1 <= used <= group")
+        for base in range(first, last + 1, group):
+            for cpu in range(base, min(base + used, last + 1)):
+                cpus.add(cpu)
+    return tuple(sorted(cpus))
+
+
+def format_cpulist(cpus):
+    """Format CPU numbers as the shortest plain cpulist, e.g. ``0-3,8,10-11``."""
+    ordered = sorted(set(int(c) for c in cpus))
+    parts = []
+    start = prev = None
+    for cpu in ordered:
+        if start is None:
+            start = prev = cpu
+        elif cpu == prev + 1:
+            prev = cpu
+        else:
+            parts.append(_span(start, prev))
+            start = prev = cpu
+    if start is not None:
+        parts.append(_span(start, prev))
+    return ",".join(parts)
+
+
+def _span(first, last):
+    if first == last:
+        return str(first)
+    return "%d-%d" % (first, last)
+
+
+def parse_cpumask(text, field="cpumask"):
+    """Parse a kernel hex mask (``ff``, ``00000000,0000000f``, ``0x0f``) into CPUs."""
+    raw = str(text).strip().lower()
+    if raw.startswith("0x"):
+        raw = raw[2:]
+    digits = raw.replace(",", "")
+    if not digits or not re.match(r"^[0-9a-f]+$", digits):
+        raise GpuhostError("cannot parse CPU mask %r" % (text,), field=field,
+                           fix="give a hex mask such as ff or 00000000,0000000f")
+    value = int(digits, 16)
+    cpus = []
+    bit = 0
+    while value:
+        if value & 1:
+            cpus.append(bit)
+        value >>= 1
+        bit += 1
+    return tuple(cpus)
+
+
+def format_cpumask(cpus, nr_cpus=None):
+    """Format CPUs as the kernel prints a mask: 32-bit hex words joined by commas.
+
+    ``nr_cpus`` (the host's possible CPU count) sets how many words are printed, as
+    the kernel does; by default just enough words to hold the highest CPU.
+    """
+    cpus = sorted(set(int(c) for c in cpus))
+    highest = cpus[-1] if cpus else 0
+    bits = max(nr_cpus or 0, highest + 1, 1)
+    words = (bits + 31) // 32
+    value = 0
+    for cpu in cpus:
+        value |= 1 << cpu
+    chunks = []
+    for index in reversed(range(words)):
+        chunks.append("%08x" % ((value >> (32 * index)) & 0xFFFFFFFF))
+    return ",".join(chunks)

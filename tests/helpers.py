@@ -1,0 +1,29 @@
+"""Helpers for tests that run the real ansible command-line tools from the venv."""
+
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.dirname(sys.executable)
+
+
+def ansible_env(**extra):
+    env = dict(os.environ)
+    env["ANSIBLE_CONFIG"] = os.path.join(REPO, "ansible.cfg")
+    env["ANSIBLE_NOCOLOR"] = "1"
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    env.update(extra)
+    return env
+
+
+def run_tool(tool, *args, cwd=REPO, env=None, check=True, timeout=300):
+    """Run one of the venv's ansible tools; on failure the assertion shows its output."""
+    argv = [os.path.join(BIN, tool)] + [str(a) for a in args]
+    proc = subprocess.run(argv, cwd=cwd, env=env or ansible_env(), capture_output=True,
+                          text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError("%s failed (rc=%d)\nstdout:\n%s\nstderr:\n%s"
+                             % (" ".join(argv), proc.returncode, proc.stdout, proc.stderr))
+    return proc
