@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """CPU list and CPU mask helpers, in the kernel's own notations.
 
-A cpulist is ``0-3,8,10-11`` and may use the stride form ``0-31:2`` or the group form
-``0-31:2/4`` (see Documentation/admin-guide/kernel-parameters.rst, "cpu lists").
+A cpulist is ``0-3,8,10-11`` and may use the kernel's stride form ``0-31:1/2`` (use 1
+CPU of each group of 2: every other CPU); see the "cpu lists" part of
+Documentation/admin-guide/kernel-parameters.rst.
 A CPU mask is the kernel's hex bitmap, printed as comma-separated 32-bit words, most
 significant first (``ffffffff,00000000``): that is what /proc/irq/N/smp_affinity and
 irqbalance's IRQBALANCE_BANNED_CPUS expect on hosts with more than 32 CPUs.
@@ -16,7 +17,9 @@ import re
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
-_RANGE_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)(?:/(\d+))?)?)?$")
+# The kernel's bitmap_parselist() takes "a", "a-b" and "a-b:used/group"; a stride without
+# its "/group" part is rejected there, so it is rejected here too.
+_RANGE_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
 
 
 def parse_cpulist(text, field="cpulist"):
@@ -47,7 +50,7 @@ def parse_cpulist(text, field="cpulist"):
         if not match:
             raise GpuhostError(
                 "cannot parse %r in cpulist %r" % (part, text), field=field,
-                fix="write CPUs like 0-3,8,10-11 (ranges, single CPUs, or a stride 0-31:2)")
+                fix="write CPUs like 0-3,8,10-11 (ranges, single CPUs, or a stride 0-31:1/2)")
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) is not None else first
         used = int(match.group(3)) if match.group(3) is not None else 1
@@ -58,9 +61,11 @@ def parse_cpulist(text, field="cpulist"):
         if used < 1 or group < used:
             raise GpuhostError("bad stride in %r of cpulist %r" % (part, text), field=field,
                                fix="use first-last:used/group with 1 <= used <= group")
+        if used == group:
+            cpus.update(range(first, last + 1))
+            continue
         for base in range(first, last + 1, group):
-            for cpu in range(base, min(base + used, last + 1)):
-                cpus.add(cpu)
+            cpus.update(range(base, min(base + used, last + 1)))
     return tuple(sorted(cpus))
 
 

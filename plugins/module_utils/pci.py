@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 # domain:bus:slot.function; the domain may be omitted (0000) and may have 5 hex digits
@@ -148,3 +150,276 @@ class PciFunction:
     def bar64_prefetchable_total(self):
         return sum(b.size for b in self.bars
                    if b.is_memory and b.is_64bit and b.is_prefetchable)
+
+
+# Names as lspci prints them (pci.ids), by class and subclass, then by class alone.
+_SUBCLASS_NAMES = {
+    0x0000: "Non-VGA unclassified device", 0x0001: "VGA compatible unclassified device",
+    0x0100: "SCSI storage controller", 0x0101: "IDE interface",
+    0x0104: "RAID bus controller", 0x0106: "SATA controller",
+    0x0107: "Serial Attached SCSI controller", 0x0108: "Non-Volatile memory controller",
+    0x0180: "Mass storage controller",
+    0x0200: "Ethernet controller", 0x0207: "Infiniband controller",
+    0x0280: "Network controller",
+    0x0300: "VGA compatible controller", 0x0302: "3D controller",
+    0x0380: "Display controller",
+    0x0400: "Multimedia video controller", 0x0401: "Multimedia audio controller",
+    0x0403: "Audio device", 0x0480: "Multimedia controller",
+    0x0500: "RAM memory", 0x0580: "Memory controller",
+    0x0600: "Host bridge", 0x0601: "ISA bridge", 0x0604: "PCI bridge",
+    0x0609: "Semi-transparent PCI-to-PCI bridge", 0x0680: "Bridge",
+    0x0700: "Serial controller", 0x0780: "Communication controller",
+    0x0800: "PIC", 0x0805: "SD Host controller", 0x0806: "IOMMU",
+    0x0880: "System peripheral",
+    0x0b40: "Co-processor",
+    0x0c03: "USB controller", 0x0c04: "Fibre Channel", 0x0c05: "SMBus",
+    0x0c80: "Serial bus controller",
+    0x0d80: "Wireless controller",
+    0x1101: "Performance counters", 0x1180: "Signal processing controller",
+    0x1200: "Processing accelerators",
+}
+_BASE_CLASS_NAMES = {
+    0x00: "Unclassified device", 0x01: "Mass storage controller",
+    0x02: "Network controller", 0x03: "Display controller",
+    0x04: "Multimedia controller", 0x05: "Memory controller", 0x06: "Bridge",
+    0x07: "Communication controller", 0x08: "Generic system peripheral",
+    0x09: "Input device controller", 0x0a: "Docking station", 0x0b: "Processor",
+    0x0c: "Serial bus controller", 0x0d: "Wireless controller",
+    0x0e: "Intelligent controller", 0x0f: "Satellite communications controller",
+    0x10: "Encryption controller", 0x11: "Signal processing controller",
+    0x12: "Processing accelerators", 0x13: "Non-Essential Instrumentation",
+    0x40: "Coprocessor", 0xff: "Unassigned class",
+}
+
+
+def class_name(class_code):
+    """The human name of a 24-bit class code, as lspci prints it ("USB controller")."""
+    if class_code is None:
+        return "Unknown class"
+    subclass = (class_code >> 8) & 0xFFFF
+    if subclass in _SUBCLASS_NAMES:
+        return _SUBCLASS_NAMES[subclass]
+    return _BASE_CLASS_NAMES.get(subclass >> 8, "Unknown class %04x" % subclass)
+
+
+def format_class_code(class_code):
+    return "0x%06x" % class_code if class_code is not None else None
+
+
+def format_vendor_device(function):
+    """``10de:20b5`` for a function, the form lspci -n and vfio-pci.ids use."""
+    if function.vendor_id is None or function.device_id is None:
+        return None
+    return "%04x:%04x" % (function.vendor_id, function.device_id)
+
+
+PCI_DEVICES_DIR = "sys/bus/pci/devices"
+_FULL_ADDRESS_RE = re.compile(r"^[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_VIRTFN_RE = re.compile(r"^virtfn(\d+)$")
+
+
+_CANONICAL = {}
+
+
+def _canonical(text):
+    """normalize_address, memoised: sysfs repeats each address in many links."""
+    value = _CANONICAL.get(text)
+    if value is None:
+        value = normalize_address(text)
+        if len(_CANONICAL) < 65536:
+            _CANONICAL[text] = value
+    return value
+
+
+def parse_resource(text):
+    """BARs from a device's ``resource`` file: one ``start end flags`` line per region.
+
+    Lines 0-5 are the BARs, 6 the expansion ROM, 7-12 the SR-IOV VF BARs; unused
+    regions (all zeros) are left out.
+    """
+    bars = []
+    for index, line in enumerate((text or "").splitlines()):
+        parts = line.split()
+        if len(parts) != 3:
+            continue
+        try:
+            start, end, flags = int(parts[0], 16), int(parts[1], 16), int(parts[2], 16)
+        except ValueError:
+            continue
+        if start == 0 and end == 0 and flags == 0:
+            continue
+        bars.append(Bar(index=index, start=start, end=end, flags=flags))
+    return tuple(bars)
+
+
+def _hex(text):
+    try:
+        return int(text, 16) if text else None
+    except ValueError:
+        return None
+
+
+def _derive_node(local_cpus, node_cpus):
+    """The one node whose CPUs hold every local CPU of a device, else None.
+
+    A device whose local CPUs span several nodes (uncore devices list every CPU) or no
+    node at all has no single home node: reporting one would be a guess.
+    """
+    if not local_cpus:
+        return None
+    local = set(local_cpus)
+    homes = [node for node, cpus in node_cpus.items() if local & set(cpus)]
+    if len(homes) == 1 and local <= set(node_cpus[homes[0]]):
+        return homes[0]
+    return None
+
+
+def _device_dirs(root):
+    """Canonical address -> real device directory, from sys/bus/pci/devices.
+
+    Falls back to walking sys/devices/pci* when the bus directory is missing, as in
+    trees cut down to the device hierarchy.
+    """
+    base = sysfs.path(root, PCI_DEVICES_DIR)
+    found = {}
+    for entry in sysfs.list_dir(base):
+        if not _FULL_ADDRESS_RE.match(entry.lower()):
+            continue
+        found[_canonical(entry)] = sysfs.resolve_dir(root, os.path.join(base, entry))
+    if found:
+        return found
+    devices = sysfs.path(root, "sys/devices")
+    for top in sysfs.list_dir(devices):
+        if not top.startswith("pci"):
+            continue
+        for dirpath, dirnames, _files in os.walk(os.path.join(devices, top)):
+            keep = []
+            for name in dirnames:
+                if _FULL_ADDRESS_RE.match(name.lower()):
+                    keep.append(name)
+                    dev_dir = os.path.join(dirpath, name)
+                    if os.path.exists(os.path.join(dev_dir, "class")):
+                        found[normalize_address(name)] = dev_dir
+            dirnames[:] = keep
+    return found
+
+
+def _parents(dev_dir, address):
+    """Bridge chain from the device's real path: root port first, direct parent last."""
+    chain = []
+    for part in dev_dir.split(os.sep):
+        if _FULL_ADDRESS_RE.match(part.lower()):
+            chain.append(_canonical(part))
+    return tuple(a for a in chain if a != address)
+
+
+def _read_function(root, address, dev_dir, node_cpus):
+    # One listdir tells which attributes exist, so absent ones cost no failed open().
+    entries = set(sysfs.list_dir(dev_dir))
+
+    prefix = dev_dir + os.sep
+
+    def text(name):
+        return sysfs.read_text(prefix + name) if name in entries else None
+
+    def link(name):
+        if name not in entries:
+            return None
+        try:
+            return os.path.basename(os.readlink(prefix + name))
+        except OSError:
+            return None
+
+    def number(name):
+        value = text(name)
+        try:
+            return int(value) if value else None
+        except ValueError:
+            return None
+
+    class_code = _hex(text("class"))
+    function = PciFunction(address=address, class_code=class_code if class_code is not None
+                           else 0xFF0000)
+    function.vendor_id = _hex(text("vendor"))
+    function.device_id = _hex(text("device"))
+    function.subsystem_vendor_id = _hex(text("subsystem_vendor"))
+    function.subsystem_device_id = _hex(text("subsystem_device"))
+    function.driver = link("driver")
+    override = text("driver_override")
+    function.driver_override = override if override and override != "(null)" else None
+
+    local = ()
+    if "local_cpulist" in entries:
+        local = sysfs.parse_cpus_text(text("local_cpulist") or "") or ()
+    elif "local_cpus" in entries:
+        local = sysfs.parse_cpus_text(text("local_cpus") or "", is_mask=True) or ()
+    function.local_cpus = local
+    node = number("numa_node")
+    if node is not None and node >= 0:
+        function.numa_node, function.numa_node_source = node, "numa_node"
+    else:
+        derived = _derive_node(local, node_cpus)
+        if derived is not None:
+            function.numa_node, function.numa_node_source = derived, "local_cpulist"
+
+    group = link("iommu_group")
+    function.iommu_group = int(group) if group and group.isdigit() else None
+    boot_vga = number("boot_vga")
+    function.boot_vga = None if boot_vga is None else bool(boot_vga)
+
+    physfn = link("physfn")
+    function.physfn = _canonical(physfn) if physfn else None
+    virtfns = []
+    for entry in entries:
+        match = _VIRTFN_RE.match(entry)
+        if match:
+            target = link(entry)
+            if target:
+                virtfns.append((int(match.group(1)), _canonical(target)))
+    function.virtfns = tuple(a for _, a in sorted(virtfns))
+    if "sriov_totalvfs" in entries:
+        function.sriov_totalvfs = number("sriov_totalvfs")
+        function.sriov_numvfs = number("sriov_numvfs")
+        autoprobe = number("sriov_drivers_autoprobe")
+        function.sriov_drivers_autoprobe = None if autoprobe is None else bool(autoprobe)
+
+    function.bars = parse_resource(text("resource"))
+    reset = text("reset_method")
+    function.reset_method = tuple(reset.split()) if reset else ()
+    function.parents = _parents(dev_dir, address)
+    if "net" in entries:
+        function.netdevs = tuple(sorted(sysfs.list_dir(os.path.join(dev_dir, "net"))))
+    if "msi_irqs" in entries:
+        function.msi_irqs = tuple(sorted(
+            int(n) for n in sysfs.list_dir(os.path.join(dev_dir, "msi_irqs")) if n.isdigit()))
+    return function
+
+
+def read_pci_functions(root="/", node_cpus=None):
+    """Every PCI function of the host, keyed by canonical address (sorted).
+
+    ``node_cpus`` (node -> CPUs) places devices whose numa_node is -1; it is read from
+    ``root`` when not given.
+    """
+    if node_cpus is None:
+        node_cpus = sysfs.read_node_cpus(root)
+    dirs = _device_dirs(root)
+    return {address: _read_function(root, address, dirs[address], node_cpus)
+            for address in sorted(dirs, key=lambda a: (len(a), a))}
+
+
+def read_pci_function(address, root="/", node_cpus=None):
+    """One PCI function; GpuhostError naming ``address`` when the host has none there."""
+    canonical = normalize_address(address)
+    base = sysfs.path(root, PCI_DEVICES_DIR, canonical)
+    if os.path.isdir(base):
+        dev_dir = sysfs.resolve_dir(root, base)
+    else:
+        dev_dir = _device_dirs(root).get(canonical)
+    if not dev_dir:
+        raise GpuhostError(
+            "no PCI function %s on this host" % canonical, field="address",
+            fix="list the host's devices with lspci -D and use one of their addresses")
+    if node_cpus is None:
+        node_cpus = sysfs.read_node_cpus(root)
+    return _read_function(root, canonical, dev_dir, node_cpus)

@@ -10,10 +10,15 @@ tree. A HostTopology can be turned into plain data (``to_dict``) and back
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+import re
+from dataclasses import dataclass, field, fields
 from typing import Dict, Optional, Tuple
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciFunction
+from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+    Bar, PciFunction, read_pci_functions)
 
 
 @dataclass
@@ -67,6 +72,9 @@ class Irq:
     name: Optional[str] = None              # the action names, e.g. "nvme0q1"
     smp_affinity_list: Optional[Tuple[int, ...]] = None
     effective_affinity_list: Optional[Tuple[int, ...]] = None
+    cpus: Tuple[int, ...] = ()              # the CPU of each entry of ``counts``: the
+    #                                         header's columns (offline CPUs have none)
+    trigger: Optional[str] = None           # edge, level, fasteoi, ... when printed
 
 
 @dataclass
@@ -80,7 +88,10 @@ class IommuState:
     cmdline: Dict[str, str] = field(default_factory=dict)   # intel_iommu, amd_iommu,
     #                                          iommu, pcie_acs_override, vfio-pci.ids
     interrupt_remapping: Optional[bool] = None
+    interrupt_remapping_source: str = "unknown"
     acs_override: Optional[str] = None
+    mode: Optional[str] = None              # default domain type: identity, DMA, DMA-FQ
+    group_types: Dict[int, str] = field(default_factory=dict)   # group -> type file
 
 
 @dataclass
@@ -90,3 +101,520 @@ class HostTopology:
     pci: Dict[str, PciFunction]
     iommu: IommuState
     irqs: Dict[str, Irq] = field(default_factory=dict)
+
+
+CPU_DIR = "sys/devices/system/cpu"
+_CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
+_NODE_LINK_RE = re.compile(r"^node(\d+)$")
+_HUGEPAGE_DIR_RE = re.compile(r"^hugepages-(\d+)kB$")
+_MEMINFO_RE = re.compile(r"^Node\s+\d+\s+(\w+):\s+(\d+)")
+_TRIGGERS = ("edge", "level", "fasteoi", "simple", "percpu", "percpu_devid", "bad")
+
+
+# ---------------------------------------------------------------- CPUs
+
+def _read_cpuinfo_summary(root):
+    """Vendor and flags of the first CPU in /proc/cpuinfo (all CPUs share them)."""
+    vendor = None
+    flags = ()
+    try:
+        with open(sysfs.path(root, "proc/cpuinfo"), encoding="utf-8",
+                  errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "vendor_id" and vendor is None:
+                    vendor = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = tuple(value.split())
+                if vendor is not None and flags:
+                    break
+    except OSError:
+        pass
+    return vendor, flags
+
+
+def _optional_id(file_path):
+    value = sysfs.read_int(file_path)
+    return None if value is None or value < 0 else value
+
+
+def read_cpu_state(root="/", node_cpus=None):
+    """Online/present/possible CPUs, isolation and each CPU's package/die/core/node.
+
+    Offline CPUs have no topology/ directory: their package, core and siblings stay
+    unknown (None, ()). Old kernels give siblings only as hex masks (thread_siblings).
+    """
+    base = sysfs.path(root, CPU_DIR)
+    state = CpuState()
+    state.possible = sysfs.read_cpus_attr(os.path.join(base, "possible"), default=())
+    state.present = sysfs.read_cpus_attr(os.path.join(base, "present"), default=())
+    online = sysfs.read_cpus_attr(os.path.join(base, "online"))
+    state.isolated = sysfs.read_cpus_attr(os.path.join(base, "isolated"), default=())
+    state.nohz_full = sysfs.read_cpus_attr(os.path.join(base, "nohz_full"), default=())
+    state.vendor, state.flags = _read_cpuinfo_summary(root)
+
+    ids = set(state.present)
+    entries = sysfs.list_dir(base)
+    for entry in entries:
+        match = _CPU_DIR_RE.match(entry)
+        if match:
+            ids.add(int(match.group(1)))
+    if online is None:
+        # no cpu/online file: a CPU without an online attribute cannot be offlined
+        online = tuple(cpu for cpu in sorted(ids)
+                       if sysfs.read_int(os.path.join(base, "cpu%d" % cpu, "online"), 1) == 1)
+    state.online = online
+    online_set = set(online)
+
+    if node_cpus is None:
+        node_cpus = sysfs.read_node_cpus(root)
+    cpu_node = {}
+    for node, cpus in node_cpus.items():
+        for cpu in cpus:
+            cpu_node.setdefault(cpu, node)
+
+    for cpu in sorted(ids):
+        cpu_dir = os.path.join(base, "cpu%d" % cpu)
+        record = Cpu(id=cpu, online=cpu in online_set)
+        topo = os.path.join(cpu_dir, "topology")
+        if os.path.isdir(topo):
+            record.package = _optional_id(os.path.join(topo, "physical_package_id"))
+            record.die = _optional_id(os.path.join(topo, "die_id"))
+            record.core = _optional_id(os.path.join(topo, "core_id"))
+            siblings = sysfs.read_cpus_attr(os.path.join(topo, "thread_siblings_list"))
+            if siblings is None:
+                siblings = sysfs.read_cpus_attr(os.path.join(topo, "core_cpus_list"))
+            if siblings is None:
+                siblings = sysfs.read_cpus_attr(os.path.join(topo, "thread_siblings"),
+                                                is_mask=True, default=())
+            record.thread_siblings = siblings
+        record.node = cpu_node.get(cpu)
+        if record.node is None and not node_cpus:
+            # only without node directories: a cpuN/nodeM link to a node that is not
+            # online (hwloc's offline-node0 tree) must not invent that node
+            for entry in sysfs.list_dir(cpu_dir):
+                match = _NODE_LINK_RE.match(entry)
+                if match:
+                    record.node = int(match.group(1))
+                    break
+        state.cpus[cpu] = record
+    return state
+
+
+# ---------------------------------------------------------------- NUMA nodes
+
+def _read_node_meminfo(file_path):
+    values = {}
+    text = sysfs.read_text(file_path)
+    for line in (text or "").splitlines():
+        match = _MEMINFO_RE.match(line)
+        if match:
+            values[match.group(1)] = int(match.group(2))
+    return values
+
+
+def read_numa_nodes(root="/", node_cpus=None, present=None):
+    """NUMA nodes by id (ids may be sparse: 0, 8, 250-255).
+
+    A node's CPUs come from cpulist, or cpumap where only the mask exists, limited to
+    the present CPUs: some kernels (POWER9) list possible-but-absent CPUs there.
+    CPU-less and memory-less nodes are kept, with no CPUs or a MemTotal of 0.
+    ``distances`` maps every other node id to the firmware's (SLIT) distance.
+    """
+    base = sysfs.path(root, sysfs.SYS_NODE_DIR)
+    if node_cpus is None:
+        node_cpus = sysfs.read_node_cpus(root)
+    if present is None:
+        present = sysfs.read_cpus_attr(sysfs.path(root, CPU_DIR, "present"), default=())
+    present_set = set(present)
+    ids = sorted(node_cpus)
+    # The kernel prints one distance per online node; recorded trees with a node taken
+    # offline by hand still list the possible ones, so match by length.
+    orders = [sysfs.read_cpus_attr(os.path.join(base, "online")),
+              sysfs.read_cpus_attr(os.path.join(base, "possible")), tuple(ids)]
+    nodes = {}
+    for node_id in ids:
+        node_dir = os.path.join(base, "node%d" % node_id)
+        cpus = node_cpus[node_id]
+        if present_set:
+            cpus = tuple(cpu for cpu in cpus if cpu in present_set)
+        node = NumaNode(id=node_id, cpus=cpus)
+        meminfo = _read_node_meminfo(os.path.join(node_dir, "meminfo"))
+        node.mem_total_kib = meminfo.get("MemTotal")
+        node.mem_free_kib = meminfo.get("MemFree")
+        huge_dir = os.path.join(node_dir, "hugepages")
+        for entry in sysfs.list_dir(huge_dir):
+            match = _HUGEPAGE_DIR_RE.match(entry)
+            if not match:
+                continue
+            size = int(match.group(1))
+            pool_dir = os.path.join(huge_dir, entry)
+            node.hugepages[size] = HugepagePool(
+                size_kib=size,
+                nr=sysfs.read_int(os.path.join(pool_dir, "nr_hugepages"), 0),
+                free=sysfs.read_int(os.path.join(pool_dir, "free_hugepages"), 0),
+                surplus=sysfs.read_int(os.path.join(pool_dir, "surplus_hugepages"), 0))
+        node.hugepages = dict(sorted(node.hugepages.items()))
+        distances = (sysfs.read_text(os.path.join(node_dir, "distance")) or "").split()
+        for order in orders:
+            if order and len(order) == len(distances):
+                node.distances = {other: int(value)
+                                  for other, value in zip(order, distances)}
+                break
+        nodes[node_id] = node
+    return nodes
+
+
+# ---------------------------------------------------------------- IRQs
+
+def _split_trigger(token):
+    """``65536-edge`` -> ("65536", "edge"); ``IR-PCI-MSI-edge`` -> ("IR-PCI-MSI", "edge")."""
+    head, sep, tail = token.rpartition("-")
+    if sep and tail.lower() in _TRIGGERS:
+        return head, tail.lower()
+    return token, None
+
+
+def _parse_irq_row(label, tokens, ncpus, columns):
+    """One /proc/interrupts row after its ``label:``."""
+    try:
+        counts = tuple(map(int, tokens[:ncpus]))
+        rest = tokens[ncpus:]
+        if len(counts) < ncpus and rest:
+            raise ValueError
+    except ValueError:
+        taken = []
+        for token in tokens[:ncpus]:
+            if not token.isdigit():
+                break
+            taken.append(int(token))
+        counts = tuple(taken)
+        rest = tokens[len(taken):]
+    irq = Irq(irq=label, counts=counts, cpus=columns[:len(counts)])
+    if not label.isdigit():
+        irq.name = " ".join(rest) or None
+        return irq
+    irq.number = int(label)
+    if not rest:
+        return irq
+    irq.chip, irq.trigger = _split_trigger(rest[0])
+    position = 1
+    if position < len(rest):
+        hwirq, trigger = _split_trigger(rest[position])
+        if re.match(r"^(0x)?[0-9a-fA-F]+$", hwirq) and (trigger or hwirq.isdigit()):
+            irq.hwirq = hwirq
+            irq.trigger = trigger or irq.trigger
+            position += 1
+            if position < len(rest) and rest[position].lower() in _TRIGGERS:
+                irq.trigger = rest[position].lower()
+                position += 1
+    irq.name = " ".join(rest[position:]) or None
+    return irq
+
+
+def parse_proc_interrupts(text):
+    """Parse /proc/interrupts into Irq records keyed by their label ("24", "NMI").
+
+    The header names the CPU of each column; offline CPUs have no column, so counts
+    are paired with ``Irq.cpus``. Rows of many thousand characters (1152 CPUs) are
+    handled with one split per row.
+    """
+    lines = text.splitlines()
+    if not lines:
+        return {}
+    header = lines[0].split()
+    if not header or not all(h.startswith("CPU") for h in header):
+        raise GpuhostError("the first line of /proc/interrupts does not name CPUs",
+                           field="interrupts",
+                           fix="give the text of /proc/interrupts, header line first")
+    columns = tuple(int(h[3:]) for h in header)
+    ncpus = len(columns)
+    irqs = {}
+    for line in lines[1:]:
+        label, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        label = label.strip()
+        if not label:
+            continue
+        irqs[label] = _parse_irq_row(label, rest.split(), ncpus, columns)
+    return irqs
+
+
+def read_irqs(root="/", with_affinity=True):
+    """/proc/interrupts, plus each IRQ's smp_affinity_list and effective_affinity_list."""
+    text = sysfs.read_text(sysfs.path(root, "proc/interrupts"))
+    if text is None:
+        return {}
+    irqs = parse_proc_interrupts(text)
+    if with_affinity:
+        base = sysfs.path(root, "proc/irq")
+        for irq in irqs.values():
+            if irq.number is None:
+                continue
+            irq_dir = os.path.join(base, irq.irq)
+            irq.smp_affinity_list = sysfs.read_cpus_attr(
+                os.path.join(irq_dir, "smp_affinity_list"))
+            irq.effective_affinity_list = sysfs.read_cpus_attr(
+                os.path.join(irq_dir, "effective_affinity_list"))
+    return irqs
+
+
+# ---------------------------------------------------------------- IOMMU
+
+CMDLINE_KEYS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.strict",
+                "pcie_acs_override", "vfio-pci.ids", "intremap",
+                "vfio_iommu_type1.allow_unsafe_interrupts")
+# DMAR extended capability register, bit 3: Interrupt Remapping support (VT-d spec 11.4.3)
+ECAP_IR = 1 << 3
+
+
+def parse_cmdline(text):
+    """The IOMMU-related flags of a kernel command line (last one wins, as in the
+    kernel). Module parameters treat ``-`` and ``_`` alike: vfio_pci.ids is vfio-pci.ids."""
+    flags = {}
+    for token in (text or "").split():
+        key, _sep, value = token.partition("=")
+        module, dot, param = key.partition(".")
+        if dot:
+            key = "%s.%s" % (module.replace("_", "-") if module == "vfio_pci" else module,
+                             param)
+        if key in CMDLINE_KEYS:
+            flags[key] = value
+    return flags
+
+
+_IR_CHIP_RE = re.compile(r"\sIR-[\w-]")
+_PLAIN_CHIP_RE = re.compile(r"\s(PCI-MSI|IO-APIC)")
+
+
+def _interrupt_chips(root, interrupts_text=None):
+    """(any IR- chip, any PCI-MSI/IO-APIC chip) in /proc/interrupts.
+
+    Without the text at hand the file is streamed and the scan stops at the first
+    IR- chip, which on x86 is in the first rows (IR-IO-APIC): a 4,000-row file of a
+    256-CPU host is 11 MB.
+    """
+    if interrupts_text is not None:
+        return bool(_IR_CHIP_RE.search(interrupts_text)), bool(
+            _PLAIN_CHIP_RE.search(interrupts_text))
+    plain = False
+    tail = ""
+    try:
+        with open(sysfs.path(root, "proc/interrupts"), encoding="utf-8",
+                  errors="replace") as handle:
+            while True:
+                chunk = handle.read(1 << 16)
+                if not chunk:
+                    break
+                window = tail + chunk
+                if _IR_CHIP_RE.search(window):
+                    return True, True
+                plain = plain or bool(_PLAIN_CHIP_RE.search(window))
+                tail = window[-64:]
+    except OSError:
+        pass
+    return False, plain
+
+
+def _interrupt_remapping(root, cmdline, units, interrupts_text):
+    """Is interrupt remapping active? Returns (answer, source).
+
+    The rule, strongest evidence first:
+    1. ``intremap=off`` on the command line: no (the admin turned it off).
+    2. /proc/interrupts shows an ``IR-`` chip (IR-PCI-MSI, IR-IO-APIC): yes, remapped
+       interrupts are being delivered right now.
+    3. /proc/interrupts shows PCI-MSI or IO-APIC chips and none with ``IR-``: no.
+    4. Without /proc/interrupts: every Intel DMAR unit advertises IR in ecap (bit 3):
+       yes, the kernel turns it on when all units support it; one unit without it: no.
+    5. Otherwise unknown (None).
+    """
+    if cmdline.get("intremap") == "off":
+        return False, "cmdline"
+    remapped, plain = _interrupt_chips(root, interrupts_text)
+    if remapped:
+        return True, "proc_interrupts"
+    if plain:
+        return False, "proc_interrupts"
+    ecaps = []
+    for unit in units:
+        value = sysfs.read_text(sysfs.path(root, "sys/class/iommu", unit, "intel-iommu/ecap"))
+        if value:
+            try:
+                ecaps.append(int(value, 16))
+            except ValueError:
+                continue
+    if ecaps:
+        return all(ecap & ECAP_IR for ecap in ecaps), "ecap"
+    return None, "unknown"
+
+
+def read_iommu_state(root="/", interrupts_text=None):
+    """IOMMU groups, units, ACPI tables, command line flags and interrupt remapping.
+
+    ``enabled`` means the kernel created IOMMU groups: that is what VFIO needs, and
+    it is true in passthrough mode (iommu=pt) too. ``mode`` is the default domain type
+    most groups carry (identity = passthrough, DMA or DMA-FQ = translated); groups
+    owned by vfio ("unmanaged") do not count.
+    """
+    state = IommuState()
+    groups_dir = sysfs.path(root, "sys/kernel/iommu_groups")
+    types = {}
+    for entry in sysfs.list_dir(groups_dir):
+        if not entry.isdigit():
+            continue
+        group = int(entry)
+        members = sysfs.list_dir(os.path.join(groups_dir, entry, "devices"))
+        state.groups[group] = tuple(sorted(members))
+        group_type = sysfs.read_text(os.path.join(groups_dir, entry, "type"))
+        if group_type:
+            types[group] = group_type
+    state.groups = dict(sorted(state.groups.items()))
+    state.group_types = dict(sorted(types.items()))
+    state.enabled = bool(state.groups)
+    state.units = tuple(sorted(sysfs.list_dir(sysfs.path(root, "sys/class/iommu"))))
+    tables = sysfs.path(root, "sys/firmware/acpi/tables")
+    state.acpi_tables = tuple(t for t in ("DMAR", "IVRS") if os.path.exists(
+        os.path.join(tables, t)))
+    state.cmdline = parse_cmdline(sysfs.read_text(sysfs.path(root, "proc/cmdline")))
+    state.acs_override = state.cmdline.get("pcie_acs_override") or None
+
+    if any(u.startswith("dmar") for u in state.units):
+        state.vendor = "intel"
+    elif any(u.startswith("ivhd") for u in state.units):
+        state.vendor = "amd"
+    elif state.units:
+        state.vendor = re.sub(r"\d+$", "", state.units[0]) or None
+    elif "DMAR" in state.acpi_tables:
+        state.vendor = "intel"
+    elif "IVRS" in state.acpi_tables:
+        state.vendor = "amd"
+
+    counted = {}
+    for group_type in types.values():
+        if group_type not in ("unmanaged", "blocked"):
+            counted[group_type] = counted.get(group_type, 0) + 1
+    cmdline_pt = (state.cmdline.get("iommu") == "pt"
+                  or state.cmdline.get("iommu.passthrough") in ("1", "y", "on"))
+    if counted:
+        state.mode = max(sorted(counted), key=lambda t: counted[t])
+    elif state.enabled:
+        state.mode = "identity" if cmdline_pt else None
+    state.passthrough = state.mode == "identity" if state.mode else cmdline_pt
+
+    state.interrupt_remapping, state.interrupt_remapping_source = _interrupt_remapping(
+        root, state.cmdline, state.units, interrupts_text)
+    return state
+
+
+# ---------------------------------------------------------------- the whole host
+
+def read_host_topology(root="/", with_irqs=True, with_irq_affinity=True):
+    """Everything gpuhost.kvm knows about a host, read once from ``root``."""
+    node_cpus = sysfs.read_node_cpus(root)
+    cpus = read_cpu_state(root, node_cpus=node_cpus)
+    nodes = read_numa_nodes(root, node_cpus=node_cpus, present=cpus.present)
+    pci = read_pci_functions(root, node_cpus={n: node.cpus for n, node in nodes.items()})
+    interrupts_text = sysfs.read_text(sysfs.path(root, "proc/interrupts")) if with_irqs \
+        else None
+    iommu = read_iommu_state(root, interrupts_text=interrupts_text)
+    irqs = {}
+    if interrupts_text:
+        irqs = parse_proc_interrupts(interrupts_text)
+        if with_irq_affinity:
+            base = sysfs.path(root, "proc/irq")
+            for irq in irqs.values():
+                if irq.number is not None:
+                    irq_dir = os.path.join(base, irq.irq)
+                    irq.smp_affinity_list = sysfs.read_cpus_attr(
+                        os.path.join(irq_dir, "smp_affinity_list"))
+                    irq.effective_affinity_list = sysfs.read_cpus_attr(
+                        os.path.join(irq_dir, "effective_affinity_list"))
+    return HostTopology(cpus=cpus, nodes=nodes, pci=pci, iommu=iommu, irqs=irqs)
+
+
+# ---------------------------------------------------------------- plain data
+
+TOPOLOGY_FORMAT = 1
+
+
+def _plain(value):
+    """Dataclasses, tuples and int-keyed dicts as JSON-safe data (keys become strings)."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def topology_to_dict(topo):
+    """A HostTopology as plain JSON-safe data; ``topology_from_dict`` reverses it."""
+    data = _plain(topo)
+    data["format"] = TOPOLOGY_FORMAT
+    return data
+
+
+def _ints(values):
+    return tuple(int(v) for v in (values or ()))
+
+
+def _int_keys(mapping, convert=lambda v: v):
+    return {int(k): convert(v) for k, v in (mapping or {}).items()}
+
+
+def _opt_ints(values):
+    return None if values is None else _ints(values)
+
+
+def _build(cls, data, **converters):
+    """A dataclass from a dict, ignoring unknown keys, converting named fields."""
+    known = {f.name for f in fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        if key in known:
+            kwargs[key] = converters[key](value) if key in converters else value
+    return cls(**kwargs)
+
+
+def topology_from_dict(data):
+    """A HostTopology from ``topology_to_dict`` output (or the same data after JSON).
+
+    Raises GpuhostError naming the part that is missing or malformed.
+    """
+    if not isinstance(data, dict):
+        raise GpuhostError("the topology is not a mapping", field="topology",
+                           fix="pass the output of topology_to_dict (or of the "
+                               "numa_cpuset module's topology result)")
+    try:
+        cpus_data = data["cpus"]
+        cpus = _build(
+            CpuState, cpus_data, possible=_ints, present=_ints, online=_ints,
+            isolated=_ints, nohz_full=_ints, flags=tuple,
+            cpus=lambda m: _int_keys(m, lambda c: _build(
+                Cpu, c, thread_siblings=_ints)))
+        nodes = _int_keys(data.get("nodes"), lambda n: _build(
+            NumaNode, n, cpus=_ints,
+            hugepages=lambda m: _int_keys(m, lambda h: _build(HugepagePool, h)),
+            distances=lambda m: _int_keys(m, int)))
+        pci = {str(k): _build(
+            PciFunction, f, local_cpus=_ints, virtfns=tuple, reset_method=tuple,
+            parents=tuple, netdevs=tuple, msi_irqs=_ints,
+            bars=lambda bars: tuple(_build(Bar, b) for b in bars or ()),
+            extra=lambda e: dict(e or {}))
+            for k, f in (data.get("pci") or {}).items()}
+        iommu = _build(
+            IommuState, data.get("iommu") or {}, units=tuple, acpi_tables=tuple,
+            groups=lambda m: _int_keys(m, tuple), cmdline=dict,
+            group_types=lambda m: _int_keys(m, str))
+        irqs = {str(k): _build(
+            Irq, i, counts=_ints, cpus=_ints, smp_affinity_list=_opt_ints,
+            effective_affinity_list=_opt_ints)
+            for k, i in (data.get("irqs") or {}).items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise GpuhostError("the topology data is malformed (%s: %s)" % (
+            type(exc).__name__, exc), field="topology",
+            fix="pass the unchanged output of topology_to_dict")
+    return HostTopology(cpus=cpus, nodes=nodes, pci=pci, iommu=iommu, irqs=irqs)

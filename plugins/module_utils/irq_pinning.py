@@ -1,0 +1,322 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pinning IRQs to host CPUs: the pure core of irq_affinity and of its re-apply helper.
+
+An IRQ is selected by a regex on its action name in /proc/interrupts (``mlx5``,
+``nvme``, ``vfio-msix``), by the ``msi_irqs`` of a PCI function, or by number. Writing
+/proc/irq/N/smp_affinity_list sets where it may fire (Documentation/core-api/irq/
+irq-affinity.rst); effective_affinity_list says where it fires now (x86 delivers to
+one CPU of the mask). An IRQ is in place when smp_affinity_list equals the wanted CPUs
+and its effective affinity lies inside them. Kernel-managed IRQs (NVMe queues and the
+like) refuse the write with EIO (kernel/irq/proc.c): they are reported, not failed.
+
+Pins do not survive on their own: a NIC's IRQs are requested again each time it comes
+up, and a passed-through device's vfio-msix IRQs exist only once the guest enables
+MSI-X. So the wanted pins are stored in /etc/gpuhost/irq-affinity.json and
+``reapply`` (this file, run by the thin gpuhost-irq-reapply helper) puts them back from:
+
+* a udev rule on net "add"/"move" events;
+* a NetworkManager dispatcher script on "up", where NetworkManager is installed;
+* a libvirt qemu hook (/etc/libvirt/hooks/qemu.d/) on "started", which forks and
+  watches for a while, because the guest enables MSI-X only after it boots.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    format_cpulist, parse_cpulist)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+    read_cpu_state, read_irqs)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+    ChangeSet, HostWriter, describe_os_error, python_library_files, wrapper_script)
+
+CONFIG_FILE = "/etc/gpuhost/irq-affinity.json"
+HELPER = "/usr/local/libexec/gpuhost/gpuhost-irq-reapply"
+UDEV_RULE_FILE = "/etc/udev/rules.d/90-gpuhost-irq-affinity.rules"
+LIBVIRT_HOOK = "/etc/libvirt/hooks/qemu.d/gpuhost-irq-affinity"
+NM_DISPATCHER_DIR = "/etc/NetworkManager/dispatcher.d"
+NM_DISPATCHER = NM_DISPATCHER_DIR + "/90-gpuhost-irq-affinity"
+LIBRARY = ("irq_pinning",)
+WATCH_SECONDS = 180
+
+
+@dataclass
+class IrqRule:
+    """One wanted pin: which IRQs (any selector) go to which CPUs."""
+
+    cpus: Tuple[int, ...]
+    name_regex: Optional[str] = None
+    pci_devices: Tuple[str, ...] = ()
+    irqs: Tuple[int, ...] = ()
+
+    @property
+    def key(self):
+        return json.dumps({"name_regex": self.name_regex, "pci_devices": list(self.pci_devices),
+                           "irqs": list(self.irqs)}, sort_keys=True)
+
+    def to_dict(self):
+        return {"name_regex": self.name_regex, "pci_devices": list(self.pci_devices),
+                "irqs": list(self.irqs), "cpus": format_cpulist(self.cpus)}
+
+    @classmethod
+    def from_dict(cls, data):
+        return cls(cpus=parse_cpulist(data.get("cpus"), field="cpus"),
+                   name_regex=data.get("name_regex"),
+                   pci_devices=tuple(data.get("pci_devices") or ()),
+                   irqs=tuple(int(i) for i in data.get("irqs") or ()))
+
+
+def build_rule(cpus, name_regex=None, pci_devices=None, irqs=None):
+    if name_regex is not None:
+        try:
+            re.compile(name_regex)
+        except re.error as err:
+            raise GpuhostError("bad regex %r: %s" % (name_regex, err), field="name_regex",
+                               fix="give a Python regular expression such as ^mlx5_comp")
+    return IrqRule(cpus=parse_cpulist(cpus, field="cpus"), name_regex=name_regex,
+                   pci_devices=tuple(normalize_address(a, field="pci_devices")
+                                     for a in pci_devices or ()),
+                   irqs=tuple(sorted(set(int(i) for i in irqs or ()))))
+
+
+def validate_cpus(rule, online):
+    if not rule.cpus:
+        raise GpuhostError("cpus is empty", field="cpus",
+                           fix="give the host CPUs the IRQs should run on, e.g. 0-1")
+    outside = sorted(set(rule.cpus) - set(online))
+    if outside:
+        raise GpuhostError(
+            "CPU(s) %s are not online (online: %s)" % (format_cpulist(outside),
+                                                       format_cpulist(online)),
+            field="cpus", fix="choose CPUs from the online set, see "
+                              "/sys/devices/system/cpu/online")
+
+
+def _msi_irqs(root, address):
+    folder = os.path.join(root, "sys/bus/pci/devices", address)
+    if not os.path.isdir(folder):
+        return None
+    try:
+        return sorted(int(n) for n in os.listdir(os.path.join(folder, "msi_irqs"))
+                      if n.isdigit())
+    except OSError:
+        return []
+
+
+def select_irqs(root, irqs, rule, strict=True):
+    """IRQ numbers the rule covers now; strict: an unknown IRQ or device is an error."""
+    numbers = set()
+    for number in rule.irqs:
+        if str(number) not in irqs and not os.path.isdir(os.path.join(root, "proc/irq",
+                                                                      str(number))):
+            if strict:
+                raise GpuhostError("IRQ %d does not exist" % number, field="irqs",
+                                   fix="pick IRQ numbers from /proc/interrupts")
+            continue
+        numbers.add(number)
+    for address in rule.pci_devices:
+        found = _msi_irqs(root, address)
+        if found is None:
+            if strict:
+                raise GpuhostError("no PCI function %s on this host" % address,
+                                   field="pci_devices", fix="list devices with lspci -D")
+            continue
+        numbers.update(found)
+    if rule.name_regex is not None:
+        pattern = re.compile(rule.name_regex)
+        numbers.update(irq.number for irq in irqs.values()
+                       if irq.number is not None and irq.name and pattern.search(irq.name))
+    return sorted(numbers)
+
+
+def in_place(irq, cpus):
+    wanted = set(cpus)
+    if irq.smp_affinity_list is None:
+        return False
+    if set(irq.smp_affinity_list) != wanted:
+        return False
+    effective = irq.effective_affinity_list
+    return not effective or set(effective) <= wanted
+
+
+@dataclass
+class PinPlan:
+    changes: ChangeSet
+    selected: List[int]
+    to_change: List[int]
+    skipped_managed: List[int] = field(default_factory=list)
+    changed_irqs: List[int] = field(default_factory=list)
+    previous: dict = field(default_factory=dict)
+
+
+def plan_pins(writer, irqs, numbers, cpus):
+    """One step per IRQ not in place; EIO (kernel-managed) is recorded, not raised."""
+    changes = ChangeSet()
+    plan = PinPlan(changes, list(numbers), [])
+    wanted = format_cpulist(cpus)
+    for number in numbers:
+        irq = irqs.get(str(number))
+        if irq is None:
+            irq = _read_one(writer, number)
+        if in_place(irq, cpus):
+            continue
+        plan.to_change.append(number)
+        before = format_cpulist(irq.smp_affinity_list or ())
+        plan.previous[number] = before
+        path = "/proc/irq/%d/smp_affinity_list" % number
+        changes.value_changes.append((path, before, wanted))
+
+        def apply(number=number, path=path):
+            try:
+                writer.write(path, wanted)
+            except OSError as err:
+                if err.errno == errno.EIO:
+                    plan.skipped_managed.append(number)
+                    return
+                raise
+            plan.changed_irqs.append(number)
+
+        def undo(number=number, path=path, before=before):
+            if number in plan.changed_irqs and before:
+                writer.write(path, before)
+        changes.add("pin IRQ %d to %s" % (number, wanted), apply, undo)
+    return plan
+
+
+def _read_one(writer, number):
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import Irq
+    smp = writer.read("/proc/irq/%d/smp_affinity_list" % number)
+    eff = writer.read("/proc/irq/%d/effective_affinity_list" % number)
+    return Irq(irq=str(number), number=number,
+               smp_affinity_list=parse_cpulist(smp) if smp is not None else None,
+               effective_affinity_list=parse_cpulist(eff) if eff else None)
+
+
+# -- persistence -----------------------------------------------------------------------
+
+def read_config(writer):
+    text = writer.read_file(CONFIG_FILE)
+    if not text:
+        return {"rules": []}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise GpuhostError("%s is not valid JSON" % CONFIG_FILE, field="persistent",
+                           fix="fix or remove the file, then run the module again")
+    data.setdefault("rules", [])
+    return data
+
+
+def udev_rule_text():
+    return ("# Managed by gpuhost.kvm irq_affinity: the kernel requests a NIC's IRQs again\n"
+            "# when it appears, so re-apply the pins from %s.\n"
+            'ACTION=="add|move", SUBSYSTEM=="net", RUN+="%s"\n' % (CONFIG_FILE, HELPER))
+
+
+def nm_dispatcher_text(interpreter):
+    return ("#!%s\n"
+            "# Managed by gpuhost.kvm irq_affinity: many NIC drivers request their IRQs on\n"
+            "# link up; re-apply the pins then.\n"
+            "import subprocess, sys\n"
+            "if len(sys.argv) > 2 and sys.argv[2] == 'up':\n"
+            "    subprocess.call([%r])\n" % (interpreter, HELPER))
+
+
+def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
+    config = read_config(writer)
+    rules = [r for r in config["rules"] if IrqRule.from_dict(r).key != rule.key]
+    rules.append(rule.to_dict())
+    config["rules"] = rules
+    changes.put_file(writer, CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning"
+    changes.put_file(writer, HELPER, wrapper_script(module, "reapply_main",
+                                                    interpreter=interpreter), mode=0o755)
+    changes.put_file(writer, LIBVIRT_HOOK, wrapper_script(module, "libvirt_hook_main",
+                                                          interpreter=interpreter), mode=0o755)
+    changes.put_file(writer, UDEV_RULE_FILE, udev_rule_text())
+    if writer.exists(NM_DISPATCHER_DIR):
+        changes.put_file(writer, NM_DISPATCHER, nm_dispatcher_text(interpreter), mode=0o755)
+    for path, source in python_library_files(LIBRARY).items():
+        changes.put_file(writer, path, source, summarize=True)
+
+
+# -- re-apply --------------------------------------------------------------------------
+
+def reapply(writer, config):
+    """Put every stored pin back on the IRQs that exist now; never raises for one IRQ."""
+    irqs = read_irqs(writer.root)
+    online = read_cpu_state(writer.root).online
+    report = {"pinned": [], "in_place": [], "skipped_managed": [], "errors": []}
+    for data in config.get("rules", []):
+        try:
+            rule = IrqRule.from_dict(data)
+            validate_cpus(rule, online)
+        except GpuhostError as err:
+            report["errors"].append(err.message)
+            continue
+        numbers = select_irqs(writer.root, irqs, rule, strict=False)
+        plan = plan_pins(writer, irqs, numbers, rule.cpus)
+        report["in_place"] += [n for n in numbers if n not in plan.to_change]
+        for step, number in zip(plan.changes.steps, plan.to_change):
+            try:
+                step.apply()
+            except OSError as err:
+                report["errors"].append("IRQ %d: %s" % (number, describe_os_error(err)))
+        report["pinned"] += plan.changed_irqs
+        report["skipped_managed"] += plan.skipped_managed
+    return report
+
+
+def reapply_main(argv, writer=None, sleep=time.sleep, clock=time.monotonic):
+    """gpuhost-irq-reapply [--config FILE] [--watch SECONDS]."""
+    config_path, watch = CONFIG_FILE, 0
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--config" and args:
+            config_path = args.pop(0)
+        elif arg == "--watch" and args:
+            watch = float(args.pop(0))
+    writer = writer or HostWriter("/")
+    try:
+        config = json.loads(writer.read_file(config_path) or '{"rules": []}')
+    except ValueError as err:
+        sys.stderr.write("gpuhost-irq-reapply: %s: %s\n" % (config_path, err))
+        return 2
+    deadline = clock() + watch
+    while True:
+        report = reapply(writer, config)
+        for line in report["errors"]:
+            sys.stderr.write("gpuhost-irq-reapply: %s\n" % line)
+        if report["pinned"]:
+            sys.stderr.write("gpuhost-irq-reapply: pinned IRQ(s) %s\n"
+                             % format_cpulist(report["pinned"]))
+        if clock() >= deadline:
+            return 1 if report["errors"] else 0
+        sleep(2)
+
+
+def libvirt_hook_main(argv, fork=os.fork):
+    """libvirt qemu hook: on "started", re-apply in the background for a while.
+
+    libvirt waits for its hooks, and the guest enables MSI-X only after it boots, so
+    the hook forks, detaches and watches instead of blocking the domain's start.
+    """
+    if len(argv) < 2 or argv[1] != "started":
+        return 0
+    if fork() != 0:
+        return 0
+    os.setsid()
+    return reapply_main(["--watch", str(WATCH_SECONDS)])

@@ -1,0 +1,113 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""irqbalance's environment file: keep it away from the tenant CPUs.
+
+irqbalance 1.8 and later read IRQBALANCE_BANNED_CPULIST (a cpulist); older versions
+read IRQBALANCE_BANNED_CPUS, a hex mask written as comma-separated 32-bit words
+(cpuset.format_cpumask). Setting either turns off irqbalance's own ban of the
+isolcpus/nohz_full CPUs, so those are added to the ban list. The file is
+/etc/sysconfig/irqbalance on RHEL and /etc/default/irqbalance on Debian; the caller
+gives the path. Every other line of the file is kept as it is.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    format_cpulist, format_cpumask)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+CPULIST_KEY = "IRQBALANCE_BANNED_CPULIST"
+MASK_KEY = "IRQBALANCE_BANNED_CPUS"
+_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def format_for_version(version_text):
+    """``cpulist`` for irqbalance >= 1.8, ``mask`` for older or unknown versions.
+
+    The mask form is the safe guess: 1.8 and later still read it (with a deprecation
+    warning), while older versions ignore the cpulist key entirely.
+    """
+    match = _VERSION.search(version_text or "")
+    if not match:
+        return "mask"
+    return "cpulist" if (int(match.group(1)), int(match.group(2))) >= (1, 8) else "mask"
+
+
+def check_syntax(text, path):
+    """Refuse a file that is not blank lines, comments and KEY=value lines."""
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if not _ASSIGNMENT.match(line):
+            raise GpuhostError(
+                "line %d of %s is not KEY=value: %r" % (number, path, line),
+                field="irqbalance_config",
+                fix="fix or comment out that line; irqbalance reads the file as a shell "
+                    "environment file")
+
+
+def read_config(writer, path):
+    try:
+        text = writer.read_file(path)
+    except (IOError, OSError) as err:
+        raise GpuhostError("cannot read %s: %s" % (path, err), field="irqbalance_config",
+                           fix="check the path and its permissions (become: true)")
+    if text is None:
+        return ""
+    check_syntax(text, path)
+    return text
+
+
+def banned_value(cpus, fmt, nr_cpus=None):
+    if fmt == "cpulist":
+        return format_cpulist(cpus)
+    return format_cpumask(cpus, nr_cpus)
+
+
+def render(text, key, value, drop_keys=()):
+    """The file with ``key=value`` set in place (or appended) and ``drop_keys`` removed."""
+    lines = text.splitlines()
+    out = []
+    placed = False
+    for line in lines:
+        match = _ASSIGNMENT.match(line)
+        if match and match.group(1) == key:
+            if not placed:
+                out.append("%s=%s" % (key, value))
+                placed = True
+            continue
+        if match and match.group(1) in drop_keys:
+            continue
+        out.append(line)
+    if not placed:
+        out.append("# Managed by gpuhost.kvm irq_affinity: keep IRQs off tenant CPUs.")
+        out.append("%s=%s" % (key, value))
+    return "\n".join(out) + "\n"
+
+
+def banned_cpus(wanted, cpu_state):
+    """The ban list: the CPUs asked for plus isolcpus and nohz_full."""
+    banned = set(wanted) | set(cpu_state.isolated or ()) | set(cpu_state.nohz_full or ())
+    online = set(cpu_state.online or ())
+    if online and online <= banned:
+        raise GpuhostError(
+            "banning CPUs %s (with isolcpus/nohz_full) leaves irqbalance no online CPU"
+            % format_cpulist(banned), field="irqbalance_banned_cpus",
+            fix="leave at least one housekeeping CPU out of the ban list")
+    return tuple(sorted(banned))
+
+
+def plan_config(changes, writer, path, wanted_cpus, cpu_state, fmt):
+    """Add the config file change; returns (changed, banned CPUs)."""
+    text = read_config(writer, path)
+    banned = banned_cpus(wanted_cpus, cpu_state)
+    nr_cpus = len(cpu_state.possible) if cpu_state.possible else None
+    key, other = (CPULIST_KEY, MASK_KEY) if fmt == "cpulist" else (MASK_KEY, CPULIST_KEY)
+    new = render(text, key, banned_value(banned, fmt, nr_cpus), drop_keys=(other,))
+    changed = changes.put_file(writer, path, new)
+    return changed, banned

@@ -1,0 +1,965 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The placement planner: tenants onto GPUs, whole cores, hugepages and VFs of one node.
+
+``plan_placement()`` is pure and deterministic: it reads nothing but the HostTopology
+it is given, iterates in sorted order everywhere, and returns the plain-data plan that
+docs/plan-format.md describes. Every later step (VFIO binding, hugepages, the tenant
+domains, SR-IOV, IRQ pinning) reads that plan.
+
+The SMT policies follow OpenStack Nova's ``hw:cpu_thread_policy``
+(nova/virt/hardware.py ``_pack_instance_onto_cores``):
+
+``require``
+    vCPUs are placed on whole free cores only, sibling threads together, so the guest
+    sees real SMT pairs (cores x threads). Nova refuses ``require`` on a host without
+    SMT; here a host with one thread per core has nothing to share, so every core is
+    whole and the policy simply holds.
+``prefer``
+    whole free cores first; the rest (an odd count, or a node short of whole cores) is
+    taken thread by thread, from cores that are already partly used first, so that
+    whole cores stay whole for later tenants.
+``isolate``
+    one thread per core; the other threads of each core are reserved for the tenant and
+    given to nobody, so the guest never shares a core with anyone.
+
+Existing tenants (a previous plan's ``tenants``) are copied into the new plan unchanged;
+new tenants get only what is still free, so onboarding never moves a running tenant.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Tuple, Union
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    format_cpulist,
+    format_cpumask,
+    parse_cpulist,
+)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import group_members_verdict
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress, normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+    HostTopology,
+    topology_from_dict,
+)
+
+SMT_POLICIES = ("require", "prefer", "isolate")
+EMULATOR_POLICIES = ("housekeeping", "dedicated")
+HUGEPAGE_CHECKS = ("memory", "free", "none")
+HUGEPAGE_SIZES_KIB = {"1G": 1048576, "2M": 2048}
+GIB_KIB = 1048576
+# VF drivers that need no rebinding before passthrough: already vfio-pci, or unbound.
+_READY_VF_DRIVERS = (None, "", "vfio-pci")
+# libvirt domain names become file names (/etc/libvirt/qemu/<name>.xml): no path
+# characters, no leading dot or dash.
+TENANT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_TENANT_KEYS = ("name", "gpus", "vcpus", "memory_gib", "hugepage_size", "nic_vf",
+                "iothreads", "emulator_policy")
+
+
+@dataclass(frozen=True)
+class TenantRequest:
+    """One tenant as asked for; see docs/plan-format.md, "Tenant request"."""
+
+    name: str
+    gpus: Union[int, Tuple[str, ...]]      # a count, or canonical PCI addresses
+    vcpus: int
+    memory_gib: int
+    hugepage_size: str = "1G"
+    nic_vf: bool = False
+    iothreads: int = 0
+    emulator_policy: str = "housekeeping"
+
+    @property
+    def hugepage_size_kib(self):
+        return HUGEPAGE_SIZES_KIB[self.hugepage_size]
+
+    @property
+    def hugepages_needed(self):
+        return self.memory_gib * GIB_KIB // self.hugepage_size_kib
+
+    @property
+    def gpu_count(self):
+        return self.gpus if isinstance(self.gpus, int) else len(self.gpus)
+
+
+def _int_field(value, field, minimum):
+    if isinstance(value, bool) or value is None:
+        raise GpuhostError("%r is not a whole number" % (value,), field=field,
+                           fix="give a whole number of at least %d" % minimum)
+    try:
+        number = int(str(value).strip()) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        raise GpuhostError("%r is not a whole number" % (value,), field=field,
+                           fix="give a whole number of at least %d" % minimum)
+    if isinstance(value, float) and value != number:
+        raise GpuhostError("%r is not a whole number" % (value,), field=field,
+                           fix="give a whole number of at least %d" % minimum)
+    if number < minimum:
+        raise GpuhostError("%d is below %d" % (number, minimum), field=field,
+                           fix="give a whole number of at least %d" % minimum)
+    return number
+
+
+def validate_tenant_name(name, field="name"):
+    """Refuse names libvirt would reject or that would escape /etc/libvirt/qemu/."""
+    if not isinstance(name, str) or name in (".", "..") or not TENANT_NAME_RE.match(name):
+        raise GpuhostError(
+            "%r is not a valid tenant (libvirt domain) name" % (name,), field=field,
+            fix="use 1-63 characters from A-Z a-z 0-9 _ . -, starting with a letter or "
+                "digit and without '/', e.g. tenant-a100")
+    return name
+
+
+def tenant_request_from_dict(data, field="tenants[0]"):
+    """Validate one tenant request (a dict as in docs/plan-format.md)."""
+    if isinstance(data, TenantRequest):
+        data = dataclasses.asdict(data)     # built elsewhere: validate it all the same
+    if not isinstance(data, dict):
+        raise GpuhostError("a tenant must be a mapping, got %r" % (data,), field=field,
+                           fix="give name, gpus, vcpus and memory_gib for every tenant")
+    unknown = sorted(set(data) - set(_TENANT_KEYS))
+    if unknown:
+        raise GpuhostError("unknown tenant keys %s" % ", ".join(unknown), field=field,
+                           fix="use only %s" % ", ".join(_TENANT_KEYS))
+    for key in ("name", "vcpus", "memory_gib"):
+        if data.get(key) is None:
+            raise GpuhostError("%s is missing" % key, field="%s.%s" % (field, key),
+                               fix="give name, gpus, vcpus and memory_gib for every tenant")
+    name = validate_tenant_name(data["name"], field="%s.name" % field)
+    gpus = 1 if data.get("gpus") is None else data["gpus"]
+    if isinstance(gpus, str) and not gpus.strip().isdigit():
+        gpus = [gpus]                       # one address given without a list
+    if isinstance(gpus, (list, tuple)):
+        if not gpus:
+            raise GpuhostError("the GPU address list is empty", field="%s.gpus" % field,
+                               fix="give PCI addresses, or a count such as 1 (0 for none)")
+        addresses = []
+        for index, text in enumerate(gpus):
+            address = normalize_address(text, field="%s.gpus[%d]" % (field, index))
+            if address in addresses:
+                raise GpuhostError("GPU %s is listed twice" % address,
+                                   field="%s.gpus[%d]" % (field, index),
+                                   fix="list every GPU once")
+            addresses.append(address)
+        gpus = tuple(sorted(addresses, key=PciAddress.parse))
+    else:
+        gpus = _int_field(gpus, "%s.gpus" % field, 0)
+    vcpus = _int_field(data["vcpus"], "%s.vcpus" % field, 1)
+    memory_gib = _int_field(data["memory_gib"], "%s.memory_gib" % field, 1)
+    size = str(data.get("hugepage_size") or "1G").strip().upper()
+    if size not in HUGEPAGE_SIZES_KIB:
+        raise GpuhostError("hugepage size %r is not supported" % (data.get("hugepage_size"),),
+                           field="%s.hugepage_size" % field, fix="use 1G or 2M")
+    nic_vf = False if data.get("nic_vf") is None else data["nic_vf"]
+    if not isinstance(nic_vf, bool):
+        raise GpuhostError("%r is not true or false" % (nic_vf,), field="%s.nic_vf" % field,
+                           fix="write nic_vf: true or nic_vf: false")
+    iothreads = _int_field(data.get("iothreads") or 0, "%s.iothreads" % field, 0)
+    emulator_policy = data.get("emulator_policy") or "housekeeping"
+    if emulator_policy not in EMULATOR_POLICIES:
+        raise GpuhostError("unknown emulator policy %r" % (emulator_policy,),
+                           field="%s.emulator_policy" % field,
+                           fix="use one of %s" % ", ".join(EMULATOR_POLICIES))
+    return TenantRequest(name=name, gpus=gpus, vcpus=vcpus, memory_gib=memory_gib,
+                         hugepage_size=size, nic_vf=nic_vf, iothreads=iothreads,
+                         emulator_policy=emulator_policy)
+
+
+# --------------------------------------------------------------------------- host index
+
+class _Host:
+    """What the planner needs from a HostTopology, indexed once (no rescans per tenant)."""
+
+    def __init__(self, topology):
+        self.topology = topology
+        cpus = topology.cpus
+        self.online = frozenset(cpus.online)
+        self.possible_count = (max(cpus.possible) + 1 if cpus.possible
+                               else (max(self.online) + 1 if self.online else 0))
+        cpu_node = {}
+        for node_id in sorted(topology.nodes):
+            for cpu in topology.nodes[node_id].cpus:
+                cpu_node.setdefault(cpu, node_id)
+        cpu_nodes = sorted(n for n in topology.nodes if topology.nodes[n].cpus)
+        self.cpu_nodes = tuple(cpu_nodes)
+        for cpu_id, cpu in cpus.cpus.items():
+            # A CPU whose node is offline or unknown has no memory to pair with: the
+            # planner leaves it to the host.
+            if cpu_id not in cpu_node and cpu.node in topology.nodes:
+                cpu_node[cpu_id] = cpu.node
+        self.cpu_node = cpu_node
+        # A core is the set of its online threads; a thread whose siblings are unknown
+        # is a core of its own.
+        cores_by_node: Dict[int, List[Tuple[int, ...]]] = {}
+        core_of = {}
+        for cpu_id in sorted(self.online):
+            if cpu_id in core_of:
+                continue
+            cpu = cpus.cpus.get(cpu_id)
+            siblings = tuple(sorted(s for s in (cpu.thread_siblings if cpu else ())
+                                    if s in self.online))
+            if cpu_id not in siblings:
+                siblings = (cpu_id,)
+            siblings = tuple(s for s in siblings if s not in core_of)
+            for thread in siblings:
+                core_of[thread] = siblings
+            node = cpu_node.get(cpu_id)
+            if node is not None:
+                cores_by_node.setdefault(node, []).append(siblings)
+        self.core_of = core_of
+        self.cores_by_node = {n: tuple(c) for n, c in sorted(cores_by_node.items())}
+        self.threads_per_core = max((len(c) for c in core_of.values()), default=1)
+
+        self.pci = topology.pci
+        # Parsed once: sorting and slot lookups by address are the planner's hot path.
+        self.address_key = {a: PciAddress.parse(a) for a in topology.pci}
+        ordered = sorted(topology.pci, key=self.address_key.__getitem__)
+        self.slots: Dict[tuple, List[str]] = {}
+        self.groups: Dict[int, List[str]] = {}
+        for address in ordered:
+            function = topology.pci[address]
+            self.slots.setdefault(self.address_key[address].slot_key, []).append(address)
+            if function.iommu_group is not None:
+                self.groups.setdefault(function.iommu_group, []).append(address)
+        self.gpus = tuple(a for a in ordered if topology.pci[a].is_gpu)
+        self.pfs = tuple(a for a in ordered if topology.pci[a].is_sriov_pf)
+        self._gpu_verdicts = {}
+        self._vf_candidates = {}
+        flags = set(cpus.flags or ())
+        self.gigantic_pages = "pdpe1gb" in flags or any(
+            HUGEPAGE_SIZES_KIB["1G"] in node.hugepages for node in topology.nodes.values())
+
+    def device_node(self, address):
+        """A device's NUMA node; on a one-node host an unknown node can only be that one."""
+        node = self.pci[address].numa_node
+        if node is None or node < 0:
+            return self.cpu_nodes[0] if len(self.cpu_nodes) == 1 else None
+        return node
+
+    def slot_functions(self, address):
+        return tuple(self.slots[self.address_key[address].slot_key])
+
+    def gpu_verdict(self, addresses):
+        key = tuple(addresses)
+        if key not in self._gpu_verdicts:
+            self._gpu_verdicts[key] = group_members_verdict(self.topology, list(addresses))
+        return self._gpu_verdicts[key]
+
+    def vf_candidates(self, node):
+        """Usable VFs of the node's PFs, best first: ready drivers, then by address."""
+        if node not in self._vf_candidates:
+            ranked = []
+            for pf in self.pfs:
+                if self.device_node(pf) != node:
+                    continue
+                for vf in self.pci[pf].virtfns:
+                    if vf in self.pci and self.vf_group_clean(vf):
+                        ranked.append((self.pci[vf].driver not in _READY_VF_DRIVERS,
+                                       self.address_key[pf], self.address_key[vf], pf, vf))
+            ranked.sort()
+            self._vf_candidates[node] = tuple((pf, vf) for *_, pf, vf in ranked)
+        return self._vf_candidates[node]
+
+    def vf_group_clean(self, address):
+        """A VF goes to a guest alone: its group must hold nothing but it and bridges."""
+        group = self.pci[address].iommu_group
+        if group is None:
+            return False
+        return all(member == address or self.pci[member].is_bridge
+                   for member in self.groups.get(group, ()))
+
+
+# ----------------------------------------------------------------------- housekeeping
+
+def default_housekeeping(topology):
+    """The first physical core of every node that has online CPUs, with its siblings."""
+    host = topology if isinstance(topology, _Host) else _Host(_as_topology(topology))
+    result = {}
+    for node, cores in host.cores_by_node.items():
+        if cores:
+            result[node] = tuple(sorted(cores[0]))
+    return result
+
+
+def resolve_housekeeping(topology, housekeeping=None):
+    """Housekeeping CPUs per node: the explicit ones where given, the default elsewhere.
+
+    ``housekeeping`` maps node ids (int or str) to cpulists. Every CPU must be online
+    and on that node.
+    """
+    host = topology if isinstance(topology, _Host) else _Host(_as_topology(topology))
+    result = default_housekeeping(host)
+    if housekeeping is None:
+        return result
+    if not isinstance(housekeeping, dict):
+        raise GpuhostError("housekeeping must map NUMA nodes to cpulists, got %r"
+                           % (housekeeping,), field="housekeeping",
+                           fix='write it as {"0": "0,32", "1": "16,48"}')
+    nodes = host.topology.nodes
+    for key in sorted(housekeeping, key=str):
+        field = "housekeeping.%s" % key
+        try:
+            node = int(str(key).strip())
+        except ValueError:
+            raise GpuhostError("%r is not a NUMA node id" % (key,), field=field,
+                               fix="use node ids as keys, e.g. \"0\"")
+        if node not in nodes:
+            raise GpuhostError("node %d does not exist (nodes: %s)"
+                               % (node, format_cpulist(nodes)), field=field,
+                               fix="use one of the host's NUMA nodes")
+        cpus = parse_cpulist(housekeeping[key], field=field)
+        offline = [c for c in cpus if c not in host.online]
+        if offline:
+            raise GpuhostError(
+                "housekeeping CPUs %s of node %d are offline or do not exist (online: %s)"
+                % (format_cpulist(offline), node, format_cpulist(host.online)), field=field,
+                fix="bring them online (echo 1 > /sys/devices/system/cpu/cpuN/online) or "
+                    "pick online CPUs of node %d: %s"
+                    % (node, format_cpulist(c for c in nodes[node].cpus if c in host.online)))
+        foreign = [c for c in cpus if host.cpu_node.get(c, node) != node]
+        if foreign:
+            raise GpuhostError(
+                "CPUs %s are not on node %d" % (format_cpulist(foreign), node), field=field,
+                fix="pick CPUs of node %d: %s" % (node, format_cpulist(nodes[node].cpus)))
+        result[node] = tuple(cpus)
+    if not any(result.values()):
+        raise GpuhostError("no housekeeping CPU is left for the host", field="housekeeping",
+                           fix="keep at least one core per node for the host, IRQs and "
+                               "the QEMU emulator threads")
+    return dict(sorted(result.items()))
+
+
+def _as_topology(topology):
+    if isinstance(topology, HostTopology):
+        return topology
+    if isinstance(topology, dict):
+        return topology_from_dict(topology)
+    raise GpuhostError("the topology must be a HostTopology or its dict form",
+                       field="topology", fix="pass the output of read_host_topology() or "
+                                             "topology_to_dict()")
+
+
+# ------------------------------------------------------------------------- the ledger
+
+class _Ledger:
+    """What is taken: CPUs, PCI functions and hugepages, and by whom."""
+
+    def __init__(self):
+        self.cpu_owner: Dict[int, str] = {}
+        self.function_owner: Dict[str, str] = {}
+        self.memory_kib: Dict[int, int] = {}
+        self.new_pages: Dict[Tuple[int, int], int] = {}     # (node, size) -> pages
+
+    def take_cpus(self, cpus, owner, field):
+        for cpu in sorted(cpus):
+            holder = self.cpu_owner.get(cpu)
+            if holder is not None and holder != owner:
+                raise GpuhostError("CPU %d is held by both %s and %s" % (cpu, holder, owner),
+                                   field=field,
+                                   fix="give each tenant its own CPUs (re-plan one of them)")
+            self.cpu_owner[cpu] = owner
+
+    def take_function(self, address, owner, field, what="device"):
+        holder = self.function_owner.get(address)
+        if holder is not None and holder != owner:
+            raise GpuhostError("%s %s is given to both %s and %s"
+                               % (what, address, holder, owner), field=field,
+                               fix="give each %s to one tenant only" % what)
+        self.function_owner[address] = owner
+
+
+# ---------------------------------------------------------------- existing allocation
+
+def _existing_cpus(entry, field):
+    """The CPUs an existing tenant holds exclusively."""
+    if entry.get("dedicated_cpus") is not None:
+        return parse_cpulist(entry["dedicated_cpus"], field="%s.dedicated_cpus" % field)
+    cpus = set(parse_cpulist(entry.get("vcpu_pins") or [], field="%s.vcpu_pins" % field))
+    cpus.update(parse_cpulist(entry.get("reserved_cpus") or "",
+                              field="%s.reserved_cpus" % field))
+    if entry.get("emulator_policy") == "dedicated":
+        cpus.update(parse_cpulist(entry.get("emulator_cpus") or "",
+                                  field="%s.emulator_cpus" % field))
+    return tuple(sorted(cpus))
+
+
+def _load_existing(existing, host, ledger, warnings):
+    entries = []
+    names = {}
+    for index, entry in enumerate(existing or ()):
+        field = "existing[%d]" % index
+        if not isinstance(entry, dict):
+            raise GpuhostError("an existing tenant must be a plan entry (a mapping)",
+                               field=field, fix="pass the tenants list of a previous plan")
+        for key in ("name", "node", "vcpu_pins"):
+            if key not in entry:
+                raise GpuhostError("%s is missing" % key, field="%s.%s" % (field, key),
+                                   fix="pass the tenants list of a previous plan unchanged")
+        name = validate_tenant_name(entry["name"], field="%s.name" % field)
+        if name in names:
+            raise GpuhostError("tenant %s appears twice in the existing allocation" % name,
+                               field=field, fix="keep one entry per tenant")
+        names[name] = entry
+        cpus = _existing_cpus(entry, field)
+        ledger.take_cpus(cpus, name, field)
+        offline = [c for c in cpus if c not in host.online]
+        if offline:
+            warnings.append("existing tenant %s is pinned to CPUs %s, which are not online"
+                            % (name, format_cpulist(offline)))
+        for gpu_index, gpu in enumerate(entry.get("gpus") or ()):
+            for address in gpu.get("functions") or [gpu.get("address")]:
+                address = normalize_address(address, field="%s.gpus[%d]" % (field, gpu_index))
+                ledger.take_function(address, name, "%s.gpus[%d]" % (field, gpu_index), "GPU")
+                if address not in host.pci:
+                    warnings.append("existing tenant %s holds %s, which the host does not "
+                                    "show" % (name, address))
+        vf = entry.get("vf")
+        if vf:
+            address = normalize_address(vf.get("address"), field="%s.vf.address" % field)
+            ledger.take_function(address, name, "%s.vf" % field, "VF")
+        node = _int_field(entry["node"], "%s.node" % field, 0)
+        memory_kib = _int_field(entry.get("memory_gib", 0), "%s.memory_gib" % field, 0) * GIB_KIB
+        ledger.memory_kib[node] = ledger.memory_kib.get(node, 0) + memory_kib
+        entries.append(entry)
+    return entries, names
+
+
+def _matches_existing(request, entry):
+    """Why a request differs from the tenant already placed under its name, or None."""
+    differences = []
+    if request.vcpus != len(entry.get("vcpu_pins") or ()):
+        differences.append("vcpus %d, placed with %d" % (request.vcpus,
+                                                       len(entry.get("vcpu_pins") or ())))
+    if request.memory_gib != entry.get("memory_gib"):
+        differences.append("memory_gib %d, placed with %s"
+                           % (request.memory_gib, entry.get("memory_gib")))
+    if request.hugepage_size_kib != entry.get("hugepage_size_kib"):
+        differences.append("hugepage_size %s, placed with %s kB pages"
+                           % (request.hugepage_size, entry.get("hugepage_size_kib")))
+    placed_gpus = [g.get("address") for g in entry.get("gpus") or ()]
+    if isinstance(request.gpus, int):
+        if request.gpus != len(placed_gpus):
+            differences.append("gpus %d, placed with %d" % (request.gpus, len(placed_gpus)))
+    elif sorted(request.gpus) != sorted(normalize_address(a) for a in placed_gpus):
+        differences.append("gpus %s, placed with %s" % (", ".join(request.gpus),
+                                                        ", ".join(placed_gpus) or "none"))
+    if request.nic_vf != bool(entry.get("vf")):
+        differences.append("nic_vf %s, placed %s a VF" % (str(request.nic_vf).lower(),
+                                                          "with" if entry.get("vf") else
+                                                          "without"))
+    if request.iothreads != entry.get("iothreads", 0):
+        differences.append("iothreads %d, placed with %s" % (request.iothreads,
+                                                             entry.get("iothreads")))
+    if request.emulator_policy != entry.get("emulator_policy", "housekeeping"):
+        differences.append("emulator_policy %s, placed with %s"
+                           % (request.emulator_policy, entry.get("emulator_policy")))
+    return "; ".join(differences) or None
+
+
+# ------------------------------------------------------------------------ CPU packing
+
+class _NoFit(Exception):
+    """One node cannot hold one tenant; carries the details for the final message."""
+
+    def __init__(self, node, resource, needed, free, field, fix):
+        self.node = node
+        self.resource = resource
+        self.needed = needed
+        self.free = free
+        self.field = field
+        self.fix = fix
+        super().__init__("node %s: not enough %s: needs %s, free %s"
+                         % (node, resource, needed, free))
+
+    @property
+    def text(self):
+        return str(self)
+
+
+def _pack_cpus(host, node, free, request, policy, field):
+    """vCPU pins, reserved siblings, guest threads and the dedicated emulator core.
+
+    ``free`` is the set of CPUs of ``node`` nobody holds. Cores are taken lowest first so
+    that what is left stays contiguous.
+    """
+    tpc = host.threads_per_core
+    cores = host.cores_by_node.get(node, ())
+    whole = [c for c in cores if len(c) == tpc and all(t in free for t in c)]
+    extra_core = 1 if request.emulator_policy == "dedicated" else 0
+    emulator_field = "%s.emulator_policy" % field
+    field = "%s.vcpus" % field
+    free_list = "CPUs %s" % (format_cpulist(free) or "none")
+
+    if policy in ("require", "isolate"):
+        per_core = tpc if policy == "require" else 1
+        needed = request.vcpus // per_core + extra_core
+        if len(whole) < needed:
+            if policy == "require":
+                what = "%d vCPUs at %d threads per core" % (request.vcpus, tpc)
+            else:
+                what = "%d vCPUs at one thread per core" % request.vcpus
+            if extra_core:
+                what = "%d for %s + 1 for the dedicated emulator core" % (needed - 1, what)
+            raise _NoFit(node, "whole cores", "%d (%s, smt_policy %s)" % (needed, what, policy),
+                         "%d (%s)" % (len(whole), format_cpulist(t for c in whole for t in c)
+                                      or "none"),
+                         field, _cpu_fix(request, policy))
+        chosen = whole[:request.vcpus // per_core]
+        if policy == "require":
+            pins = [t for c in chosen for t in c]
+            reserved = []
+            threads = tpc
+        else:
+            pins = [c[0] for c in chosen]
+            reserved = [t for c in chosen for t in c[1:]]
+            threads = 1
+        emulator_core = whole[len(chosen)] if extra_core else None
+        return pins, reserved, threads, emulator_core
+
+    # prefer: whole cores first, then single threads, partly used cores first.
+    if extra_core and not whole:
+        raise _NoFit(node, "whole cores", "1 for the dedicated emulator core", "0 (%s)"
+                     % free_list, emulator_field,
+                     "use emulator_policy housekeeping, or free a whole core on node %s"
+                     % node)
+    usable_whole = whole[:len(whole) - extra_core]
+    emulator_core = whole[len(whole) - 1] if extra_core else None
+    available = len(free) - (len(emulator_core) if emulator_core else 0)
+    if available < request.vcpus:
+        need = "%d threads" % request.vcpus
+        if extra_core:
+            need += " + 1 whole core for the dedicated emulator"
+        raise _NoFit(node, "CPUs", need, "%d (%s)" % (len(free), free_list), field,
+                     _cpu_fix(request, policy))
+    chosen = usable_whole[:request.vcpus // tpc]
+    pins = [t for c in chosen for t in c]
+    remainder = request.vcpus - len(pins)
+    if remainder:
+        taken = set(pins) | set(emulator_core or ())
+        partial = [t for c in cores if not (len(c) == tpc and all(x in free for x in c))
+                   for t in c if t in free and t not in taken]
+        rest = [t for c in usable_whole[len(chosen):] for t in c]
+        pins.extend((partial + rest)[:remainder])
+    threads = tpc if not remainder else 1
+    if emulator_core is not None:
+        # The emulator core was set aside from the end so that vCPUs keep the low cores;
+        # move it to the first whole core nobody took, for a tidy, contiguous layout.
+        untouched = [c for c in whole if not set(c) & set(pins)]
+        emulator_core = untouched[0]
+    return pins, [], threads, emulator_core
+
+
+def _cpu_fix(request, policy):
+    if policy == "require":
+        return ("ask for fewer vCPUs, give the node fewer housekeeping CPUs, or free "
+                "cores held by other tenants")
+    if policy == "isolate":
+        return ("ask for fewer vCPUs or use smt_policy require (isolate uses a whole core "
+                "per vCPU)")
+    return "ask for fewer vCPUs, or free CPUs held by other tenants"
+
+
+# ---------------------------------------------------------------------------- the plan
+
+def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
+                   existing=None, hugepage_check="memory"):
+    """Place ``tenants`` on ``topology`` and return the plan (docs/plan-format.md).
+
+    ``topology``: a HostTopology or its dict form. ``tenants``: request dicts or
+    TenantRequest objects. ``housekeeping``: {node: cpulist}, the default elsewhere.
+    ``existing``: a previous plan's ``tenants``; they are kept unchanged, and a request
+    with the same name stands for that tenant. ``hugepage_check``: ``memory`` (the
+    node's free hugepages plus free memory must hold the new tenants' pages, which the
+    numa role reserves after planning), ``free`` (the pages must already be reserved
+    and free) or ``none``. Raises GpuhostError; changes nothing.
+    """
+    if smt_policy not in SMT_POLICIES:
+        raise GpuhostError("unknown SMT policy %r" % (smt_policy,), field="smt_policy",
+                           fix="use one of %s (Nova's hw:cpu_thread_policy meanings)"
+                               % ", ".join(SMT_POLICIES))
+    if hugepage_check not in HUGEPAGE_CHECKS:
+        raise GpuhostError("unknown hugepage check %r" % (hugepage_check,),
+                           field="hugepage_check", fix="use one of %s"
+                                                       % ", ".join(HUGEPAGE_CHECKS))
+    if not isinstance(tenants, (list, tuple)):
+        raise GpuhostError("tenants must be a list", field="tenants",
+                           fix="give a list of tenant requests")
+    if isinstance(existing, dict) and isinstance(existing.get("tenants"), list):
+        existing = existing["tenants"]      # a whole previous plan
+    if existing is not None and not isinstance(existing, (list, tuple)):
+        raise GpuhostError("existing must be a list of plan tenants", field="existing",
+                           fix="pass the tenants list of a previous plan")
+    host = _Host(_as_topology(topology))
+    if not host.cores_by_node:
+        raise GpuhostError("the topology shows no online CPU on any NUMA node",
+                           field="topology", fix="check that /sys/devices/system/cpu and "
+                                                 "/sys/devices/system/node are readable")
+    requests = []
+    seen = {}
+    for index, data in enumerate(tenants):
+        request = tenant_request_from_dict(data, field="tenants[%d]" % index)
+        if request.name in seen:
+            raise GpuhostError("tenant name %s is used twice (tenants[%d] and tenants[%d])"
+                               % (request.name, seen[request.name], index),
+                               field="tenants[%d].name" % index,
+                               fix="give every tenant its own name")
+        seen[request.name] = index
+        _check_vcpus(request, host, smt_policy, "tenants[%d].vcpus" % index)
+        requests.append((index, request))
+
+    warnings: List[str] = []
+    ledger = _Ledger()
+    kept, kept_by_name = _load_existing(existing, host, ledger, warnings)
+    housekeeping_cpus = resolve_housekeeping(host, housekeeping)
+    for node, cpus in housekeeping_cpus.items():
+        for cpu in cpus:
+            holder = ledger.cpu_owner.get(cpu)
+            if holder is not None:
+                raise GpuhostError(
+                    "housekeeping CPU %d of node %d is pinned to existing tenant %s"
+                    % (cpu, node, holder), field="housekeeping.%d" % node,
+                    fix="keep the housekeeping CPUs of the plan that placed %s" % holder)
+    for index, request in requests:
+        if request.name in kept_by_name:
+            why = _matches_existing(request, kept_by_name[request.name])
+            if why:
+                raise GpuhostError(
+                    "tenant %s is already placed and the request differs: %s"
+                    % (request.name, why), field="tenants[%d]" % index,
+                    fix="keep the request as placed, or offboard %s first and plan it "
+                        "again" % request.name)
+
+    planned = []
+    for index, request in requests:
+        if request.name in kept_by_name:
+            continue
+        planned.append(_place_tenant(host, ledger, housekeeping_cpus, request, index,
+                                     smt_policy, hugepage_check, warnings))
+
+    all_tenants = [copy.deepcopy(e) for e in kept] + planned
+    return _assemble(host, housekeeping_cpus, smt_policy, all_tenants, ledger, warnings)
+
+
+def _check_vcpus(request, host, smt_policy, field):
+    tpc = host.threads_per_core
+    if smt_policy == "require" and request.vcpus % tpc:
+        lower = request.vcpus - request.vcpus % tpc
+        options = "%d or %d" % (lower, lower + tpc) if lower else "%d" % tpc
+        raise GpuhostError(
+            "%d vCPUs cannot fill whole cores: smt_policy require needs a positive "
+            "multiple of the host's %d threads per core" % (request.vcpus, tpc), field=field,
+            fix="ask for %s vCPUs, or use smt_policy prefer" % options)
+
+
+def _gpu_candidates(host, ledger, request, index):
+    """Free GPUs per node for a count request, plus why each other GPU was skipped."""
+    by_node: Dict[int, List[str]] = {}
+    skipped = []
+    for address in host.gpus:
+        holder = ledger.function_owner.get(address)
+        if holder:
+            skipped.append("%s (taken by %s)" % (address, holder))
+            continue
+        node = host.device_node(address)
+        if node is None:
+            skipped.append("%s (NUMA node unknown)" % address)
+            continue
+        verdict = host.gpu_verdict((address,))
+        if not verdict.clean:
+            skipped.append("%s (IOMMU group %s not clean: %s)"
+                           % (address, verdict.group, "; ".join(verdict.reasons)
+                              or "foreign devices"))
+            continue
+        by_node.setdefault(node, []).append(address)
+    for node in by_node:
+        # The boot VGA carries the console: take it last.
+        by_node[node].sort(key=lambda a: (bool(host.pci[a].boot_vga), host.address_key[a]))
+    return by_node, skipped
+
+
+def _explicit_gpus(host, ledger, request, index):
+    field = "tenants[%d].gpus" % index
+    nodes = set()
+    for position, address in enumerate(request.gpus):
+        item = "%s[%d]" % (field, position)
+        if address not in host.pci:
+            raise GpuhostError("GPU %s does not exist on this host" % address, field=item,
+                               fix="pick one of the host's GPUs: %s"
+                                   % (", ".join(host.gpus) or "none found"))
+        if not host.pci[address].is_gpu:
+            raise GpuhostError("%s is not a GPU (class 0x%06x)"
+                               % (address, host.pci[address].class_code), field=item,
+                               fix="pick one of the host's GPUs: %s"
+                                   % (", ".join(host.gpus) or "none found"))
+        holder = ledger.function_owner.get(address)
+        if holder:
+            raise GpuhostError("GPU %s is already given to tenant %s" % (address, holder),
+                               field=item, fix="pick a free GPU or a count instead of an "
+                                               "address")
+        node = host.device_node(address)
+        if node is None:
+            raise GpuhostError("the NUMA node of GPU %s is unknown" % address, field=item,
+                               fix="check /sys/bus/pci/devices/%s/numa_node and the BIOS "
+                                   "NUMA (SRAT) settings" % address)
+        nodes.add(node)
+    if len(nodes) > 1:
+        raise GpuhostError("GPUs %s are on different NUMA nodes (%s)"
+                           % (", ".join(request.gpus), format_cpulist(nodes)), field=field,
+                           fix="give a tenant GPUs of one node only, or split it")
+    verdict = host.gpu_verdict(request.gpus)
+    if not verdict.clean:
+        foreign = ", ".join("%s (%s)" % (f.get("address"), f.get("class_name") or
+                                         f.get("class_code")) for f in verdict.foreign)
+        raise GpuhostError("IOMMU group %s of %s is not clean: %s"
+                           % (verdict.group, ", ".join(request.gpus),
+                              foreign or "; ".join(verdict.reasons)), field=field,
+                           fix="move the card to a slot with its own IOMMU group (see "
+                               "iommu_groups_facts); an ACS override would weaken isolation")
+    return nodes.pop(), list(request.gpus)
+
+
+def _node_room(host, ledger, housekeeping_cpus, node):
+    held = housekeeping_cpus.get(node, ())
+    return sum(1 for c in host.cores_by_node.get(node, ()) for t in c
+               if t not in ledger.cpu_owner and t not in held)
+
+
+def _place_tenant(host, ledger, housekeeping_cpus, request, index, policy, hugepage_check,
+                  warnings):
+    field = "tenants[%d]" % index
+    if request.hugepage_size == "1G" and not host.gigantic_pages:
+        raise GpuhostError("1G hugepages need the pdpe1gb CPU flag, which this host lacks",
+                           field="%s.hugepage_size" % field,
+                           fix="use hugepage_size 2M (or host-passthrough a CPU with pdpe1gb)")
+    if isinstance(request.gpus, tuple):
+        node, gpus = _explicit_gpus(host, ledger, request, index)
+        options = [(node, gpus)]
+    elif request.gpus == 0:
+        options = [(node, []) for node in host.cpu_nodes]
+    else:
+        by_node, skipped = _gpu_candidates(host, ledger, request, index)
+        options = [(node, gpus[:request.gpus]) for node, gpus in sorted(by_node.items())
+                   if len(gpus) >= request.gpus]
+        if not host.gpus:
+            raise GpuhostError(
+                "not enough GPUs: tenant %s needs %d GPU(s) and this host shows none (PCI "
+                "classes 0x0300, 0x0302, 0x0380)" % (request.name, request.gpus),
+                field="%s.gpus" % field,
+                fix="check lspci -D for the cards, or set gpus: 0 for a tenant without one")
+        if not options:
+            free = "; ".join("node %d: %d (%s)" % (n, len(g), ", ".join(g))
+                             for n, g in sorted(by_node.items())) or "none"
+            raise GpuhostError(
+                "not enough GPUs: tenant %s needs %d free GPU(s) with clean IOMMU groups on "
+                "one NUMA node; free: %s; skipped: %s"
+                % (request.name, request.gpus, free, "; ".join(skipped) or "none"),
+                field="%s.gpus" % field,
+                fix="ask for fewer GPUs, offboard a tenant, or clean the IOMMU groups",
+                details={"nodes": [{"node": n, "resource": "GPUs", "needed": request.gpus,
+                                    "free": "%d (%s)" % (len(by_node.get(n, ())),
+                                                         ", ".join(by_node.get(n, ()))
+                                                         or "none")}
+                                   for n in host.cpu_nodes]})
+    # Most room first, so tenants spread over the nodes; then the lowest GPU address.
+    options.sort(key=lambda o: (-_node_room(host, ledger, housekeeping_cpus, o[0]),
+                                host.address_key[o[1][0]] if o[1] else o[0], o[0]))
+    failures = []
+    for node, gpus in options:
+        try:
+            return _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus,
+                                policy, hugepage_check, warnings)
+        except _NoFit as failure:
+            failures.append(failure)
+    first = failures[0]
+    if len(failures) == 1:
+        msg = "tenant %s does not fit on node %s: not enough %s: needs %s, free %s" % (
+            request.name, first.node, first.resource, first.needed, first.free)
+    else:
+        msg = "tenant %s fits on no NUMA node: %s" % (
+            request.name, "; ".join(f.text for f in failures))
+    raise GpuhostError(msg, field=first.field,
+                       fix=first.fix,
+                       details={"nodes": [{"node": f.node, "resource": f.resource,
+                                           "needed": f.needed, "free": f.free}
+                                          for f in failures]})
+
+
+def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, policy,
+                 hugepage_check, warnings):
+    """Place one tenant on one node, or raise _NoFit; commits to the ledger on success."""
+    field = "tenants[%d]" % index
+    held = set(housekeeping_cpus.get(node, ()))
+    free = {t for c in host.cores_by_node.get(node, ()) for t in c
+            if t not in ledger.cpu_owner and t not in held}
+    pins, reserved, threads, emulator_core = _pack_cpus(host, node, free, request, policy,
+                                                        field)
+
+    if request.emulator_policy == "housekeeping":
+        if not held:
+            raise _NoFit(node, "housekeeping CPUs", "at least 1 for the emulator threads",
+                         "0", "%s.emulator_policy" % field,
+                         "give node %s housekeeping CPUs, or use emulator_policy dedicated"
+                         % node)
+        emulator_cpus = format_cpulist(held)
+    else:
+        emulator_cpus = format_cpulist(emulator_core)
+
+    numa = host.topology.nodes[node]
+    memory_kib = request.memory_gib * GIB_KIB
+    if numa.mem_total_kib is not None:
+        placed = ledger.memory_kib.get(node, 0)
+        if placed + memory_kib > numa.mem_total_kib:
+            raise _NoFit(node, "memory", "%d GiB" % request.memory_gib,
+                         "%s GiB of %s GiB (tenants hold %s GiB)"
+                         % (_gib(numa.mem_total_kib - placed), _gib(numa.mem_total_kib),
+                            _gib(placed)), "%s.memory_gib" % field,
+                         "ask for less memory or place the tenant's GPU on another node")
+    size_kib = request.hugepage_size_kib
+    pages = request.hugepages_needed
+    if hugepage_check != "none":
+        _check_hugepages(host, ledger, node, size_kib, pages, request, hugepage_check,
+                         field, warnings)
+
+    vf = None
+    if request.nic_vf:
+        vf = _choose_vf(host, ledger, node, field)
+
+    # Nothing above may fail after this point: commit.
+    owner = request.name
+    dedicated = sorted(set(pins) | set(reserved) | set(emulator_core or ()))
+    ledger.take_cpus(dedicated, owner, field)
+    for gpu in gpus:
+        for function in host.slot_functions(gpu):
+            ledger.take_function(function, owner, field, "GPU")
+    if vf:
+        ledger.take_function(vf["address"], owner, field, "VF")
+    ledger.memory_kib[node] = ledger.memory_kib.get(node, 0) + memory_kib
+    key = (node, size_kib)
+    ledger.new_pages[key] = ledger.new_pages.get(key, 0) + pages
+
+    return {
+        "name": request.name,
+        "node": node,
+        "gpus": [{
+            "address": gpu,
+            "functions": list(host.slot_functions(gpu)),
+            "iommu_group": host.pci[gpu].iommu_group,
+            "bar64_total": host.pci[gpu].bar64_prefetchable_total,
+        } for gpu in gpus],
+        "vcpus": request.vcpus,
+        "vcpu_pins": list(pins),
+        "guest_topology": {"sockets": 1, "dies": 1, "cores": request.vcpus // threads,
+                           "threads": threads},
+        "smt_policy": policy,
+        "reserved_cpus": format_cpulist(reserved),
+        "emulator_policy": request.emulator_policy,
+        "emulator_cpus": emulator_cpus,
+        "iothreads": request.iothreads,
+        "iothread_cpus": emulator_cpus if request.iothreads else None,
+        "dedicated_cpus": format_cpulist(dedicated),
+        "memory_gib": request.memory_gib,
+        "hugepage_size_kib": size_kib,
+        "hugepages": {str(node): pages},
+        "numatune": {"mode": "strict", "nodeset": str(node)},
+        "vf": vf,
+    }
+
+
+def _gib(kib):
+    value = kib / GIB_KIB
+    return ("%.1f" % value).rstrip("0").rstrip(".")
+
+
+def _size_text(size_kib):
+    return "1 GiB" if size_kib == GIB_KIB else "%d kB" % size_kib
+
+
+def _check_hugepages(host, ledger, node, size_kib, pages, request, mode, field, warnings):
+    numa = host.topology.nodes[node]
+    pool = numa.hugepages.get(size_kib)
+    free_pages = pool.free if pool else 0
+    taken = ledger.new_pages.get((node, size_kib), 0)
+    if mode == "free":
+        if taken + pages > free_pages:
+            raise _NoFit(node, "%s hugepages" % _size_text(size_kib), "%d pages" % pages,
+                         "%d pages (%d on the node, %d taken by tenants planned before)"
+                         % (max(free_pages - taken, 0), free_pages, taken),
+                         "%s.memory_gib" % field,
+                         "reserve more pages on node %s (/sys/devices/system/node/node%s/"
+                         "hugepages/hugepages-%dkB/nr_hugepages), or use hugepage_check "
+                         "memory to plan before reserving" % (node, node, size_kib))
+        return
+    # mode "memory": what the free pools cannot cover must come from free memory.
+    if numa.mem_free_kib is None:
+        warnings.append("node %s does not report MemFree; the hugepages of %s were not "
+                        "checked" % (node, request.name))
+        return
+    shortfall = 0
+    for size in sorted(set(s for (n, s) in ledger.new_pages if n == node) | {size_kib}):
+        wanted = ledger.new_pages.get((node, size), 0) + (pages if size == size_kib else 0)
+        have = numa.hugepages[size].free if size in numa.hugepages else 0
+        shortfall += max(0, wanted - have) * size
+    if shortfall > numa.mem_free_kib:
+        raise _NoFit(node, "memory for hugepages",
+                     "%d x %s pages (%s GiB still to reserve)"
+                     % (pages, _size_text(size_kib), _gib(shortfall)),
+                     "%s GiB of free memory and %d free %s pages"
+                     % (_gib(numa.mem_free_kib), free_pages, _size_text(size_kib)),
+                     "%s.memory_gib" % field,
+                     "ask for less memory, free memory on node %s, or reserve the pages at "
+                     "boot (1G pages: hugepagesz=1G hugepages=N on the kernel command line)"
+                     % node)
+
+
+def _choose_vf(host, ledger, node, field):
+    for pf, vf in host.vf_candidates(node):
+        if vf not in ledger.function_owner:
+            return {"pf": pf, "address": vf, "iommu_group": host.pci[vf].iommu_group}
+    summary = []
+    for pf in host.pfs:
+        if host.device_node(pf) == node:
+            vfs = host.pci[pf].virtfns
+            free = sum(1 for p, vf in host.vf_candidates(node)
+                       if p == pf and vf not in ledger.function_owner)
+            summary.append("%s: %d VFs, %d free" % (pf, len(vfs), free))
+    raise _NoFit(node, "VFs", "1 SR-IOV VF on node %s" % node,
+                     "0 (%s)" % ("; ".join(summary) or "no SR-IOV PF on node %s" % node),
+                     "%s.nic_vf" % field,
+                     "create more VFs on a PF of node %s (gpuhost.kvm.sriov_vfs), or set "
+                     "nic_vf: false" % node)
+
+
+def _assemble(host, housekeeping_cpus, policy, tenants, ledger, warnings):
+    tenant_cpus = sorted(ledger.cpu_owner)
+    housekeeping_all = sorted(c for cpus in housekeeping_cpus.values() for c in cpus)
+    pages: Dict[int, Dict[int, int]] = {}
+    for tenant in tenants:
+        size = tenant.get("hugepage_size_kib")
+        for node, count in sorted((tenant.get("hugepages") or {}).items()):
+            if size is None:
+                continue
+            per_node = pages.setdefault(int(node), {})
+            per_node[int(size)] = per_node.get(int(size), 0) + int(count)
+    return {
+        "smt_policy": policy,
+        "threads_per_core": host.threads_per_core,
+        "online_cpus": format_cpulist(host.online),
+        "housekeeping": {str(n): format_cpulist(c) for n, c in housekeeping_cpus.items()},
+        "housekeeping_cpus": format_cpulist(housekeeping_all),
+        "tenant_cpus": format_cpulist(tenant_cpus),
+        "irqbalance": {
+            "banned_cpulist": format_cpulist(tenant_cpus),
+            "banned_cpus_mask": format_cpumask(tenant_cpus, host.possible_count),
+        },
+        "hugepages": {str(n): {str(s): c for s, c in sorted(sizes.items())}
+                      for n, sizes in sorted(pages.items())},
+        "tenants": tenants,
+        "warnings": warnings,
+    }

@@ -1,0 +1,421 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""SR-IOV virtual functions: the pure core of sriov_vfs and of its boot-time helper.
+
+The kernel's rules (Documentation/ABI/testing/sysfs-bus-pci, Documentation/PCI/
+pci-iov-howto.rst): ``sriov_numvfs`` only goes from 0 to N or from N to 0, so a change
+of count writes 0 first; ``sriov_drivers_autoprobe`` decides whether new VFs are probed
+by their native driver, so it is written before the VFs are created. A VF's address is
+the PF's routing ID plus ``sriov_offset`` plus index times ``sriov_stride``.
+
+Per-VF settings of a netdev PF (MAC, VLAN, trust, spoofchk, link state) go through
+iproute2 argument lists (``ip link set dev <pf> vf <n> ...``), never a shell string.
+
+Persistence: /etc/gpuhost/sriov.json holds the wanted state of each PF and
+gpuhost-sriov.service re-creates it at boot through the same Python (a thin wrapper
+around ``boot_apply``). The unit is ordered After= the PF's netdev device unit (or
+systemd-udev-settle for a PF without a netdev) and systemd-modules-load, and Before=
+libvirtd, virtqemud and libvirt-guests, so the VFs exist, on the right driver, before
+libvirt starts any domain that uses them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+    PciAddress, normalize_address)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+    ChangeSet, HostWriter, python_library_files, wrapper_script)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
+    VFIO_PCI, current_driver, current_override, device_path)
+
+CONFIG_FILE = "/etc/gpuhost/sriov.json"
+UNIT_FILE = "/etc/systemd/system/gpuhost-sriov.service"
+HELPER = "/usr/local/libexec/gpuhost/gpuhost-sriov-apply"
+LIBRARY = ("sriov",)
+VF_DRIVERS = ("vfio-pci", "default", "none")
+_ADDRESS_LIKE = re.compile(r"^([0-9a-fA-F]{1,5}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}\.[0-7]$")
+_MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+LINK_STATES = ("auto", "enable", "disable")
+
+
+def resolve_pf(writer, pf):
+    """A PF given as a PCI address or a netdev name -> (address, netdev or None)."""
+    text = str(pf).strip()
+    if _ADDRESS_LIKE.match(text):
+        address = normalize_address(text, field="pf")
+        if not writer.exists(device_path(address)):
+            raise GpuhostError("no PCI function %s on this host" % address, field="pf",
+                               fix="list the host's devices with lspci -D")
+        nets = _listdir(writer.path(device_path(address, "net")))
+        return address, (nets[0] if nets else None)
+    link = writer.path("/sys/class/net/%s/device" % text)
+    if not os.path.exists(link):
+        raise GpuhostError("no network interface %s with a PCI device" % text, field="pf",
+                           fix="give the PF's PCI address or an interface name from ip link")
+    return normalize_address(os.path.basename(os.path.realpath(link)), field="pf"), text
+
+
+def _listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _int_attr(writer, address, name):
+    value = writer.read(device_path(address, name))
+    return int(value) if value not in (None, "") else None
+
+
+def vf_address(pf, offset, stride, index):
+    pf_addr = PciAddress.parse(pf)
+    rid = (pf_addr.bus << 8 | pf_addr.slot << 3 | pf_addr.function) + offset + index * stride
+    return str(PciAddress(pf_addr.domain, rid >> 8, (rid >> 3) & 0x1F, rid & 7))
+
+
+def current_vfs(writer, pf):
+    """index -> VF address, from the PF's virtfnN links."""
+    found = {}
+    base = writer.path(device_path(pf))
+    for name in _listdir(base):
+        match = re.match(r"^virtfn(\d+)$", name)
+        if match:
+            found[int(match.group(1))] = os.path.basename(os.readlink(os.path.join(base, name)))
+    return found
+
+
+def vf_info(writer, address):
+    group = writer.path(device_path(address, "iommu_group"))
+    node = writer.read(device_path(address, "numa_node"))
+    return {"address": address,
+            "iommu_group": int(os.path.basename(os.readlink(group)))
+            if os.path.islink(group) else None,
+            "numa_node": int(node) if node not in (None, "", "-1") else None,
+            "driver": current_driver(writer, address)}
+
+
+# -- per-VF settings (iproute2) --------------------------------------------------------
+
+def normalize_vf_settings(settings, num_vfs):
+    """Validate the ``vfs`` option: a list of {index, mac, vlan, qos, trust, spoofchk,
+    link_state}."""
+    result = {}
+    for item in settings or []:
+        index = item.get("index")
+        if index is None or not 0 <= int(index) < num_vfs:
+            raise GpuhostError("VF index %r is outside 0..%d" % (index, num_vfs - 1),
+                               field="vfs", fix="number VFs from 0 to num_vfs - 1")
+        wanted = {}
+        if item.get("mac") is not None:
+            if not _MAC.match(item["mac"]):
+                raise GpuhostError("%r is not a MAC address" % item["mac"], field="vfs",
+                                   fix="write it as 52:54:00:12:34:56")
+            wanted["mac"] = item["mac"].lower()
+        if item.get("vlan") is not None:
+            if not 0 <= int(item["vlan"]) <= 4095:
+                raise GpuhostError("VLAN %r is outside 0..4095" % item["vlan"], field="vfs",
+                                   fix="use 0 for no VLAN")
+            wanted["vlan"] = int(item["vlan"])
+        for flag in ("trust", "spoofchk"):
+            if item.get(flag) is not None:
+                wanted[flag] = bool(item[flag])
+        if item.get("link_state") is not None:
+            if item["link_state"] not in LINK_STATES:
+                raise GpuhostError("link_state %r is not one of %s" % (
+                    item["link_state"], ", ".join(LINK_STATES)), field="vfs",
+                    fix="use auto, enable or disable")
+            wanted["link_state"] = item["link_state"]
+        result[int(index)] = wanted
+    return result
+
+
+# Values of a VF the kernel has just created: no MAC, no VLAN, spoofchk on, not trusted.
+FRESH_VF = {"mac": "00:00:00:00:00:00", "vlan": 0, "trust": False, "spoofchk": True,
+            "link_state": "auto"}
+
+
+def parse_vfinfo(ip_json):
+    """VF index -> current settings from ``ip -j link show dev <pf>``."""
+    data = json.loads(ip_json) if ip_json else []
+    found = {}
+    for link in data:
+        for vf in link.get("vfinfo_list", []) or []:
+            vlans = vf.get("vlan_list") or []
+            found[int(vf["vf"])] = {
+                "mac": str(vf.get("address", vf.get("mac", FRESH_VF["mac"]))).lower(),
+                "vlan": int(vlans[0].get("vlan", 0)) if vlans else int(vf.get("vlan", 0)),
+                "trust": bool(vf.get("trust", False)),
+                "spoofchk": bool(vf.get("spoofchk", True)),
+                "link_state": str(vf.get("link_state", "auto")).lower()}
+    return found
+
+
+def ip_vf_argv(netdev, index, settings):
+    argv = ["ip", "link", "set", "dev", netdev, "vf", str(index)]
+    for key in ("mac", "vlan", "trust", "spoofchk", "link_state"):
+        if key not in settings:
+            continue
+        value = settings[key]
+        name = "state" if key == "link_state" else key
+        if isinstance(value, bool):
+            value = "on" if value else "off"
+        argv += [name, str(value)]
+    return argv
+
+
+def _run(runner, argv):
+    rc, out, err = runner(argv)
+    if rc != 0:
+        raise GpuhostError("%s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()),
+                           field="vfs", fix="check that the PF driver supports this VF setting")
+    return out
+
+
+# -- the plan --------------------------------------------------------------------------
+
+@dataclass
+class SriovPlan:
+    pf: str
+    netdev: Optional[str]
+    changes: ChangeSet
+    vfs: List[dict] = field(default_factory=list)
+    settings_changed: List[int] = field(default_factory=list)
+
+
+def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_settings=None,
+               runner=None, domain_devices=None):
+    """Decide the writes that give ``pf`` ``num_vfs`` VFs on ``vf_driver``."""
+    if vf_driver not in VF_DRIVERS:
+        raise GpuhostError("vf_driver %r is not one of %s" % (vf_driver, ", ".join(VF_DRIVERS)),
+                           field="vf_driver", fix="use vfio-pci, default or none")
+    address, netdev = resolve_pf(writer, pf)
+    total = _int_attr(writer, address, "sriov_totalvfs")
+    if total is None:
+        raise GpuhostError("%s has no SR-IOV capability (no sriov_totalvfs)" % address,
+                           field="pf", fix="enable SR-IOV in the firmware/NIC settings, or "
+                                           "pick the PF itself rather than a VF or non-SR-IOV "
+                                           "device")
+    if num_vfs < 0 or num_vfs > total:
+        raise GpuhostError("num_vfs %d is above sriov_totalvfs %d of %s" % (num_vfs, total,
+                                                                            address),
+                           field="num_vfs", fix="ask for at most %d VFs, or raise the "
+                                                "firmware's VF limit (e.g. mlxconfig "
+                                                "SRIOV_NUM_OF_VFS) and reboot" % total)
+    settings = normalize_vf_settings(vf_settings, num_vfs)
+    if settings and not netdev:
+        raise GpuhostError("%s is not a network PF; per-VF settings need a netdev" % address,
+                           field="vfs", fix="drop vfs, or give a NIC PF")
+    current = _int_attr(writer, address, "sriov_numvfs") or 0
+    autoprobe_now = writer.read(device_path(address, "sriov_drivers_autoprobe"))
+    autoprobe = "1" if vf_driver == "default" else "0"
+    offset = _int_attr(writer, address, "sriov_offset")
+    stride = _int_attr(writer, address, "sriov_stride")
+    existing = current_vfs(writer, address)
+    changes = ChangeSet()
+
+    recreate = current != num_vfs
+    if recreate and existing and domain_devices:
+        busy = {a: domain_devices[a] for a in existing.values() if a in domain_devices}
+        if busy and not force:
+            raise GpuhostError(
+                "refusing to change the VF count of %s: VF(s) %s are attached to running "
+                "domain(s) %s" % (address, ", ".join(sorted(busy)),
+                                  ", ".join(sorted(set(sum(busy.values(), []))))),
+                field="force", fix="shut those domains down first, or set force: true to "
+                                   "pull the VFs from under them")
+    if autoprobe_now is not None and autoprobe_now != autoprobe:
+        changes.set_value(writer, device_path(address, "sriov_drivers_autoprobe"), autoprobe,
+                          autoprobe_now)
+    numvfs_path = device_path(address, "sriov_numvfs")
+    if recreate and current:
+        changes.value_changes.append((numvfs_path, current, 0))
+        changes.add("write 0 to %s" % numvfs_path, lambda: writer.write(numvfs_path, "0"),
+                    lambda: writer.write(numvfs_path, str(current)))
+    if recreate and num_vfs:
+        changes.value_changes.append((numvfs_path, 0, num_vfs))
+        changes.add("write %d to %s" % (num_vfs, numvfs_path),
+                    lambda: writer.write(numvfs_path, str(num_vfs)),
+                    lambda: writer.write(numvfs_path, "0"))
+
+    if recreate:
+        predicted = {i: vf_address(address, offset, stride, i) for i in range(num_vfs)} \
+            if offset is not None and stride is not None else {}
+    else:
+        predicted = existing
+    if vf_driver == VFIO_PCI:
+        for index in range(num_vfs):
+            vf = predicted.get(index)
+            if not recreate and vf and current_driver(writer, vf) == VFIO_PCI and \
+                    current_override(writer, vf) == VFIO_PCI:
+                continue
+            _vf_bind_step(changes, writer, address, index, vf)
+
+    plan = SriovPlan(address, netdev, changes)
+    if settings:
+        now = {i: dict(FRESH_VF) for i in range(num_vfs)} if recreate else None
+        if now is None:
+            if runner is None:
+                raise GpuhostError("per-VF settings need iproute2 on the live host",
+                                   field="vfs", fix="run against root: /")
+            now = parse_vfinfo(_run(runner, ["ip", "-j", "link", "show", "dev", netdev]))
+        for index, wanted in sorted(settings.items()):
+            have = now.get(index, dict(FRESH_VF))
+            delta = {k: v for k, v in wanted.items() if have.get(k) != v}
+            if not delta:
+                continue
+            if runner is None:
+                raise GpuhostError("per-VF settings need iproute2 on the live host",
+                                   field="vfs", fix="run against root: /")
+            plan.settings_changed.append(index)
+            undo_values = {k: have.get(k, FRESH_VF[k]) for k in delta}
+            argv = ip_vf_argv(netdev, index, delta)
+            changes.value_changes.append(("ip link %s vf %d" % (netdev, index),
+                                          json.dumps(undo_values, sort_keys=True),
+                                          json.dumps(delta, sort_keys=True)))
+            changes.add(" ".join(argv), lambda argv=argv: _run(runner, argv),
+                        lambda u=ip_vf_argv(netdev, index, undo_values): _run(runner, u))
+    plan.vfs = [{"index": i, "address": predicted.get(i)} for i in range(num_vfs)]
+    return plan
+
+
+def _vf_bind_step(changes, writer, pf, index, predicted):
+    def address():
+        vfs = current_vfs(writer, pf)
+        if index not in vfs:
+            raise GpuhostError("VF %d of %s did not appear" % (index, pf), field="num_vfs",
+                               fix="read dmesg for the PF driver's SR-IOV errors")
+        return vfs[index]
+
+    def bind():
+        vf = address()
+        writer.write(device_path(vf, "driver_override"), VFIO_PCI)
+        drv = current_driver(writer, vf)
+        if drv and drv != VFIO_PCI:
+            writer.write(device_path(vf, "driver/unbind"), vf)
+        if current_driver(writer, vf) is None:
+            writer.write("/sys/bus/pci/drivers_probe", vf)
+        if current_driver(writer, vf) != VFIO_PCI:
+            raise GpuhostError("vfio-pci did not claim VF %s" % vf, field="vf_driver",
+                               fix="check that vfio-pci loads (modprobe vfio-pci)")
+
+    def undo():
+        vfs = current_vfs(writer, pf)
+        vf = vfs.get(index)
+        if vf is None:
+            return
+        if current_driver(writer, vf) == VFIO_PCI:
+            writer.write("/sys/bus/pci/drivers/%s/unbind" % VFIO_PCI, vf)
+        writer.write(device_path(vf, "driver_override"), "\n")
+    label = predicted or "VF %d of %s" % (index, pf)
+    changes.value_changes.append((device_path(label, "driver"), None, VFIO_PCI))
+    changes.add("bind %s to vfio-pci" % label, bind, undo)
+
+
+def describe_vfs(writer, pf):
+    return [dict(vf_info(writer, vf), index=i) for i, vf in sorted(current_vfs(writer, pf).items())]
+
+
+# -- persistence -----------------------------------------------------------------------
+
+def read_config(writer):
+    text = writer.read_file(CONFIG_FILE)
+    if not text:
+        return {"pfs": {}}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise GpuhostError("%s is not valid JSON" % CONFIG_FILE, field="persistent",
+                           fix="fix or remove the file, then run the module again")
+    data.setdefault("pfs", {})
+    return data
+
+
+def unit_text(config):
+    """gpuhost-sriov.service, ordered after the PFs' devices and before libvirt."""
+    after = ["systemd-modules-load.service"]
+    wants = []
+    for entry in config["pfs"].values():
+        if entry.get("netdev"):
+            unit = "sys-subsystem-net-devices-%s.device" % entry["netdev"]
+            after.append(unit)
+            wants.append(unit)
+        elif "systemd-udev-settle.service" not in after:
+            after.append("systemd-udev-settle.service")
+            wants.append("systemd-udev-settle.service")
+    return (
+        "# Managed by gpuhost.kvm sriov_vfs: re-create SR-IOV VFs from %s at boot,\n"
+        "# after their PFs exist and before libvirt starts domains that use them.\n"
+        "[Unit]\n"
+        "Description=gpuhost.kvm SR-IOV virtual functions\n"
+        "DefaultDependencies=no\n"
+        "After=%s\n"
+        "%s"
+        "Before=libvirtd.service virtqemud.service libvirt-guests.service network-pre.target\n"
+        "Wants=network-pre.target\n"
+        "ConditionPathExists=%s\n\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "RemainAfterExit=yes\n"
+        "ExecStart=%s %s\n\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    ) % (CONFIG_FILE, " ".join(after), ("Wants=%s\n" % " ".join(wants)) if wants else "",
+         CONFIG_FILE, HELPER, CONFIG_FILE)
+
+
+def plan_persistence(changes, writer, plan, num_vfs, vf_driver, vf_settings, interpreter):
+    config = read_config(writer)
+    entry = {"num_vfs": num_vfs, "vf_driver": vf_driver, "netdev": plan.netdev,
+             "vfs": vf_settings or []}
+    if num_vfs == 0:
+        config["pfs"].pop(plan.pf, None)
+    else:
+        config["pfs"][plan.pf] = entry
+    changes.put_file(writer, CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    if not config["pfs"]:
+        return
+    changes.put_file(writer, UNIT_FILE, unit_text(config))
+    changes.put_file(writer, HELPER, wrapper_script(
+        "ansible_collections.gpuhost.kvm.plugins.module_utils.sriov", "boot_apply",
+        interpreter=interpreter), mode=0o755)
+    for path, source in python_library_files(LIBRARY).items():
+        changes.put_file(writer, path, source, summarize=True)
+
+
+def _subprocess_runner(argv):
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def boot_apply(argv, writer=None, runner=None):
+    """Entry point of gpuhost-sriov-apply: re-create every PF's VFs from the config."""
+    path = argv[0] if argv else CONFIG_FILE
+    writer = writer or HostWriter("/")
+    runner = runner or _subprocess_runner
+    try:
+        config = json.loads(writer.read_file(path) or '{"pfs": {}}')
+    except ValueError as err:
+        sys.stderr.write("gpuhost-sriov: %s: %s\n" % (path, err))
+        return 2
+    failed = 0
+    for pf, entry in sorted(config.get("pfs", {}).items()):
+        try:
+            plan = plan_sriov(writer, pf, int(entry["num_vfs"]),
+                              entry.get("vf_driver", "default"), force=True,
+                              vf_settings=entry.get("vfs"), runner=runner)
+            plan.changes.apply()
+            sys.stderr.write("gpuhost-sriov: %s: %d VF(s) ready\n" % (pf, entry["num_vfs"]))
+        except GpuhostError as err:
+            failed += 1
+            sys.stderr.write("gpuhost-sriov: %s: %s\n" % (pf, err.message))
+    return 1 if failed else 0

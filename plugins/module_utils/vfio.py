@@ -1,0 +1,541 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Handing PCI functions to vfio-pci and back: the pure core of vfio_bind.
+
+Binding follows Documentation/ABI/testing/sysfs-bus-pci: write ``vfio-pci`` to the
+device's ``driver_override``, unbind it from its driver, then write its address to
+``/sys/bus/pci/drivers_probe``; with the override set only vfio-pci can match it.
+Giving a device back clears the override, unbinds vfio-pci and binds the driver the
+device had before (remembered in /var/lib/gpuhost/vfio-bind.json), or lets the
+kernel's own matching pick one.
+
+Persistence, chosen per host:
+
+* ``driverctl`` (when installed): its override file /etc/driverctl.d/pci-<address>
+  holding ``vfio-pci``, exactly what ``driverctl set-override`` saves, so that
+  ``driverctl list-persisted`` / ``unset-override`` keep working. A udev rule
+  (61-gpuhost-vfio-driverctl.rules) applies those files while the device is being added,
+  before 80-drivers.rules loads the native driver's module; driverctl's own rule then
+  finds the device already on vfio-pci.
+* ``udev``: one rule per address, /etc/udev/rules.d/61-gpuhost-vfio-<address>.rules,
+  ``ACTION=="add", SUBSYSTEM=="pci", KERNEL=="<address>",
+  ATTR{driver_override}="vfio-pci"``. udev applies ATTR assignments while it
+  processes the rules and runs the modalias module load only afterwards, so the
+  override is in place before nouveau/nvidia/snd_hda_intel/mlx5 can probe.
+
+Both write /etc/modules-load.d/gpuhost-vfio.conf and, for the initramfs, a dracut
+snippet (/etc/dracut.conf.d/gpuhost-vfio.conf: force_drivers plus the rule files) or
+the module lines of /etc/initramfs-tools/modules, so vfio-pci is there early.
+``options vfio-pci ids=`` plus a softdep is deliberately not used: it takes every card
+with those IDs, which is wrong on a host where only some of its identical GPUs pass
+through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+    PciAddress, normalize_address)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import ChangeSet
+
+VFIO_PCI = "vfio-pci"
+STATE_FILE = "/var/lib/gpuhost/vfio-bind.json"
+DRIVERCTL_DIR = "/etc/driverctl.d"
+DRIVERCTL_BINARIES = ("/usr/sbin/driverctl", "/usr/bin/driverctl", "/sbin/driverctl")
+DRIVERCTL_RULE = "/etc/udev/rules.d/61-gpuhost-vfio-driverctl.rules"
+UDEV_RULE = "/etc/udev/rules.d/61-gpuhost-vfio-%s.rules"
+MODULES_LOAD = "/etc/modules-load.d/gpuhost-vfio.conf"
+DRACUT_CONF = "/etc/dracut.conf.d/gpuhost-vfio.conf"
+INITRAMFS_TOOLS_MODULES = "/etc/initramfs-tools/modules"
+EARLY_MODULES = ("vfio", "vfio_iommu_type1", "vfio_pci")
+
+OVERRIDES = ("allow_dirty_group", "allow_boot_vga", "allow_host_critical", "allow_in_use",
+             "allow_attached_to_running_domain")
+
+
+def device_path(address, attr=""):
+    return "/sys/bus/pci/devices/%s%s" % (address, "/" + attr if attr else "")
+
+
+def current_driver(writer, address):
+    link = writer.path(device_path(address, "driver"))
+    return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+
+
+def current_override(writer, address):
+    value = writer.read(device_path(address, "driver_override"))
+    return None if value in (None, "", "(null)") else value
+
+
+def driver_loaded(writer, driver):
+    return os.path.isdir(writer.path("/sys/bus/pci/drivers/%s" % driver))
+
+
+# -- selection -------------------------------------------------------------------------
+
+def _hex(value, field_name):
+    try:
+        return int(str(value), 16)
+    except ValueError:
+        raise GpuhostError("%r is not a hex number" % (value,), field=field_name,
+                           fix="write IDs as lspci -nn prints them, e.g. 10de or 0x0302")
+
+
+def _matches(function, match):
+    if match.get("vendor") and function.vendor_id != _hex(match["vendor"], "match.vendor"):
+        return False
+    if match.get("device") and function.device_id != _hex(match["device"], "match.device"):
+        return False
+    if match.get("class"):
+        wanted = str(match["class"]).lower().replace("0x", "")
+        code = function.class_code
+        full = "%06x" % code
+        if not (full == wanted or full[:4] == wanted or full[:2] == wanted):
+            return False
+    return True
+
+
+def select_devices(functions, devices=None, match=None, with_companions=True):
+    """Requested addresses plus their slot companions; returns (ordered list, companions)."""
+    requested = []
+    if devices:
+        for text in devices:
+            address = normalize_address(text, field="devices")
+            if address not in functions:
+                raise GpuhostError(
+                    "no PCI function %s on this host" % address, field="devices",
+                    fix="list the host's devices with lspci -D and use one of their addresses")
+            if address not in requested:
+                requested.append(address)
+    if match:
+        found = [address for address, fn in functions.items()
+                 if not fn.is_vf and _matches(fn, match)]
+        if not found:
+            raise GpuhostError("no PCI function matches %s" % json.dumps(match, sort_keys=True),
+                               field="match", fix="check the IDs with lspci -nn")
+        requested += [a for a in found if a not in requested]
+    selected = list(requested)
+    companions: Dict[str, List[str]] = {}
+    for address in requested:
+        slot = PciAddress.parse(address).slot_key
+        mates = [other for other in functions
+                 if other != address and PciAddress.parse(other).slot_key == slot
+                 and not functions[other].is_vf]
+        companions[address] = mates if with_companions else []
+        if with_companions:
+            selected += [m for m in mates if m not in selected]
+    selected.sort(key=PciAddress.parse)
+    return selected, companions
+
+
+# -- refusals --------------------------------------------------------------------------
+
+@dataclass
+class Refusal:
+    address: str
+    reason: str
+    option: Optional[str]      # None: nothing overrides it
+
+    def text(self):
+        tail = ("set %s: true to override" % self.option) if self.option else "no override"
+        return "%s %s (%s)" % (self.address, self.reason, tail)
+
+
+@dataclass
+class HostContext:
+    """What the safety checks read from the host, gathered once before deciding."""
+
+    functions: dict
+    iommu_enabled: bool
+    group_verdict: object = None          # callable(addresses) -> GroupVerdict
+    critical: object = None               # host_safety.HostCriticalDevices
+    domain_devices: Optional[dict] = None  # address -> running domains; None: not checked
+    open_users: object = None             # callable(address, driver) -> {pid: (comm, nodes)}
+
+
+def refusals_for(context, address, options, changing_driver=True):
+    """Every reason not to take ``address`` from the host, with its override option."""
+    refusals = []
+    function = context.functions[address]
+    if function.is_bridge:
+        refusals.append(Refusal(address, "is a PCI bridge: passing a bridge through takes "
+                                         "every device behind it from the host", None))
+        return refusals
+    critical = context.critical
+    if critical is not None:
+        if address in critical.root_fs:
+            refusals.append(Refusal(
+                address, "holds the root filesystem: unbinding it stops the host at once "
+                         "(and this module with it)", None))
+        else:
+            for why in critical.reasons(address):
+                refusals.append(Refusal(address, why, "allow_host_critical"))
+        if address in critical.console:
+            refusals.append(Refusal(address, critical.console[address], "allow_boot_vga"))
+    if context.domain_devices and address in context.domain_devices:
+        refusals.append(Refusal(
+            address, "is attached to running libvirt domain(s) %s"
+            % ", ".join(context.domain_devices[address]), "allow_attached_to_running_domain"))
+    if changing_driver and context.open_users is not None and function.driver not in (
+            None, VFIO_PCI):
+        users = context.open_users(address, function.driver)
+        if users:
+            held = "; ".join("pid %d (%s) holds %s" % (pid, comm, ", ".join(nodes))
+                             for pid, (comm, nodes) in sorted(users.items()))
+            refusals.append(Refusal(address, "is in use through its %s driver: %s"
+                                    % (function.driver, held), "allow_in_use"))
+    return refusals
+
+
+def _raise_refusals(refusals, options):
+    blocking = [r for r in refusals if r.option is None or not options.get(r.option)]
+    if not blocking:
+        return
+    first = blocking[0]
+    fixes = sorted(set(r.option for r in blocking if r.option))
+    if any(r.option is None for r in blocking):
+        fix = "remove the device(s) marked 'no override' from devices/match"
+        if fixes:
+            fix += "; for the others set %s only if you accept the risk" % ", ".join(fixes)
+    else:
+        fix = "set %s only if you accept the risk, or leave the device(s) out" % ", ".join(fixes)
+    raise GpuhostError("refusing to bind: " + "; ".join(r.text() for r in blocking),
+                       field=first.option or "devices", fix=fix,
+                       details={"refusals": [{"address": r.address, "reason": r.reason,
+                                              "override": r.option} for r in blocking]})
+
+
+def check_iommu(context):
+    if not context.iommu_enabled:
+        raise GpuhostError(
+            "the IOMMU is off (no IOMMU groups under /sys/kernel/iommu_groups), so vfio-pci "
+            "cannot isolate any device", field="state",
+            fix="add intel_iommu=on iommu=pt (Intel) or amd_iommu=on iommu=pt (AMD) to the "
+                "kernel command line (gpuhost.kvm.kernel_args), enable VT-d/AMD-Vi in the "
+                "firmware, and reboot")
+
+
+def check_groups(context, selected, options):
+    """Each IOMMU group touched must hold nothing but the selection and bridges."""
+    if context.group_verdict is None:
+        return []
+    by_group: Dict[int, List[str]] = {}
+    for address in selected:
+        group = context.functions[address].iommu_group
+        if group is None:
+            raise GpuhostError(
+                "%s has no IOMMU group although the IOMMU is on" % address, field="devices",
+                fix="check dmesg for DMAR/AMD-Vi errors; the device cannot be passed through")
+        by_group.setdefault(group, []).append(address)
+    refusals = []
+    for group, members in sorted(by_group.items()):
+        verdict = context.group_verdict(members)
+        if not verdict.clean:
+            foreign = ", ".join("%s (%s, driver %s)" % (f["address"], f.get("class_name"),
+                                                        f.get("driver"))
+                                for f in verdict.foreign)
+            refusals.append(Refusal(
+                members[0], "shares IOMMU group %d with %s: every device in a group goes to "
+                            "the guest together" % (group, foreign or "; ".join(verdict.reasons)),
+                "allow_dirty_group"))
+    return refusals
+
+
+# -- state file ------------------------------------------------------------------------
+
+def read_state(writer):
+    text = writer.read_file(STATE_FILE)
+    if not text:
+        return {"devices": {}}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise GpuhostError("%s is not valid JSON" % STATE_FILE, field="state",
+                           fix="remove the file; gpuhost.kvm then lets the kernel pick the "
+                               "driver when a device is given back")
+    data.setdefault("devices", {})
+    return data
+
+
+def dump_state(state):
+    return json.dumps(state, indent=2, sort_keys=True) + "\n"
+
+
+# -- persistence -----------------------------------------------------------------------
+
+def detect_persistence(writer, wanted="auto"):
+    if wanted != "auto":
+        return wanted
+    return "driverctl" if any(writer.exists(b) for b in DRIVERCTL_BINARIES) else "udev"
+
+
+def detect_initramfs(writer, wanted="auto"):
+    if wanted != "auto":
+        return wanted
+    if writer.exists("/etc/dracut.conf.d") or writer.exists("/usr/bin/dracut"):
+        return "dracut"
+    if writer.exists("/etc/initramfs-tools"):
+        return "initramfs-tools"
+    return "none"
+
+
+def udev_rule(address):
+    return ("# Managed by gpuhost.kvm vfio_bind: hand %s to vfio-pci before its native\n"
+            "# driver is loaded (ATTR is applied while the rules run; module loading\n"
+            "# happens after them).\n"
+            'ACTION=="add", SUBSYSTEM=="pci", KERNEL=="%s", ATTR{driver_override}="vfio-pci"\n'
+            % (address, address))
+
+
+DRIVERCTL_RULE_TEXT = (
+    "# Managed by gpuhost.kvm vfio_bind: apply driverctl's vfio-pci overrides while the\n"
+    "# device is being added, before 80-drivers.rules loads the native driver's module.\n"
+    "# driverctl stays the source of truth: unset-override removes the file, and this\n"
+    "# rule then no longer matches.\n"
+    'ACTION=="add", SUBSYSTEM=="pci", TEST=="/etc/driverctl.d/pci-$kernel", '
+    'PROGRAM=="/bin/cat /etc/driverctl.d/pci-$kernel", RESULT=="vfio-pci", '
+    'ATTR{driver_override}="vfio-pci"\n')
+
+
+def _persisted_rule_files(writer):
+    folder = writer.path("/etc/udev/rules.d")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted("/etc/udev/rules.d/" + n for n in names
+                  if re.match(r"^61-gpuhost-vfio-.*\.rules$", n))
+
+
+def plan_persistence(changes, writer, addresses, bind, mechanism, initramfs):
+    """Add the boot-time files for ``addresses`` (bind) or remove them (not bind)."""
+    rules = set(_persisted_rule_files(writer))
+    for address in addresses:
+        driverctl_file = "%s/pci-%s" % (DRIVERCTL_DIR, address)
+        rule_file = UDEV_RULE % address
+        if bind and mechanism == "driverctl":
+            changes.put_file(writer, driverctl_file, VFIO_PCI + "\n")
+            changes.put_file(writer, rule_file, None)
+            rules.discard(rule_file)
+        elif bind:
+            changes.put_file(writer, rule_file, udev_rule(address))
+            rules.add(rule_file)
+        else:
+            if (writer.read_file(driverctl_file) or "").strip() == VFIO_PCI:
+                changes.put_file(writer, driverctl_file, None)
+            changes.put_file(writer, rule_file, None)
+            rules.discard(rule_file)
+    if not bind:
+        return
+    if mechanism == "driverctl":
+        changes.put_file(writer, DRIVERCTL_RULE, DRIVERCTL_RULE_TEXT)
+        rules.add(DRIVERCTL_RULE)
+    changes.put_file(writer, MODULES_LOAD,
+                     "# Managed by gpuhost.kvm vfio_bind: load vfio-pci at boot.\n"
+                     + "".join(m + "\n" for m in EARLY_MODULES))
+    if initramfs == "dracut":
+        items = sorted(rules)
+        if mechanism == "driverctl":
+            items += ["/bin/cat"] + ["%s/pci-%s" % (DRIVERCTL_DIR, a) for a in addresses]
+        changes.put_file(writer, DRACUT_CONF,
+                         "# Managed by gpuhost.kvm vfio_bind: vfio-pci and its overrides in "
+                         "the initramfs.\n"
+                         'force_drivers+=" %s "\n' % " ".join(EARLY_MODULES)
+                         + 'install_items+=" %s "\n' % " ".join(sorted(set(items))))
+    elif initramfs == "initramfs-tools":
+        before = writer.read_file(INITRAMFS_TOOLS_MODULES) or ""
+        lines = before.splitlines()
+        missing = [m for m in EARLY_MODULES if m not in [l.strip() for l in lines]]
+        if missing:
+            text = before if before.endswith("\n") or not before else before + "\n"
+            changes.put_file(writer, INITRAMFS_TOOLS_MODULES,
+                             text + "".join(m + "\n" for m in missing))
+
+
+# -- the plan --------------------------------------------------------------------------
+
+@dataclass
+class DevicePlan:
+    address: str
+    driver_before: Optional[str]
+    driver_after: Optional[str]
+    iommu_group: Optional[int]
+    companions: List[str] = field(default_factory=list)
+    changed: bool = False
+
+    @property
+    def vfio_dev(self):
+        if self.driver_after == VFIO_PCI and self.iommu_group is not None:
+            return "/dev/vfio/%d" % self.iommu_group
+        return None
+
+    def as_dict(self):
+        return {"address": self.address, "driver_before": self.driver_before,
+                "driver_after": self.driver_after, "iommu_group": self.iommu_group,
+                "vfio_dev": self.vfio_dev, "companions": self.companions,
+                "changed": self.changed}
+
+
+@dataclass
+class VfioPlan:
+    changes: ChangeSet
+    devices: List[DevicePlan]
+    needs_modprobe: bool = False
+    initramfs_changed: bool = False
+    persistence: Optional[str] = None
+
+
+def _bind_steps(changes, writer, address, driver_before, override_before):
+    dev = device_path(address)
+    override_path = dev + "/driver_override"
+    if override_before != VFIO_PCI:
+        def undo_override():
+            writer.write(override_path, (override_before or "") + "\n")
+            if current_driver(writer, address) is None and driver_before:
+                writer.write("/sys/bus/pci/drivers/%s/bind" % driver_before, address)
+        changes.value_changes.append((override_path, override_before or "(null)", VFIO_PCI))
+        changes.add("set %s driver_override to vfio-pci" % address,
+                    lambda: writer.write(override_path, VFIO_PCI), undo_override)
+    if driver_before == VFIO_PCI:
+        return
+    if driver_before:
+        changes.value_changes.append((dev + "/driver", driver_before, "(unbound)"))
+        changes.add("unbind %s from %s" % (address, driver_before),
+                    lambda: writer.write(dev + "/driver/unbind", address))
+
+    def probe():
+        writer.write("/sys/bus/pci/drivers_probe", address)
+        got = current_driver(writer, address)
+        if got != VFIO_PCI:
+            raise GpuhostError(
+                "vfio-pci did not claim %s (driver now: %s)" % (address, got or "none"),
+                field="devices", fix="check that the vfio-pci module loads (modprobe vfio-pci) "
+                                     "and read dmesg for vfio-pci errors")
+
+    def undo_probe():
+        if current_driver(writer, address) == VFIO_PCI:
+            writer.write("/sys/bus/pci/drivers/%s/unbind" % VFIO_PCI, address)
+    changes.value_changes.append(("/sys/bus/pci/drivers_probe", None, address))
+    changes.value_changes.append((dev + "/driver", None, VFIO_PCI))
+    changes.add("probe %s (binds vfio-pci)" % address, probe, undo_probe)
+
+
+def _unbind_steps(changes, writer, address, driver_before, previous):
+    dev = device_path(address)
+    override_path = dev + "/driver_override"
+
+    def undo_unbind():
+        writer.write(override_path, VFIO_PCI)
+        if current_driver(writer, address) is None:
+            writer.write("/sys/bus/pci/drivers_probe", address)
+    if driver_before == VFIO_PCI:
+        changes.value_changes.append((dev + "/driver", VFIO_PCI, "(unbound)"))
+        changes.add("unbind %s from vfio-pci" % address,
+                    lambda: writer.write("/sys/bus/pci/drivers/%s/unbind" % VFIO_PCI, address),
+                    undo_unbind)
+    changes.value_changes.append((override_path, VFIO_PCI, "(null)"))
+    changes.add("clear %s driver_override" % address,
+                lambda: writer.write(override_path, "\n"),
+                None if driver_before == VFIO_PCI else lambda: writer.write(override_path,
+                                                                            VFIO_PCI))
+
+    def give_back():
+        if current_driver(writer, address):
+            return
+        if previous and driver_loaded(writer, previous):
+            writer.write("/sys/bus/pci/drivers/%s/bind" % previous, address)
+        else:
+            writer.write("/sys/bus/pci/drivers_probe", address)
+
+    def undo_give_back():
+        got = current_driver(writer, address)
+        if got and got != VFIO_PCI:
+            writer.write("/sys/bus/pci/drivers/%s/unbind" % got, address)
+    changes.value_changes.append((dev + "/driver", None, previous or "(kernel's choice)"))
+    changes.add("bind %s to %s" % (address, previous or "the driver the kernel picks"),
+                give_back, undo_give_back)
+
+
+def plan_vfio(writer, context, selected, companions, state="bound", options=None,
+              persistent=False, persistence="auto", initramfs="auto"):
+    """Decide every step for ``selected`` (addresses), after the safety checks."""
+    options = options or {}
+    check_iommu(context)
+    changes = ChangeSet()
+    plans = []
+    refusals = []
+    saved = read_state(writer)
+    new_state = json.loads(json.dumps(saved))
+    to_change = []
+    for address in selected:
+        function = context.functions[address]
+        driver = current_driver(writer, address)
+        override = current_override(writer, address)
+        plan = DevicePlan(address, driver, driver, function.iommu_group,
+                          companions.get(address, []))
+        plans.append(plan)
+        if state == "bound":
+            if driver == VFIO_PCI and override == VFIO_PCI:
+                continue
+            plan.driver_after = VFIO_PCI
+            plan.changed = True
+            to_change.append(address)
+            refusals += refusals_for(context, address, options,
+                                     changing_driver=driver != VFIO_PCI)
+        else:
+            if driver != VFIO_PCI and override != VFIO_PCI:
+                continue
+            previous = saved["devices"].get(address, {}).get("driver")
+            plan.driver_after = previous if driver == VFIO_PCI else driver
+            plan.changed = True
+            to_change.append(address)
+            refusals += [r for r in refusals_for(context, address, options, False)
+                         if r.option == "allow_attached_to_running_domain"]
+    if state == "bound" and to_change:
+        refusals += check_groups(context, selected, options)
+    _raise_refusals(refusals, options)
+
+    needs_modprobe = state == "bound" and any(
+        p.driver_before != VFIO_PCI for p in plans if p.changed) and not driver_loaded(
+        writer, VFIO_PCI)
+    for plan in plans:
+        if not plan.changed:
+            continue
+        override = current_override(writer, plan.address)
+        if state == "bound":
+            if plan.driver_before and plan.driver_before != VFIO_PCI:
+                new_state["devices"][plan.address] = {"driver": plan.driver_before}
+            _bind_steps(changes, writer, plan.address, plan.driver_before, override)
+        else:
+            _unbind_steps(changes, writer, plan.address, plan.driver_before,
+                          saved["devices"].get(plan.address, {}).get("driver"))
+            new_state["devices"].pop(plan.address, None)
+    if new_state != saved:
+        changes.put_file(writer, STATE_FILE, dump_state(new_state))
+
+    result = VfioPlan(changes, plans, needs_modprobe=needs_modprobe)
+    if persistent:
+        mechanism = detect_persistence(writer, persistence)
+        result.persistence = mechanism
+        before = len(changes.files)
+        plan_persistence(changes, writer, selected, state == "bound", mechanism,
+                         detect_initramfs(writer, initramfs))
+        result.initramfs_changed = any(
+            f.path in (DRACUT_CONF, INITRAMFS_TOOLS_MODULES, MODULES_LOAD)
+            or f.path.startswith("/etc/udev/rules.d/") or f.path.startswith(DRIVERCTL_DIR)
+            for f in changes.files[before:])
+    return result
+
+
+def prepend_modprobe(plan, run_modprobe):
+    """Load vfio-pci first when a device must move to it and the driver is missing."""
+    if plan.needs_modprobe:
+        from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import Step
+        plan.changes.steps.insert(0, Step("modprobe vfio-pci", run_modprobe))

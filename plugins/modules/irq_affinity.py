@@ -1,0 +1,287 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: irq_affinity
+short_description: Pin IRQs to host CPUs, ban tenant CPUs in irqbalance, re-pin new IRQs
+version_added: "0.1.0"
+description:
+  - Writes C(/proc/irq/N/smp_affinity_list) for the IRQs selected by name, by PCI device
+    (its C(msi_irqs)) or by number.
+  - An IRQ is left alone when its C(smp_affinity_list) already equals O(cpus) and its
+    C(effective_affinity_list) lies inside them.
+  - IRQs whose affinity the kernel manages (NVMe queues, for instance) refuse the write
+    with EIO; they are returned in RV(skipped_managed) and do not fail the task.
+  - Optionally sets irqbalance's ban list in its environment file and restarts
+    irqbalance only when that file changed.
+author:
+  - gpuhost.kvm contributors
+extends_documentation_fragment:
+  - gpuhost.kvm.root
+  - gpuhost.kvm.host_change
+options:
+  cpus:
+    description: The CPUs (cpulist, e.g. C(0-1,32-33)) the IRQs may run on; all online.
+    type: str
+    required: true
+  name_regex:
+    description:
+      - Select IRQs whose action name in /proc/interrupts matches, e.g. C(mlx5_comp),
+        C(nvme) or C(vfio-msix).
+    type: str
+  pci_devices:
+    description: Select the MSI/MSI-X IRQs of these PCI functions.
+    type: list
+    elements: str
+  irqs:
+    description: Select these IRQ numbers; each must exist.
+    type: list
+    elements: int
+  irqbalance_banned_cpus:
+    description:
+      - Ban these CPUs (a cpulist, normally the tenant CPUs) in irqbalance's config. The
+        host's isolcpus and nohz_full CPUs are added, because setting a ban list turns off
+        irqbalance's own ban of them.
+      - Not given, the irqbalance config is left alone.
+    type: str
+  irqbalance_config:
+    description:
+      - irqbalance's environment file. The role passes the OS's path
+        (C(/etc/sysconfig/irqbalance) on RHEL, C(/etc/default/irqbalance) on Debian).
+      - Other lines of the file are kept; a line that is not C(KEY=value), a comment or
+        blank is refused.
+    type: path
+    default: /etc/sysconfig/irqbalance
+  irqbalance_format:
+    description:
+      - C(cpulist) writes C(IRQBALANCE_BANNED_CPULIST) (irqbalance 1.8 and later);
+        C(mask) writes C(IRQBALANCE_BANNED_CPUS) as comma-separated 32-bit hex words.
+      - C(auto) asks C(irqbalance --version) on the live host, and uses C(mask) when the
+        version is unknown (older versions ignore the cpulist key; newer ones still read
+        the mask).
+    type: str
+    choices: [auto, cpulist, mask]
+    default: auto
+notes:
+  - "Persistence: the kernel requests a NIC's IRQs again when it comes up, and a
+    passed-through device's vfio-msix IRQs exist only once the guest enables MSI-X. The
+    wanted pins are stored in C(/etc/gpuhost/irq-affinity.json) and the same Python
+    re-applies them through C(/usr/local/libexec/gpuhost/gpuhost-irq-reapply), run by a
+    udev rule on net add/move events (C(/etc/udev/rules.d/90-gpuhost-irq-affinity.rules)),
+    a NetworkManager dispatcher script on link up where NetworkManager is installed, and a
+    libvirt qemu hook (C(/etc/libvirt/hooks/qemu.d/gpuhost-irq-affinity)) that, on
+    C(started), watches for a few minutes in the background for the guest's MSI-X IRQs."
+  - Check mode cannot know which IRQs the kernel manages; it lists them as changing, and
+    the real run reports them in RV(skipped_managed).
+  - irqbalance moves the IRQs it balances among all CPUs it may use; for pins to hold,
+    ban every CPU outside O(cpus), or keep irqbalance stopped.
+seealso:
+  - module: gpuhost.kvm.vfio_bind
+"""
+
+EXAMPLES = r"""
+- name: Keep the NIC's completion IRQs on the host's housekeeping CPUs, for good
+  gpuhost.kvm.irq_affinity:
+    name_regex: "^mlx5_comp"
+    cpus: "0-1,32-33"
+    persistent: true
+
+- name: Pin the passed-through GPU's vfio IRQs and keep irqbalance off the tenant cores
+  gpuhost.kvm.irq_affinity:
+    name_regex: "vfio-msix"
+    cpus: "0-1,32-33"
+    irqbalance_banned_cpus: "2-31,34-63"
+    irqbalance_config: /etc/default/irqbalance
+    persistent: true
+
+- name: Pin the IRQs of one NVMe controller
+  gpuhost.kvm.irq_affinity:
+    pci_devices:
+      - "0000:01:00.0"
+    cpus: "0-1"
+"""
+
+RETURN = r"""
+selected:
+  description: IRQ numbers the selectors cover.
+  returned: always
+  type: list
+  elements: int
+changed_irqs:
+  description: IRQs whose affinity was written (in check mode, those that would be).
+  returned: always
+  type: list
+  elements: int
+skipped_managed:
+  description: IRQs the kernel manages, which refused the write (EIO).
+  returned: always
+  type: list
+  elements: int
+previous:
+  description: IRQ number -> smp_affinity_list before the run, for the changed ones.
+  returned: always
+  type: dict
+irqbalance_banned_cpus:
+  description: The ban list written (asked CPUs plus isolcpus and nohz_full), as a cpulist.
+  returned: when O(irqbalance_banned_cpus) is given
+  type: str
+  sample: "2-31,34-63"
+irqbalance_restarted:
+  description: Whether irqbalance was restarted (only when its config changed, on the live host).
+  returned: always
+  type: bool
+steps:
+  description: The planned (check mode) or applied steps, in order.
+  returned: always
+  type: list
+  elements: str
+skipped_actions:
+  description: Actions left out because O(root) is not C(/).
+  returned: always
+  type: list
+  elements: str
+field:
+  description: On failure, the option at fault.
+  returned: failure
+  type: str
+"""
+
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+    ROOT_ARGUMENT_SPEC, argument_spec)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    format_cpulist, parse_cpulist)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning import (
+    build_rule, plan_persistence, plan_pins, select_irqs, validate_cpus)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
+    format_for_version, plan_config)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+    read_cpu_state, read_irqs)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+
+
+def build_module():
+    spec = argument_spec(
+        ROOT_ARGUMENT_SPEC,
+        cpus=dict(type="str", required=True),
+        name_regex=dict(type="str"),
+        pci_devices=dict(type="list", elements="str"),
+        irqs=dict(type="list", elements="int"),
+        irqbalance_banned_cpus=dict(type="str"),
+        irqbalance_config=dict(type="path", default="/etc/sysconfig/irqbalance"),
+        irqbalance_format=dict(type="str", choices=["auto", "cpulist", "mask"],
+                               default="auto"),
+        persistent=dict(type="bool", default=False),
+    )
+    return AnsibleModule(argument_spec=spec, supports_check_mode=True,
+                         required_one_of=[("name_regex", "pci_devices", "irqs")])
+
+
+class IrqPinner(object):
+    """Plans and applies one irq_affinity task."""
+
+    def __init__(self, module, writer=None):
+        self.module = module
+        self.params = module.params
+        self.writer = writer or HostWriter(self.params["root"])
+        self.live = self.params["root"] in ("/", None)
+        self.pins = None
+        self.banned = None
+        self.irqbalance_changed = False
+        self.restarted = False
+        self.skipped = []
+
+    def _irqbalance_format(self):
+        wanted = self.params["irqbalance_format"]
+        if wanted != "auto":
+            return wanted
+        binary = self.module.get_bin_path("irqbalance") if self.live else None
+        if not binary:
+            return "mask"
+        rc, out, err = self.module.run_command([binary, "--version"])
+        return format_for_version(out + err if rc == 0 else "")
+
+    def _restart_irqbalance(self):
+        rc, out, err = self.module.run_command(["systemctl", "try-restart", "irqbalance"])
+        if rc != 0:
+            raise GpuhostError("restarting irqbalance failed: %s" % (err or out).strip(),
+                               field="irqbalance_config", fix="check systemctl status irqbalance")
+        self.restarted = True
+
+    def run(self):
+        params = self.params
+        root = params["root"]
+        rule = build_rule(params["cpus"], params["name_regex"], params["pci_devices"],
+                          params["irqs"])
+        cpu_state = read_cpu_state(root)
+        validate_cpus(rule, cpu_state.online)
+        irqs = read_irqs(root)
+        numbers = select_irqs(root, irqs, rule, strict=True)
+        self.pins = plan_pins(self.writer, irqs, numbers, rule.cpus)
+        changes = self.pins.changes
+        if params["irqbalance_banned_cpus"] is not None:
+            wanted = parse_cpulist(params["irqbalance_banned_cpus"],
+                                   field="irqbalance_banned_cpus")
+            overlap = sorted(set(wanted) & set(rule.cpus))
+            if overlap:
+                raise GpuhostError(
+                    "CPU(s) %s are both in cpus and in irqbalance_banned_cpus"
+                    % format_cpulist(overlap), field="irqbalance_banned_cpus",
+                    fix="ban only the tenant CPUs, not the ones the IRQs are pinned to")
+            self.irqbalance_changed, self.banned = plan_config(
+                changes, self.writer, params["irqbalance_config"], wanted, cpu_state,
+                self._irqbalance_format())
+            if self.irqbalance_changed:
+                if self.live:
+                    changes.add("systemctl try-restart irqbalance", self._restart_irqbalance)
+                else:
+                    self.skipped.append("systemctl try-restart irqbalance (root is not /)")
+        if params["persistent"]:
+            plan_persistence(changes, self.writer, rule, sys.executable)
+        if self.module.check_mode or not changes:
+            return
+        changes.apply()
+
+    @property
+    def result(self):
+        pins = self.pins
+        check = self.module.check_mode
+        changed_irqs = (pins.to_change if check else pins.changed_irqs) if pins else []
+        changed_files = bool(pins and pins.changes.files)
+        result = {"changed": bool(changed_irqs or changed_files),
+                  "selected": pins.selected if pins else [],
+                  "changed_irqs": changed_irqs,
+                  "skipped_managed": pins.skipped_managed if pins else [],
+                  "previous": {str(n): pins.previous[n] for n in changed_irqs} if pins else {},
+                  "irqbalance_restarted": self.restarted,
+                  "steps": pins.changes.descriptions if pins else [],
+                  "skipped_actions": self.skipped}
+        if self.banned is not None:
+            result["irqbalance_banned_cpus"] = format_cpulist(self.banned)
+        if pins and self.module._diff:
+            result["diff"] = pins.changes.diff()
+        return result
+
+
+def main():
+    module = build_module()
+    pinner = IrqPinner(module)
+    try:
+        pinner.run()
+    except GpuhostError as err:
+        module.fail_json(**dict(pinner.result, changed=bool(err.details.get("rollback_failed")),
+                                **err.to_result()))
+    module.exit_json(**pinner.result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,291 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sriov_vfs
+short_description: Create SR-IOV virtual functions on a PF, on the driver you choose, at boot too
+version_added: "0.1.0"
+description:
+  - Sets the number of VFs of an SR-IOV physical function. A different count goes
+    through 0 first, as the kernel requires.
+  - Sets C(sriov_drivers_autoprobe) to match O(vf_driver) before the VFs are created,
+    and binds the VFs to vfio-pci through C(driver_override) when asked.
+  - Applies per-VF MAC, VLAN, trust, spoofchk and link state on a netdev PF through
+    iproute2 (C(ip link set dev <pf> vf <n> ...)), as argument lists.
+  - Refuses to change the count while a VF is attached to a running libvirt domain,
+    unless O(force=true).
+author:
+  - gpuhost.kvm contributors
+extends_documentation_fragment:
+  - gpuhost.kvm.root
+  - gpuhost.kvm.host_change
+options:
+  pf:
+    description: The PF, as a PCI address (C(0000:41:00.0)) or a network interface name.
+    type: str
+    required: true
+  num_vfs:
+    description: How many VFs the PF should have; at most its C(sriov_totalvfs).
+    type: int
+    required: true
+  vf_driver:
+    description:
+      - C(default) lets the VFs' native driver probe them (C(sriov_drivers_autoprobe=1)).
+      - C(vfio-pci) creates them unprobed (autoprobe 0) and binds each to vfio-pci.
+      - C(none) creates them unprobed and leaves them without a driver.
+    type: str
+    choices: [vfio-pci, default, none]
+    default: default
+  force:
+    description: Change the count although a VF is attached to a running domain.
+    type: bool
+    default: false
+  vfs:
+    description: Per-VF settings, for a netdev PF only.
+    type: list
+    elements: dict
+    suboptions:
+      index:
+        description: VF number, from 0.
+        type: int
+        required: true
+      mac:
+        description: MAC address.
+        type: str
+      vlan:
+        description: VLAN ID, 0 for none.
+        type: int
+      trust:
+        description: Let the VF change its MAC and enter promiscuous mode.
+        type: bool
+      spoofchk:
+        description: MAC/VLAN anti-spoofing.
+        type: bool
+      link_state:
+        description: Link state of the VF.
+        type: str
+        choices: [auto, enable, disable]
+  libvirt_uri:
+    description:
+      - libvirt connection used to find VFs attached to running domains. Default
+        C(qemu:///system) with O(root=/); with another root only when given.
+    type: str
+notes:
+  - "Persistence: the wanted state of every PF is kept in C(/etc/gpuhost/sriov.json) and
+    C(gpuhost-sriov.service) re-creates it at boot by running the same Python through
+    C(/usr/local/libexec/gpuhost/gpuhost-sriov-apply). Boot ordering: the unit has
+    C(DefaultDependencies=no), C(After=systemd-modules-load.service) and the PF's
+    device unit (C(sys-subsystem-net-devices-<netdev>.device), or
+    C(systemd-udev-settle.service) for a PF without a netdev), and
+    C(Before=libvirtd.service virtqemud.service libvirt-guests.service network-pre.target),
+    so the VFs exist on the right driver before libvirt autostarts domains that use them."
+  - With O(root=/) the unit is enabled with systemctl; with another root that step is skipped.
+  - Per-VF settings need the live host (iproute2); a test root can only plan them.
+seealso:
+  - module: gpuhost.kvm.vfio_bind
+"""
+
+EXAMPLES = r"""
+- name: Eight VFs on the ConnectX PF, handed to vfio-pci, at boot too
+  gpuhost.kvm.sriov_vfs:
+    pf: ens2f0np0
+    num_vfs: 8
+    vf_driver: vfio-pci
+    persistent: true
+
+- name: Give VF 0 a MAC and a VLAN
+  gpuhost.kvm.sriov_vfs:
+    pf: "0000:41:00.0"
+    num_vfs: 8
+    vf_driver: vfio-pci
+    vfs:
+      - index: 0
+        mac: "52:54:00:aa:00:01"
+        vlan: 100
+        spoofchk: true
+        trust: false
+
+- name: Remove all VFs
+  gpuhost.kvm.sriov_vfs:
+    pf: ens2f0np0
+    num_vfs: 0
+    persistent: true
+"""
+
+RETURN = r"""
+pf:
+  description: The PF's PCI address.
+  returned: always
+  type: str
+  sample: "0000:41:00.0"
+netdev:
+  description: The PF's network interface, null when it has none.
+  returned: always
+  type: str
+  sample: ens2f0np0
+vfs:
+  description: The VFs after the run (predicted addresses in check mode).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: VF number.
+      type: int
+    address:
+      description: PCI address.
+      type: str
+      sample: "0000:41:00.2"
+    iommu_group:
+      description: IOMMU group.
+      type: int
+    numa_node:
+      description: NUMA node, null when unknown.
+      type: int
+    driver:
+      description: Bound driver, null when none.
+      type: str
+steps:
+  description: The planned (check mode) or applied steps, in order.
+  returned: always
+  type: list
+  elements: str
+skipped_actions:
+  description: Actions left out because O(root) is not C(/).
+  returned: always
+  type: list
+  elements: str
+field:
+  description: On failure, the option at fault.
+  returned: failure
+  type: str
+"""
+
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+    ROOT_ARGUMENT_SPEC, argument_spec)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
+    running_domain_devices)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.sriov import (
+    UNIT_FILE, VF_DRIVERS, describe_vfs, plan_persistence, plan_sriov)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+
+DEFAULT_LIBVIRT_URI = "qemu:///system"
+
+
+def build_module():
+    vf_spec = dict(index=dict(type="int", required=True), mac=dict(type="str"),
+                   vlan=dict(type="int"), trust=dict(type="bool"), spoofchk=dict(type="bool"),
+                   link_state=dict(type="str", choices=["auto", "enable", "disable"]))
+    spec = argument_spec(
+        ROOT_ARGUMENT_SPEC,
+        pf=dict(type="str", required=True),
+        num_vfs=dict(type="int", required=True),
+        vf_driver=dict(type="str", choices=list(VF_DRIVERS), default="default"),
+        force=dict(type="bool", default=False),
+        vfs=dict(type="list", elements="dict", options=vf_spec),
+        persistent=dict(type="bool", default=False),
+        libvirt_uri=dict(type="str"),
+    )
+    return AnsibleModule(argument_spec=spec, supports_check_mode=True)
+
+
+class SriovConfigurator(object):
+    """Plans and applies one sriov_vfs task."""
+
+    def __init__(self, module, writer=None, runner=None):
+        self.module = module
+        self.params = module.params
+        self.writer = writer or HostWriter(self.params["root"])
+        self.live = self.params["root"] in ("/", None)
+        self.runner = runner or (self._run_command if self.live else None)
+        self.plan = None
+        self.vfs = []
+        self.skipped = []
+
+    def _run_command(self, argv):
+        return self.module.run_command(argv)
+
+    def _domain_devices(self):
+        uri = self.params["libvirt_uri"] or (DEFAULT_LIBVIRT_URI if self.live else None)
+        if uri is None:
+            self.skipped.append("running-domain check (no libvirt_uri with a test root)")
+            return None
+        try:
+            return running_domain_devices(uri)
+        except GpuhostError as err:
+            if self.params["libvirt_uri"]:
+                raise
+            self.module.warn("could not check running libvirt domains: %s" % err.message)
+            return None
+
+    def _systemctl(self, *args):
+        rc, out, err = self.module.run_command(["systemctl"] + list(args))
+        if rc != 0:
+            raise GpuhostError("systemctl %s failed: %s" % (" ".join(args), (err or out).strip()),
+                               field="persistent", fix="check systemd on the host")
+
+    def run(self):
+        params = self.params
+        self.plan = plan_sriov(self.writer, params["pf"], params["num_vfs"],
+                               params["vf_driver"], params["force"], params["vfs"],
+                               self.runner, self._domain_devices())
+        changes = self.plan.changes
+        if params["persistent"]:
+            files_before = len(changes.files)
+            plan_persistence(changes, self.writer, self.plan, params["num_vfs"],
+                             params["vf_driver"], params["vfs"], sys.executable)
+            unit_changed = any(f.path == UNIT_FILE for f in changes.files[files_before:])
+            if unit_changed and self.live:
+                changes.add("systemctl daemon-reload",
+                            lambda: self._systemctl("daemon-reload"))
+                changes.add("systemctl enable gpuhost-sriov.service",
+                            lambda: self._systemctl("enable", "gpuhost-sriov.service"),
+                            lambda: self._systemctl("disable", "gpuhost-sriov.service"))
+            elif unit_changed:
+                self.skipped.append("systemctl enable gpuhost-sriov.service (root is not /)")
+        if self.module.check_mode or not changes:
+            self.vfs = [dict(vf, iommu_group=None, numa_node=None, driver=None)
+                        for vf in self.plan.vfs] if changes else \
+                describe_vfs(self.writer, self.plan.pf)
+            return
+        changes.apply()
+        self.vfs = describe_vfs(self.writer, self.plan.pf)
+
+    @property
+    def result(self):
+        plan = self.plan
+        result = {"changed": bool(plan and plan.changes),
+                  "pf": plan.pf if plan else None,
+                  "netdev": plan.netdev if plan else None,
+                  "vfs": self.vfs,
+                  "steps": plan.changes.descriptions if plan else [],
+                  "skipped_actions": self.skipped}
+        if plan and self.module._diff:
+            result["diff"] = plan.changes.diff()
+        return result
+
+
+def main():
+    module = build_module()
+    configurator = SriovConfigurator(module)
+    try:
+        configurator.run()
+    except GpuhostError as err:
+        module.fail_json(**dict(configurator.result,
+                                changed=bool(err.details.get("rollback_failed")),
+                                **err.to_result()))
+    module.exit_json(**configurator.result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vfio_bind
+short_description: Hand PCI functions to vfio-pci or give them back, safely
+version_added: "0.1.0"
+description:
+  - Binds PCI functions (a GPU and, by default, every other function of its slot such
+    as its HDA audio) to vfio-pci through C(driver_override), unbind and
+    C(drivers_probe), or gives them back to the driver they had before.
+  - Refuses, with the reason and the option that overrides it, a device in a dirty
+    IOMMU group (O(allow_dirty_group)), the boot VGA with an active console
+    (O(allow_boot_vga)), a disk controller holding a mounted filesystem or a NIC
+    carrying the default route or the SSH connection (O(allow_host_critical)), a device
+    whose driver has open users (O(allow_in_use)) and a device attached to a running
+    libvirt domain (O(allow_attached_to_running_domain)).
+  - Never binds a PCI bridge or the controller of the root filesystem, whatever the
+    options; the module itself and the shell it reports to run from that disk.
+  - Refuses everything when the IOMMU is off, naming the kernel arguments to add.
+author:
+  - gpuhost.kvm contributors
+extends_documentation_fragment:
+  - gpuhost.kvm.root
+  - gpuhost.kvm.host_change
+options:
+  devices:
+    description:
+      - PCI addresses to bind, as C(lspci -D) prints them (C(0000:65:00.0)).
+    type: list
+    elements: str
+  match:
+    description:
+      - Select every function (not VFs) whose IDs match all the given keys.
+    type: dict
+    suboptions:
+      vendor:
+        description: Vendor ID in hex, e.g. C(10de).
+        type: str
+      device:
+        description: Device ID in hex, e.g. C(20b5).
+        type: str
+      class:
+        description: Class in hex, 2, 4 or 6 digits (C(03), C(0302), C(030200)).
+        type: str
+  with_companions:
+    description:
+      - Also take every other function of the same slot (bus:device). A GPU's HDA
+        function sits in its IOMMU group, and the group is only usable by a guest when
+        all of it is on vfio-pci (see the runbook, section 13).
+    type: bool
+    default: true
+  state:
+    description:
+      - C(bound) puts the devices on vfio-pci.
+      - C(unbound) clears the override and binds the driver each device had before
+        gpuhost.kvm took it (remembered in C(/var/lib/gpuhost/vfio-bind.json)), or lets
+        the kernel pick one.
+    type: str
+    choices: [bound, unbound]
+    default: bound
+  persistence:
+    description:
+      - How O(persistent=true) keeps the binding over a reboot.
+      - C(driverctl) writes driverctl's own override file C(/etc/driverctl.d/pci-<address>)
+        (content C(vfio-pci)), so C(driverctl list-persisted) and C(unset-override)
+        keep working, plus a udev rule that applies those files while the device is
+        added, before the native driver's module is loaded.
+      - C(udev) writes C(/etc/udev/rules.d/61-gpuhost-vfio-<address>.rules) setting
+        C(ATTR{driver_override}="vfio-pci") on the device's add event.
+      - C(auto) picks C(driverctl) when the driverctl program is installed.
+    type: str
+    choices: [auto, driverctl, udev]
+    default: auto
+  initramfs:
+    description:
+      - Where to make vfio-pci load early with O(persistent=true), besides
+        C(/etc/modules-load.d/gpuhost-vfio.conf).
+      - C(dracut) writes C(/etc/dracut.conf.d/gpuhost-vfio.conf) (force_drivers and the
+        rule files); C(initramfs-tools) adds the modules to C(/etc/initramfs-tools/modules).
+        Rebuild the initramfs afterwards (RV(initramfs_rebuild_required)).
+      - C(auto) picks by what the host has.
+    type: str
+    choices: [auto, dracut, initramfs-tools, none]
+    default: auto
+  libvirt_uri:
+    description:
+      - libvirt connection used to find devices attached to running domains.
+      - Default C(qemu:///system) when O(root=/); with another root the check only runs
+        when a URI is given (the unit tests use C(test:///...)).
+      - When the default URI cannot be reached the check is skipped with a warning (a
+        host without libvirtd yet); a given URI that fails is an error.
+    type: str
+  allow_dirty_group:
+    description: Bind although the IOMMU group holds other devices.
+    type: bool
+    default: false
+  allow_boot_vga:
+    description: Bind the boot VGA although a console is active on it.
+    type: bool
+    default: false
+  allow_host_critical:
+    description:
+      - Bind a disk controller with mounted filesystems (not the root filesystem) or a
+        NIC of the default route or the SSH connection.
+    type: bool
+    default: false
+  allow_in_use:
+    description: Bind a device whose current driver has open users (/dev/dri, /dev/nvidiaN).
+    type: bool
+    default: false
+  allow_attached_to_running_domain:
+    description: Change a device that a running libvirt domain holds.
+    type: bool
+    default: false
+notes:
+  - Persistence does not use C(options vfio-pci ids=), because that would take every
+    card with those IDs, wrong on a host where only some identical GPUs pass through.
+  - A native driver built into the kernel (not a module) probes before udev runs; such
+    devices need C(vfio-pci.ids) or a kernel without that driver.
+  - The C(modprobe vfio-pci) step runs only with O(root=/).
+seealso:
+  - module: gpuhost.kvm.sriov_vfs
+  - module: gpuhost.kvm.irq_affinity
+"""
+
+EXAMPLES = r"""
+- name: Pass the GPU at 65:00.0 (and its HDA function) through, for good
+  gpuhost.kvm.vfio_bind:
+    devices:
+      - "0000:65:00.0"
+    persistent: true
+
+- name: Bind every NVIDIA 3D controller except the boot VGA's console
+  gpuhost.kvm.vfio_bind:
+    match:
+      vendor: "10de"
+      class: "0302"
+
+- name: Give the GPU back to its previous driver
+  gpuhost.kvm.vfio_bind:
+    devices:
+      - "0000:65:00.0"
+    state: unbound
+    persistent: true
+"""
+
+RETURN = r"""
+devices:
+  description: One entry per function handled (companions included).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    address:
+      description: PCI address.
+      type: str
+      sample: "0000:65:00.0"
+    driver_before:
+      description: Driver bound before the run, null when none.
+      type: str
+      sample: nvidia
+    driver_after:
+      description: Driver bound after the run (predicted in check mode).
+      type: str
+      sample: vfio-pci
+    iommu_group:
+      description: IOMMU group number.
+      type: int
+      sample: 42
+    vfio_dev:
+      description: The VFIO group node the guest will open, when on vfio-pci.
+      type: str
+      sample: /dev/vfio/42
+    companions:
+      description: Other functions of the same slot, taken with a requested device.
+      type: list
+      elements: str
+      sample: ["0000:65:00.1"]
+    changed:
+      description: Whether this device changes.
+      type: bool
+steps:
+  description: The planned (check mode) or applied steps, in order.
+  returned: always
+  type: list
+  elements: str
+persistence:
+  description: The persistence mechanism used, null without O(persistent).
+  returned: always
+  type: str
+  sample: driverctl
+initramfs_rebuild_required:
+  description: Boot files changed; rebuild the initramfs (dracut -f, update-initramfs -u).
+  returned: always
+  type: bool
+skipped_actions:
+  description: Actions left out because O(root) is not C(/).
+  returned: always
+  type: list
+  elements: str
+field:
+  description: On failure, the option at fault (for a refusal, the option that overrides it).
+  returned: failure
+  type: str
+details:
+  description: On failure, the refusals (address, reason, override) or the rollback record.
+  returned: failure
+  type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+    ROOT_ARGUMENT_SPEC, argument_spec)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
+    read_context, running_domain_devices)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
+    OVERRIDES, current_driver, plan_vfio, prepend_modprobe, select_devices)
+
+DEFAULT_LIBVIRT_URI = "qemu:///system"
+
+
+def build_module():
+    spec = argument_spec(
+        ROOT_ARGUMENT_SPEC,
+        devices=dict(type="list", elements="str"),
+        match=dict(type="dict", options={"vendor": dict(type="str"),
+                                         "device": dict(type="str"),
+                                         "class": dict(type="str")}),
+        with_companions=dict(type="bool", default=True),
+        state=dict(type="str", choices=["bound", "unbound"], default="bound"),
+        persistent=dict(type="bool", default=False),
+        persistence=dict(type="str", choices=["auto", "driverctl", "udev"], default="auto"),
+        initramfs=dict(type="str", choices=["auto", "dracut", "initramfs-tools", "none"],
+                       default="auto"),
+        libvirt_uri=dict(type="str"),
+    )
+    for option in OVERRIDES:
+        spec[option] = dict(type="bool", default=False)
+    return AnsibleModule(argument_spec=spec, supports_check_mode=True,
+                         required_one_of=[("devices", "match")])
+
+
+class VfioBinder(object):
+    """Plans and applies one vfio_bind task; ``result`` is the same on success and failure."""
+
+    def __init__(self, module, writer=None):
+        self.module = module
+        self.params = module.params
+        self.writer = writer or HostWriter(self.params["root"])
+        self.live = self.params["root"] in ("/", None)
+        self.plan = None
+        self.applied = []
+        self.skipped = []
+
+    def _domain_devices(self):
+        uri = self.params["libvirt_uri"] or (DEFAULT_LIBVIRT_URI if self.live else None)
+        if uri is None:
+            self.skipped.append("running-domain check (no libvirt_uri with a test root)")
+            return None
+        try:
+            return running_domain_devices(uri)
+        except GpuhostError as err:
+            if self.params["libvirt_uri"]:
+                raise
+            self.module.warn("could not check running libvirt domains: %s" % err.message)
+            return None
+
+    def _ip_addr_json(self):
+        ip = self.module.get_bin_path("ip") if self.live else None
+        if not ip:
+            return None
+        rc, out, _err = self.module.run_command([ip, "-j", "addr", "show"])
+        return out if rc == 0 else None
+
+    def _modprobe(self):
+        rc, out, err = self.module.run_command(["modprobe", "vfio-pci"])
+        if rc != 0:
+            raise GpuhostError("modprobe vfio-pci failed: %s" % (err or out).strip(),
+                               field="devices", fix="install the kernel's vfio modules")
+
+    def run(self):
+        params = self.params
+        functions = read_pci_functions(params["root"])
+        selected, companions = select_devices(functions, params["devices"], params["match"],
+                                              params["with_companions"])
+        context = read_context(
+            params["root"], functions,
+            ssh_connection=os.environ.get("SSH_CONNECTION") if self.live else None,
+            ip_addr_json=self._ip_addr_json(), domain_devices=self._domain_devices())
+        self.plan = plan_vfio(self.writer, context, selected, companions, params["state"],
+                              {o: params[o] for o in OVERRIDES}, params["persistent"],
+                              params["persistence"], params["initramfs"])
+        if self.plan.needs_modprobe:
+            if self.live:
+                prepend_modprobe(self.plan, self._modprobe)
+            else:
+                self.skipped.append("modprobe vfio-pci (root is not /)")
+        if self.module.check_mode or not self.plan.changes:
+            return
+        self.applied = self.plan.changes.apply()
+        for device in self.plan.devices:
+            device.driver_after = current_driver(self.writer, device.address)
+
+    @property
+    def result(self):
+        plan = self.plan
+        result = {"changed": bool(plan and plan.changes),
+                  "devices": [d.as_dict() for d in plan.devices] if plan else [],
+                  "steps": plan.changes.descriptions if plan else [],
+                  "persistence": plan.persistence if plan else None,
+                  "initramfs_rebuild_required": bool(plan and plan.initramfs_changed),
+                  "skipped_actions": self.skipped}
+        if plan and self.module._diff:
+            result["diff"] = plan.changes.diff()
+        return result
+
+
+def main():
+    module = build_module()
+    binder = VfioBinder(module)
+    try:
+        binder.run()
+    except GpuhostError as err:
+        module.fail_json(**dict(binder.result, changed=bool(err.details.get("rollback_failed")),
+                                **err.to_result()))
+    module.exit_json(**binder.result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which devices the host depends on: storage, network, console, open users."""
+
+import json
+
+import pytest
+
+from sysfs_sim import TreeBuilder, build_sim_host
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
+
+
+@pytest.fixture
+def root(tmp_path):
+    return build_sim_host(str(tmp_path))
+
+
+def test_root_filesystem_found_through_partition(root):
+    critical = host_safety.read_host_critical(root, read_pci_functions(root))
+    assert critical.root_fs == {"0000:01:00.0": ["/", "/boot/efi"]}
+
+
+def test_dm_slaves_lead_to_the_controller(root):
+    tree = TreeBuilder(root)
+    tree.write("/sys/devices/virtual/block/dm-0/dev", "253:0\n")
+    tree.link("/sys/devices/virtual/block/dm-0/slaves/nvme0n1p2",
+              "/sys/class/block/nvme0n1p2")
+    tree.link("/sys/dev/block/253:0", "/sys/devices/virtual/block/dm-0")
+    assert host_safety.block_device_pci(root, host_safety._realpath(
+        root, "/sys/dev/block/253:0")) == {"0000:01:00.0"}
+
+
+def test_proc_mounts_fallback_uses_dev_name(root, tmp_path):
+    import os
+    os.unlink(os.path.join(root, "proc/self/mountinfo"))
+    TreeBuilder(root).write("/proc/mounts", "/dev/nvme0n1p2 / ext4 rw 0 0\n")
+    assert host_safety.storage_devices(root) == {"0000:01:00.0": ["/"]}
+
+
+def test_default_route_nic(root):
+    assert host_safety.default_route_interfaces(root) == {"eno1"}
+    critical = host_safety.read_host_critical(root)
+    assert "0000:03:00.0" in critical.network
+    assert "0000:44:00.0" not in critical.network
+
+
+def test_ipv6_default_route(root):
+    TreeBuilder(root).write(
+        "/proc/net/ipv6_route",
+        "00000000000000000000000000000000 00 00000000000000000000000000000000 00 "
+        "fe800000000000000000000000000001 00000400 00000001 00000000 00000003 ens2\n")
+    assert host_safety.default_route_interfaces(root) == {"eno1", "ens2"}
+
+
+def test_ssh_nic_from_connected_route(root):
+    # 172.16.0.0/16 is on ens2 (build_sim_host), the SSH server address is 172.16.3.4
+    names = host_safety.ssh_interfaces(root, "10.9.9.9 50000 172.16.3.4 22")
+    assert names == {"ens2"}
+    critical = host_safety.read_host_critical(root, ssh_connection="10.9.9.9 50000 172.16.3.4 22")
+    assert any("SSH" in why for why in critical.network["0000:44:00.0"])
+
+
+def test_ssh_nic_from_ip_json(root):
+    ip_json = json.dumps([{"ifname": "lo", "addr_info": [{"local": "127.0.0.1"}]},
+                          {"ifname": "ens2", "addr_info": [{"local": "fd00::5"}]}])
+    assert host_safety.ssh_interfaces(root, "fd00::1 5 fd00::5 22", ip_json) == {"ens2"}
+
+
+def test_boot_vga_console_needs_both_bound_console_and_boot_vga(root):
+    functions = read_pci_functions(root)
+    assert list(host_safety.console_vga(root, functions)) == ["0000:42:00.0"]
+    TreeBuilder(root).write("/sys/class/vtconsole/vtcon1/bind", "0\n")
+    assert host_safety.console_vga(root, functions) == {}
+
+
+def test_firmware_framebuffer_counts_for_boot_vga(tmp_path):
+    root = str(tmp_path)
+    tree = TreeBuilder(root).cpus()
+    tree.pci("0000:00:02.0", 0x030000, vendor=0x8086, driver="i915", boot_vga=True,
+             iommu_group=0)
+    tree.console(fb_name="EFI VGA")
+    reasons = host_safety.console_vga(root, read_pci_functions(root))
+    assert "firmware framebuffer" in reasons["0000:00:02.0"]
+
+
+def test_open_users_of_drm_nodes(root):
+    tree = TreeBuilder(root)
+    tree.write("/sys/bus/pci/devices/0000:41:00.0/drm/card1/dev", "226:1\n")
+    tree.write("/sys/bus/pci/devices/0000:41:00.0/drm/renderD129/dev", "226:129\n")
+    tree.open_fd(4242, 7, "/dev/dri/renderD129", comm="Xorg")
+    tree.open_fd(4243, 3, "/dev/null")
+    nodes = host_safety.device_nodes(root, "0000:41:00.0")
+    assert nodes == ["/dev/dri/card1", "/dev/dri/renderD129"]
+    assert host_safety.open_users(root, nodes) == {4242: ("Xorg", ["/dev/dri/renderD129"])}
+
+
+def test_nvidia_minor_node(root):
+    TreeBuilder(root).write("/proc/driver/nvidia/gpus/0000:41:00.0/information",
+                            "Model: A100\nDevice Minor: 3\n")
+    assert "/dev/nvidia3" in host_safety.device_nodes(root, "0000:41:00.0")
+
+
+def test_running_domain_devices_from_libvirt_test_driver(tmp_path):
+    uri = write_libvirt_test_node(tmp_path, "0000:41:00.0")
+    assert host_safety.running_domain_devices(uri) == {"0000:41:00.0": ["tenant-a"]}
+
+
+def write_libvirt_test_node(tmp_path, address):
+    """A libvirt test-driver node file with one running domain holding ``address``."""
+    domain, rest = address.split(":", 1)
+    bus, rest = rest.split(":")
+    slot, function = rest.split(".")
+    node = tmp_path / "libvirt-node.xml"
+    node.write_text("""<node>
+  <domain type='test'>
+    <name>tenant-a</name>
+    <memory>1048576</memory>
+    <vcpu>1</vcpu>
+    <os><type>hvm</type></os>
+    <devices>
+      <hostdev mode='subsystem' type='pci' managed='yes'>
+        <source><address domain='0x%s' bus='0x%s' slot='0x%s' function='0x%s'/></source>
+      </hostdev>
+    </devices>
+  </domain>
+</node>
+""" % (domain, bus, slot, function))
+    return "test://%s" % node

@@ -1,0 +1,227 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""irq_affinity against the simulator: selection, managed IRQs, rollback, irqbalance's
+config, and the re-apply path when IRQs appear after the fact."""
+
+import errno
+import json
+import os
+
+import pytest
+
+from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import irq_pinning, irqbalance
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpumask
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_irqs
+from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
+
+RHEL_CONFIG = ('# irqbalance is a daemon process that distributes interrupts\n'
+               'IRQBALANCE_ONESHOT=\n'
+               '#IRQBALANCE_BANNED_CPUS=\n'
+               'IRQBALANCE_ARGS="--policyscript=/etc/irqbalance.d/policy"\n')
+
+
+@pytest.fixture
+def sim(tmp_path):
+    root = build_sim_host(str(tmp_path / "host"))
+    return SimulatedKernel(root, managed_irqs=[40, 41, 42, 43])   # the NVMe queues
+
+
+def pin(sim, check_mode=False, **args):
+    args.setdefault("root", sim.root)
+    return run_module(irq_affinity, "IrqPinner", args, sim, check_mode=check_mode)
+
+
+def failed(sim, **args):
+    before = snapshot(sim.root)
+    with pytest.raises(GpuhostError) as info:
+        pin(sim, **args)
+    assert snapshot(sim.root) == before
+    return info.value
+
+
+def affinity(sim, irq):
+    found = read_irqs(sim.root)[str(irq)]
+    return found.smp_affinity_list, found.effective_affinity_list
+
+
+def test_pin_by_name_then_idempotent(sim):
+    result = pin(sim, name_regex="^mlx5_comp", cpus="0-1").result
+    assert result["changed"] is True
+    assert result["selected"] == [50, 51, 52, 53]
+    assert result["changed_irqs"] == [50, 51, 52, 53]
+    assert result["previous"]["50"] == "0-7"
+    assert affinity(sim, 50) == ((0, 1), (0,))
+    again = pin(sim, name_regex="^mlx5_comp", cpus="0-1").result
+    assert again["changed"] is False and again["changed_irqs"] == []
+
+
+def test_effective_inside_but_mask_different_is_rewritten(sim):
+    # smp_affinity_list 0-7 with effective 0: effective is inside 0-1, the mask is not.
+    assert pin(sim, irqs=[60], cpus="0-1").result["changed_irqs"] == [60]
+
+
+def test_managed_irqs_are_skipped_not_failed(sim):
+    result = pin(sim, pci_devices=["0000:01:00.0"], cpus="0-1").result
+    assert result["selected"] == [40, 41, 42, 43]
+    assert result["skipped_managed"] == [40, 41, 42, 43]
+    assert result["changed_irqs"] == []
+    assert result["changed"] is False
+
+
+def test_check_mode_changes_nothing_and_shows_the_diff(sim):
+    before = snapshot(sim.root)
+    result = pin(sim, check_mode=True, irqs=[60, 61], cpus="2", persistent=True).result
+    assert snapshot(sim.root) == before
+    assert result["changed"] is True and result["changed_irqs"] == [60, 61]
+    assert "/proc/irq/60/smp_affinity_list = 0-7\n" in result["diff"][0]["before"]
+    assert "/proc/irq/60/smp_affinity_list = 2\n" in result["diff"][0]["after"]
+    assert irq_pinning.CONFIG_FILE in [d["after_header"] for d in result["diff"][1:]]
+
+
+def test_non_eio_failure_rolls_back_earlier_pins(sim):
+    sim.fail_on["/proc/irq/52/smp_affinity_list"] = errno.ENOSPC   # vector space exhausted
+    before = snapshot(sim.root)
+    with pytest.raises(GpuhostError) as info:
+        pin(sim, name_regex="mlx5_comp", cpus="3")
+    assert snapshot(sim.root) == before
+    assert info.value.details["rolled_back"] == ["pin IRQ 51 to 3", "pin IRQ 50 to 3"]
+    assert info.value.details["errno"] == "ENOSPC"
+
+
+def test_nonexistent_irq_fails_and_changes_nothing(sim):
+    err = failed(sim, irqs=[999], cpus="0")
+    assert err.field == "irqs" and "IRQ 999 does not exist" in err.message
+
+
+def test_cpus_outside_online_fail_and_change_nothing(sim):
+    err = failed(sim, irqs=[60], cpus="6-9")
+    assert err.field == "cpus" and "8-9" in err.message and "online: 0-7" in err.message
+
+
+def test_unknown_pci_device_and_bad_regex_fail(sim):
+    assert failed(sim, pci_devices=["0000:66:00.0"], cpus="0").field == "pci_devices"
+    assert failed(sim, name_regex="(", cpus="0").field == "name_regex"
+
+
+# -- irqbalance --------------------------------------------------------------------
+
+def test_irqbalance_cpulist_keeps_other_lines_and_adds_isolated(sim):
+    TreeBuilder(sim.root).write("/sys/devices/system/cpu/isolated", "6\n")
+    TreeBuilder(sim.root).write("/etc/sysconfig/irqbalance", RHEL_CONFIG)
+    result = pin(sim, irqs=[60], cpus="0-1", irqbalance_banned_cpus="4-5",
+                 irqbalance_config="/etc/sysconfig/irqbalance",
+                 irqbalance_format="cpulist").result
+    assert result["irqbalance_banned_cpus"] == "4-6"
+    text = sim.read_file("/etc/sysconfig/irqbalance")
+    assert text.startswith(RHEL_CONFIG)
+    assert text.endswith("IRQBALANCE_BANNED_CPULIST=4-6\n")
+    assert "systemctl try-restart irqbalance (root is not /)" in result["skipped_actions"]
+    again = pin(sim, irqs=[60], cpus="0-1", irqbalance_banned_cpus="4-5",
+                irqbalance_config="/etc/sysconfig/irqbalance", irqbalance_format="cpulist")
+    assert again.result["changed"] is False and again.skipped == []
+
+
+def test_irqbalance_mask_for_old_versions_replaces_the_cpulist_key(sim):
+    TreeBuilder(sim.root).write("/etc/default/irqbalance", "IRQBALANCE_BANNED_CPULIST=1\n")
+    pin(sim, irqs=[60], cpus="0", irqbalance_banned_cpus="2-7",
+        irqbalance_config="/etc/default/irqbalance", irqbalance_format="mask")
+    text = sim.read_file("/etc/default/irqbalance")
+    assert "IRQBALANCE_BANNED_CPULIST" not in text
+    value = text.strip().splitlines()[-1].split("=", 1)[1]
+    assert parse_cpumask(value) == (2, 3, 4, 5, 6, 7)
+
+
+def test_irqbalance_malformed_config_is_refused(sim):
+    TreeBuilder(sim.root).write("/etc/sysconfig/irqbalance", "this is not shell\n")
+    err = failed(sim, irqs=[60], cpus="0", irqbalance_banned_cpus="2-7",
+                 irqbalance_format="cpulist")
+    assert err.field == "irqbalance_config" and "line 1" in err.message
+
+
+def test_irqbalance_unreadable_config_is_refused(sim):
+    os.makedirs(sim.path("/etc/sysconfig/irqbalance"))     # a directory: cannot be read
+    err = failed(sim, irqs=[60], cpus="0", irqbalance_banned_cpus="2-7",
+                 irqbalance_format="cpulist")
+    assert err.field == "irqbalance_config" and "cannot read" in err.message
+
+
+def test_irqbalance_overlap_and_ban_everything_are_refused(sim):
+    assert failed(sim, irqs=[60], cpus="0-1", irqbalance_banned_cpus="1-7",
+                  irqbalance_format="cpulist").field == "irqbalance_banned_cpus"
+    TreeBuilder(sim.root).write("/sys/devices/system/cpu/nohz_full", "0-1\n")
+    assert failed(sim, irqs=[60], cpus="1", irqbalance_banned_cpus="2-7",
+                  irqbalance_format="cpulist").field == "irqbalance_banned_cpus"
+
+
+@pytest.mark.parametrize("version,fmt", [("irqbalance version 1.9.2", "cpulist"),
+                                         ("irqbalance version 1.8.0", "cpulist"),
+                                         ("irqbalance version 1.4.0", "mask"),
+                                         ("", "mask")])
+def test_format_for_version(version, fmt):
+    assert irqbalance.format_for_version(version) == fmt
+
+
+def test_mask_form_is_32_bit_words():
+    assert irqbalance.banned_value(range(32, 64), "mask", 64) == "ffffffff,00000000"
+
+
+# -- persistence and re-apply ----------------------------------------------------------
+
+def test_persistent_writes_config_helper_udev_rule_and_libvirt_hook(sim):
+    os.makedirs(sim.path(irq_pinning.NM_DISPATCHER_DIR))
+    pin(sim, name_regex="vfio-msix", cpus="0-1", persistent=True)
+    config = json.loads(sim.read_file(irq_pinning.CONFIG_FILE))
+    assert config["rules"] == [{"name_regex": "vfio-msix", "pci_devices": [], "irqs": [],
+                                "cpus": "0-1"}]
+    assert 'ACTION=="add|move", SUBSYSTEM=="net", RUN+="%s"' % irq_pinning.HELPER in \
+        sim.read_file(irq_pinning.UDEV_RULE_FILE)
+    for path in (irq_pinning.HELPER, irq_pinning.LIBVIRT_HOOK, irq_pinning.NM_DISPATCHER):
+        assert os.access(sim.path(path), os.X_OK)
+    assert "libvirt_hook_main" in sim.read_file(irq_pinning.LIBVIRT_HOOK)
+    assert pin(sim, name_regex="vfio-msix", cpus="0-1",
+               persistent=True).result["changed"] is False
+    pin(sim, name_regex="mlx5", cpus="2", persistent=True)
+    assert len(json.loads(sim.read_file(irq_pinning.CONFIG_FILE))["rules"]) == 2
+
+
+def test_reapply_pins_irqs_that_appear_after_the_fact(sim):
+    pin(sim, name_regex="vfio-msix", cpus="0-1", persistent=True)
+    # The guest enables MSI-X on the passed-through GPU: new IRQs on all CPUs.
+    sim.add_irq(80, "vfio-msix[0](0000:41:00.0)", device="0000:41:00.0")
+    sim.add_irq(81, "vfio-msix[1](0000:41:00.0)", device="0000:41:00.0")
+    sim.add_irq(82, "vfio-msix[2](0000:41:00.0)", device="0000:41:00.0", managed=True)
+    assert affinity(sim, 80)[0] == tuple(range(8))
+    assert irq_pinning.reapply_main([], writer=sim) == 0
+    assert affinity(sim, 80) == ((0, 1), (0,))
+    assert affinity(sim, 81) == ((0, 1), (0,))
+    report = irq_pinning.reapply(sim, json.loads(sim.read_file(irq_pinning.CONFIG_FILE)))
+    assert report["pinned"] == [] and report["in_place"] == [80, 81]
+    assert report["skipped_managed"] == [82]
+
+
+def test_reapply_watch_keeps_pinning_until_the_deadline(sim):
+    pin(sim, name_regex="mlx5_comp", cpus="3", persistent=True)
+    ticks = iter(range(100))
+    arrivals = {1: 90, 2: 91}
+
+    def sleep(_seconds):
+        n = next(ticks)
+        if n in arrivals:
+            sim.add_irq(arrivals[n], "mlx5_comp%d@pci:0000:03:00.0" % n, device="0000:03:00.0")
+    clock = iter([0, 0, 1, 2, 3, 10]).__next__
+    assert irq_pinning.reapply_main(["--watch", "5"], writer=sim, sleep=sleep, clock=clock) == 0
+    assert affinity(sim, 90)[0] == (3,) and affinity(sim, 91)[0] == (3,)
+
+
+def test_libvirt_hook_only_acts_on_started():
+    forks = []
+    assert irq_pinning.libvirt_hook_main(["tenant-a", "prepare", "begin", "-"],
+                                         fork=lambda: forks.append(1) or 1) == 0
+    assert forks == []
+    assert irq_pinning.libvirt_hook_main(["tenant-a", "started", "begin", "-"],
+                                         fork=lambda: forks.append(1) or 1) == 0
+    assert forks == [1]     # the parent returns at once; the child does the watching

@@ -1,0 +1,196 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""sriov_vfs against the sysfs simulator: counts through 0, drivers, persistence,
+per-VF settings and the errors that must leave the tree alone."""
+
+import json
+import os
+
+import pytest
+
+from sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
+from test_host_safety import write_libvirt_test_node
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import sriov
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs
+
+PF = "0000:03:00.0"       # eno1, mlx5_core, sriov_offset 2, stride 1
+
+
+@pytest.fixture
+def sim(tmp_path):
+    return SimulatedKernel(build_sim_host(str(tmp_path / "host")),
+                           vf_drivers={PF: "mlx5_core", "0000:44:00.0": "mlx5_core"})
+
+
+def configure(sim, check_mode=False, runner=None, **args):
+    args.setdefault("root", sim.root)
+    return run_module(sriov_vfs, "SriovConfigurator", args, sim, check_mode=check_mode,
+                      runner=runner)
+
+
+def failed(sim, **args):
+    before = snapshot(sim.root)
+    with pytest.raises(GpuhostError) as info:
+        configure(sim, **args)
+    assert snapshot(sim.root) == before
+    return info.value
+
+
+def test_create_vfs_on_vfio_pci_by_netdev_name(sim):
+    result = configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci").result
+    assert result["changed"] is True
+    assert result["pf"] == PF and result["netdev"] == "eno1"
+    assert [v["address"] for v in result["vfs"]] == ["0000:03:00.2", "0000:03:00.3"]
+    assert all(v["driver"] == "vfio-pci" and v["numa_node"] == 0 for v in result["vfs"])
+    assert len({v["iommu_group"] for v in result["vfs"]}) == 2
+    assert sim.read("/sys/bus/pci/devices/%s/sriov_drivers_autoprobe" % PF) == "0"
+    assert configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci").result["changed"] is False
+
+
+def test_default_driver_sets_autoprobe(sim):
+    configure(sim, pf=PF, num_vfs=1)
+    assert sim.read("/sys/bus/pci/devices/%s/sriov_drivers_autoprobe" % PF) == "1"
+    assert sim.driver_of("0000:03:00.2") == "mlx5_core"
+
+
+def test_none_leaves_vfs_unbound(sim):
+    result = configure(sim, pf=PF, num_vfs=1, vf_driver="none").result
+    assert result["vfs"][0]["driver"] is None
+
+
+def test_count_change_goes_through_zero(sim):
+    configure(sim, pf=PF, num_vfs=2)
+    sim.writes.clear()
+    configure(sim, pf=PF, num_vfs=3)
+    numvfs = [v for p, v in sim.writes if p.endswith("/sriov_numvfs")]
+    assert numvfs == ["0", "3"]
+    assert len(sriov.current_vfs(sim, PF)) == 3
+
+
+def test_check_mode_predicts_addresses_and_changes_nothing(sim):
+    before = snapshot(sim.root)
+    result = configure(sim, check_mode=True, pf=PF, num_vfs=2, vf_driver="vfio-pci",
+                       persistent=True).result
+    assert snapshot(sim.root) == before
+    assert result["changed"] is True
+    assert [v["address"] for v in result["vfs"]] == ["0000:03:00.2", "0000:03:00.3"]
+    kernel = result["diff"][0]
+    assert "/sys/bus/pci/devices/0000:03:00.0/sriov_numvfs = 2\n" in kernel["after"]
+    assert "/sys/bus/pci/devices/0000:03:00.0/sriov_drivers_autoprobe = 1\n" in kernel["before"]
+    headers = [d["after_header"] for d in result["diff"][1:]]
+    assert sriov.CONFIG_FILE in headers and sriov.UNIT_FILE in headers
+
+
+def test_persistence_writes_config_unit_and_helper(sim):
+    result = configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci", persistent=True).result
+    assert "systemctl enable gpuhost-sriov.service (root is not /)" in result["skipped_actions"]
+    config = json.loads(sim.read_file(sriov.CONFIG_FILE))
+    assert config["pfs"][PF] == {"num_vfs": 2, "vf_driver": "vfio-pci", "netdev": "eno1",
+                                 "vfs": []}
+    unit = sim.read_file(sriov.UNIT_FILE)
+    assert "Before=libvirtd.service virtqemud.service libvirt-guests.service" in unit
+    assert "After=systemd-modules-load.service sys-subsystem-net-devices-eno1.device" in unit
+    assert "ExecStart=%s %s" % (sriov.HELPER, sriov.CONFIG_FILE) in unit
+    assert os.access(sim.path(sriov.HELPER), os.X_OK)
+    assert configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci",
+                     persistent=True).result["changed"] is False
+
+
+def test_boot_apply_recreates_vfs_after_reboot(sim):
+    configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci", persistent=True)
+    sim.write("/sys/bus/pci/devices/%s/sriov_numvfs" % PF, "0")      # the reboot
+    assert sriov.current_vfs(sim, PF) == {}
+    assert sriov.boot_apply([sriov.CONFIG_FILE], writer=sim) == 0
+    vfs = sriov.describe_vfs(sim, PF)
+    assert [(v["address"], v["driver"]) for v in vfs] == [("0000:03:00.2", "vfio-pci"),
+                                                          ("0000:03:00.3", "vfio-pci")]
+
+
+def test_unit_waits_for_udev_settle_without_netdev():
+    text = sriov.unit_text({"pfs": {"0000:01:00.0": {"num_vfs": 2, "netdev": None}}})
+    assert "After=systemd-modules-load.service systemd-udev-settle.service" in text
+
+
+def test_num_vfs_above_total_fails_and_changes_nothing(sim):
+    err = failed(sim, pf=PF, num_vfs=9)
+    assert err.field == "num_vfs" and "above sriov_totalvfs 8" in err.message
+
+
+def test_pf_without_sriov_fails(sim):
+    err = failed(sim, pf="0000:41:00.0", num_vfs=1)
+    assert err.field == "pf" and "no SR-IOV capability" in err.message
+
+
+def test_nonexistent_pf_fails(sim):
+    assert failed(sim, pf="0000:77:00.0", num_vfs=1).field == "pf"
+    assert failed(sim, pf="nosuch0", num_vfs=1).field == "pf"
+
+
+def test_refuses_count_change_with_vf_in_running_domain_unless_forced(sim, tmp_path):
+    configure(sim, pf=PF, num_vfs=2, vf_driver="vfio-pci")
+    uri = write_libvirt_test_node(tmp_path, "0000:03:00.2")
+    err = failed(sim, pf=PF, num_vfs=3, libvirt_uri=uri)
+    assert err.field == "force" and "tenant-a" in err.message
+    configure(sim, pf=PF, num_vfs=3, libvirt_uri=uri, force=True)
+    assert len(sriov.current_vfs(sim, PF)) == 3
+
+
+def test_failed_vf_bind_rolls_back_the_count(sim):
+    # Inject a refused driver_override write on the second VF: the VFs go away again and
+    # autoprobe returns to 1.
+    sim.fail_on["/sys/bus/pci/devices/0000:03:00.3/driver_override"] = 5   # EIO
+    before = snapshot(sim.root)
+    with pytest.raises(GpuhostError) as info:
+        configure(sim, pf=PF, num_vfs=2, vf_driver="vfio-pci")
+    assert snapshot(sim.root) == before
+    assert "write 2 to /sys/bus/pci/devices/0000:03:00.0/sriov_numvfs" in \
+        info.value.details["rolled_back"]
+
+
+class FakeIproute:
+    """Stands in for iproute2 on an SR-IOV NIC, which this machine does not have."""
+
+    def __init__(self, vfinfo):
+        self.vfinfo = vfinfo
+        self.calls = []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        if argv[:3] == ["ip", "-j", "link"]:
+            return 0, json.dumps([{"ifname": "eno1", "vfinfo_list": self.vfinfo}]), ""
+        return 0, "", ""
+
+
+def test_per_vf_settings_with_fake_iproute(sim):
+    configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci")
+    ip = FakeIproute([{"vf": 0, "address": "00:00:00:00:00:00", "spoofchk": True,
+                       "link_state": "auto", "trust": False},
+                      {"vf": 1, "address": "52:54:00:00:00:02", "vlan_list": [{"vlan": 7}],
+                       "spoofchk": True, "link_state": "auto", "trust": False}])
+    result = configure(sim, runner=ip, pf="eno1", num_vfs=2, vf_driver="vfio-pci",
+                       vfs=[{"index": 0, "mac": "52:54:00:00:00:01", "vlan": 100,
+                             "trust": True, "link_state": "enable"},
+                            {"index": 1, "mac": "52:54:00:00:00:02", "vlan": 7}]).result
+    assert result["changed"] is True
+    assert ip.calls[-1] == ["ip", "link", "set", "dev", "eno1", "vf", "0", "mac",
+                            "52:54:00:00:00:01", "vlan", "100", "trust", "on", "state", "enable"]
+    assert not any(call[6:7] == ["1"] for call in ip.calls if call[:3] == ["ip", "link", "set"])
+
+
+def test_per_vf_bad_input():
+    with pytest.raises(GpuhostError) as info:
+        sriov.normalize_vf_settings([{"index": 2}], 2)
+    assert info.value.field == "vfs"
+    with pytest.raises(GpuhostError):
+        sriov.normalize_vf_settings([{"index": 0, "mac": "zz"}], 2)
+
+
+def test_parse_vfinfo_reads_iproute_json():
+    info = sriov.parse_vfinfo(json.dumps([{"vfinfo_list": [
+        {"vf": 3, "address": "AA:BB:CC:DD:EE:FF", "vlan_list": [{"vlan": 12, "qos": 0}],
+         "spoofchk": False, "trust": True, "link_state": "disable"}]}]))
+    assert info == {3: {"mac": "aa:bb:cc:dd:ee:ff", "vlan": 12, "trust": True,
+                        "spoofchk": False, "link_state": "disable"}}

@@ -1,0 +1,111 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The change set: ordered apply, reverse rollback, file steps and the diff."""
+
+import errno
+import os
+import stat
+
+import pytest
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+    ChangeSet, ChangeSetError, HostWriter, python_library_files, wrapper_script)
+
+
+def test_steps_apply_in_order():
+    log = []
+    changes = ChangeSet()
+    for name in "abc":
+        changes.add(name, lambda n=name: log.append(n), lambda n=name: log.append("undo " + n))
+    assert changes.apply() == ["a", "b", "c"]
+    assert log == ["a", "b", "c"]
+
+
+def test_failure_undoes_applied_steps_in_reverse_and_names_them():
+    log = []
+    changes = ChangeSet()
+    changes.add("a", lambda: log.append("a"), lambda: log.append("undo a"))
+    changes.add("b (no undo)", lambda: log.append("b"))
+    changes.add("c", lambda: log.append("c"), lambda: log.append("undo c"))
+
+    def boom():
+        raise OSError(errno.EBUSY, os.strerror(errno.EBUSY))
+    changes.add("d", boom, lambda: log.append("undo d"))
+    with pytest.raises(ChangeSetError) as info:
+        changes.apply()
+    assert log == ["a", "b", "c", "undo c", "undo a"]
+    err = info.value
+    assert err.details["failed_step"] == "d"
+    assert err.details["rolled_back"] == ["c", "a"]
+    assert err.details["errno"] == "EBUSY"
+    assert "rolled back 2 earlier step(s)" in err.message
+    assert isinstance(err.__cause__, OSError)
+
+
+def test_failed_undo_is_reported_and_the_rest_still_undone():
+    log = []
+    changes = ChangeSet()
+    changes.add("a", lambda: log.append("a"), lambda: log.append("undo a"))
+
+    def bad_undo():
+        raise OSError(errno.EIO, "io")
+    changes.add("b", lambda: log.append("b"), bad_undo)
+    changes.add("c", lambda: (_ for _ in ()).throw(GpuhostError("nope", field="x", fix="y")))
+    with pytest.raises(ChangeSetError) as info:
+        changes.apply()
+    assert log == ["a", "b", "undo a"]
+    assert info.value.details["rollback_failed"][0].startswith("b: ")
+    assert "ROLLBACK INCOMPLETE" in info.value.message
+    assert info.value.field == "x"
+
+
+def test_put_file_creates_updates_removes_and_rolls_back(tmp_path):
+    writer = HostWriter(str(tmp_path))
+    writer.write_file("/etc/a.conf", "old\n", 0o600)
+    changes = ChangeSet()
+    assert changes.put_file(writer, "/etc/a.conf", "new\n")
+    assert changes.put_file(writer, "/etc/b.conf", "b\n")
+    assert not changes.put_file(writer, "/etc/missing", None)
+    assert not changes.put_file(writer, "/etc/b2", None)
+    changes.add("fail", lambda: (_ for _ in ()).throw(OSError(errno.EIO, "io")))
+    with pytest.raises(ChangeSetError):
+        changes.apply()
+    assert (tmp_path / "etc/a.conf").read_text() == "old\n"
+    assert not (tmp_path / "etc/b.conf").exists()
+    assert stat.S_IMODE(os.stat(tmp_path / "etc/a.conf").st_mode) == 0o600
+    diff = changes.diff()
+    assert diff[0] == {"before_header": "/etc/a.conf", "after_header": "/etc/a.conf",
+                       "before": "old\n", "after": "new\n"}
+
+
+def test_write_file_keeps_mode_of_replaced_file_and_leaves_no_temp(tmp_path):
+    writer = HostWriter(str(tmp_path))
+    writer.write_file("/etc/x", "1", 0o640)
+    writer.write_file("/etc/x", "2")
+    assert stat.S_IMODE(os.stat(tmp_path / "etc/x").st_mode) == 0o640
+    assert os.listdir(tmp_path / "etc") == ["x"]
+
+
+def test_value_diff_lists_kernel_attributes(tmp_path):
+    writer = HostWriter(str(tmp_path))
+    (tmp_path / "attr").write_text("0\n")
+    changes = ChangeSet()
+    changes.set_value(writer, "/attr", "1", "0")
+    assert changes.diff() == [{"before_header": "kernel attributes",
+                               "after_header": "kernel attributes",
+                               "before": "/attr = 0\n", "after": "/attr = 1\n"}]
+    changes.apply()
+    assert (tmp_path / "attr").read_text() == "1"
+
+
+def test_library_files_follow_imports_and_wrapper_runs_them(tmp_path):
+    files = python_library_files(["irq_pinning"], dest=str(tmp_path))
+    names = sorted(os.path.basename(p) for p in files)
+    assert {"irq_pinning.py", "topology.py", "cpuset.py", "errors.py", "transaction.py",
+            "sysfs.py", "pci.py"} <= set(names)
+    text = wrapper_script("ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning",
+                          "reapply_main", dest=str(tmp_path), interpreter="/usr/bin/python3")
+    assert text.startswith("#!/usr/bin/python3\n")
+    assert "sys.exit(reapply_main(sys.argv[1:]))" in text
