@@ -12,11 +12,13 @@ class ModuleDocFragment(object):
 options:
   root:
     description:
-      - Directory that holds the C(sys/) and C(proc/) trees to read.
-      - The default V(/) reads the running host. Point it at a recorded or generated
-        tree (for example a copy of C(/sys) and C(/proc) taken from another machine) to
-        inspect that machine instead; every read of the module goes below this path.
-      - Nothing is ever written below O(root).
+      - Directory that holds the C(sys/), C(proc/) and C(etc/) trees the module works on.
+      - The default V(/) is the running host. Point it at a recorded or generated tree
+        (for example a copy of C(/sys) and C(/proc) taken from another machine) to work
+        on that tree instead; every read of the module goes below this path.
+      - Read-only modules never write anything. Modules that change the host write
+        below O(root) too, and skip what only the running host can do (loading kernel
+        modules, restarting services) when O(root) is not V(/).
     type: path
     default: /
 """
