@@ -1,0 +1,320 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Refusals checked before a tenant domain is defined.
+
+Pure functions over a HostTopology and the XML of the other defined domains, so tests
+feed them literal topologies and XML. Every refusal gives the numbers and the way out;
+the two that are sometimes deliberate have named overrides (``allow_cpu_overlap``,
+``allow_cross_node``). A dirty IOMMU group has none: the runbook's answer is another
+slot, never the ACS override.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    format_cpulist, parse_cpulist)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_xml import (
+    pci_source_key, parse_xml)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import group_members_verdict
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+
+
+@dataclass
+class DefinedDomain:
+    """What preflight needs to know about a domain libvirt already has."""
+
+    name: str
+    active: bool = False
+    hostdevs: Tuple[str, ...] = ()
+    vcpu_cpus: Tuple[int, ...] = ()
+    memory_kib: int = 0
+    hugepage_size_kib: Optional[int] = None
+    memory_nodeset: Tuple[int, ...] = ()
+
+
+@dataclass
+class Refusal:
+    field: str
+    msg: str
+    fix: str
+    override: Optional[str] = None
+
+
+@dataclass
+class PreflightReport:
+    refusals: List[Refusal] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+
+    def raise_if_refused(self):
+        if not self.refusals:
+            return
+        first = self.refusals[0]
+        if len(self.refusals) == 1:
+            raise GpuhostError(first.msg, field=first.field, fix=first.fix,
+                               details={"refusals": [r.__dict__ for r in self.refusals]})
+        lines = ["%d preflight refusals:" % len(self.refusals)]
+        for number, refusal in enumerate(self.refusals, 1):
+            lines.append("(%d) %s: %s. Fix: %s" % (number, refusal.field,
+                                                   refusal.msg.rstrip("."), refusal.fix))
+        raise GpuhostError(" ".join(lines), field=first.field,
+                           details={"refusals": [r.__dict__ for r in self.refusals]})
+
+
+def defined_domain_from_xml(xml, active=False):
+    """A DefinedDomain from a domain's XML (any libvirt driver)."""
+    root = parse_xml(xml)
+    hostdevs = []
+    for element in root.findall("devices/hostdev") + root.findall("devices/interface"):
+        if element.tag == "interface" and element.get("type") != "hostdev":
+            continue
+        if element.tag == "hostdev" and element.get("type") != "pci":
+            continue
+        key = pci_source_key(element)
+        if key:
+            hostdevs.append(key)
+    cpus = set()
+    for pin in root.findall("cputune/vcpupin"):
+        cpus.update(parse_cpulist(pin.get("cpuset"), field="vcpupin"))
+    memory = root.find("memory")
+    memory_kib = _to_kib(memory.text, memory.get("unit", "KiB")) if memory is not None else 0
+    page = root.find("memoryBacking/hugepages/page")
+    size = None
+    if page is not None:
+        size = _to_kib(page.get("size"), page.get("unit", "KiB"))
+    elif root.find("memoryBacking/hugepages") is not None:
+        size = 0                          # the host's default hugepage size
+    nodes = root.find("numatune/memory")
+    return DefinedDomain(
+        name=root.findtext("name"), active=active, hostdevs=tuple(hostdevs),
+        vcpu_cpus=tuple(sorted(cpus)), memory_kib=memory_kib, hugepage_size_kib=size,
+        memory_nodeset=parse_cpulist(nodes.get("nodeset")) if nodes is not None
+        and nodes.get("nodeset") else ())
+
+
+_UNITS = {"b": 1.0 / 1024, "bytes": 1.0 / 1024, "k": 1, "kib": 1, "kb": 1000.0 / 1024,
+          "m": 1024, "mib": 1024, "mb": 1000.0 ** 2 / 1024, "g": 1024 ** 2,
+          "gib": 1024 ** 2, "gb": 1000.0 ** 3 / 1024, "t": 1024 ** 3, "tib": 1024 ** 3}
+
+
+def _to_kib(value, unit):
+    return int(int(value) * _UNITS.get((unit or "KiB").lower(), 1))
+
+
+def _cpu_nodes(topo):
+    nodes = {}
+    for node in topo.nodes.values():
+        for cpu in node.cpus:
+            nodes[cpu] = node.id
+    for cpu in topo.cpus.cpus.values():
+        if cpu.node is not None:
+            nodes.setdefault(cpu.id, cpu.node)
+    return nodes
+
+
+def check_hostdevs(spec, topo, report):
+    """Every hostdev exists and sits in a clean IOMMU group."""
+    units = [list(gpu.functions) for gpu in spec.gpus]
+    units.extend([address] for address in spec.extra_hostdevs)
+    if spec.network.kind == "vf" and spec.network.vf_address:
+        units.append([spec.network.vf_address])
+    for unit in units:
+        missing = [a for a in unit if normalize_address(a) not in topo.pci]
+        if missing:
+            report.refusals.append(Refusal(
+                "hostdev", "PCI function %s does not exist on this host"
+                % ", ".join(missing),
+                "check the address with lspci -D; regenerate the plan if the hardware "
+                "changed"))
+            continue
+        verdict = group_members_verdict(topo, unit)
+        if not verdict.clean:
+            foreign = ", ".join("%s (%s, driver %s)" % (f.get("address"), f.get("class_name")
+                                                      or hex(f.get("class_code") or 0),
+                                                      f.get("driver") or "none")
+                                for f in verdict.foreign)
+            report.refusals.append(Refusal(
+                "hostdev",
+                "%s is in IOMMU group %s, which also holds %s%s"
+                % (", ".join(unit), verdict.group, foreign or "other devices",
+                   ("; " + "; ".join(verdict.reasons)) if verdict.reasons else ""),
+                "move the card to a slot whose IOMMU group holds only it (check "
+                "/sys/kernel/iommu_groups/%s/devices), or change the BIOS PCIe "
+                "bifurcation; do not use pcie_acs_override" % verdict.group))
+
+
+def check_hostdevs_free(spec, others, report):
+    mine = set(normalize_address(a) for a in spec.hostdev_addresses())
+    for other in others:
+        clash = sorted(mine & set(other.hostdevs))
+        if clash:
+            report.refusals.append(Refusal(
+                "hostdev", "%s already used by domain %s (%s)"
+                % (", ".join(clash), other.name, "running" if other.active else "defined"),
+                "give this tenant another device, or remove the hostdev from %s first "
+                "(virsh edit %s, or state=absent for that tenant)" % (other.name, other.name)))
+
+
+def check_cpus_online(spec, topo, report):
+    online = set(topo.cpus.online)
+    for label, cpus in (("vcpu_pins", spec.pinned_cpus()),
+                        ("emulator_cpus", spec.emulator_cpus),
+                        ("iothread_cpus", spec.iothread_cpus)):
+        outside = sorted(set(cpus) - online)
+        if outside:
+            report.refusals.append(Refusal(
+                label, "CPUs %s are not online (online: %s)"
+                % (format_cpulist(outside), format_cpulist(online)),
+                "pin only online CPUs: regenerate the plan with numa_cpuset on this host, "
+                "or bring the CPUs online"))
+
+
+def check_cpu_overlap(spec, others, report, allow_cpu_overlap=False):
+    mine = set(spec.pinned_cpus())
+    helpers = set(spec.emulator_cpus) | set(spec.iothread_cpus)
+    for other in others:
+        theirs = set(other.vcpu_cpus)
+        vcpu_clash = sorted(mine & theirs)
+        helper_clash = sorted(helpers & theirs)
+        if not vcpu_clash and not helper_clash:
+            continue
+        parts = []
+        if vcpu_clash:
+            parts.append("vCPU pins %s" % format_cpulist(vcpu_clash))
+        if helper_clash:
+            parts.append("emulator/iothread pins %s" % format_cpulist(helper_clash))
+        text = "%s overlap the vCPUs of domain %s (pinned to %s)" % (
+            " and ".join(parts), other.name, format_cpulist(theirs))
+        if allow_cpu_overlap:
+            report.warnings.append(text + "; allowed by allow_cpu_overlap")
+        else:
+            report.refusals.append(Refusal(
+                "vcpu_pins", text,
+                "plan all tenants together with numa_cpuset so their cores are disjoint, "
+                "or set allow_cpu_overlap: true if sharing is deliberate",
+                override="allow_cpu_overlap"))
+
+
+def check_nodes(spec, topo, report, allow_cross_node=False):
+    """vCPUs, emulator, memory and VF on the GPU's node."""
+    gpu_nodes = set()
+    for gpu in spec.gpus:
+        function = topo.pci.get(normalize_address(gpu.address))
+        if function is None:
+            continue
+        if function.numa_node is None or function.numa_node < 0:
+            report.warnings.append("GPU %s reports no NUMA node; node alignment not "
+                                   "checked for it" % gpu.address)
+        else:
+            gpu_nodes.add(function.numa_node)
+    if not gpu_nodes:
+        return
+    cpu_nodes = _cpu_nodes(topo)
+    wrong = []
+    for label, cpus in (("vCPU pins", spec.pinned_cpus()),
+                        ("emulator pins", spec.emulator_cpus),
+                        ("iothread pins", spec.iothread_cpus)):
+        off = sorted(c for c in cpus if c in cpu_nodes and cpu_nodes[c] not in gpu_nodes)
+        if off:
+            wrong.append("%s %s are on node %s" % (
+                label, format_cpulist(off),
+                format_cpulist(set(cpu_nodes[c] for c in off))))
+    if spec.memory_nodeset and not set(spec.memory_nodeset) <= gpu_nodes:
+        wrong.append("memory nodeset is %s" % format_cpulist(spec.memory_nodeset))
+    if not spec.memory_nodeset:
+        wrong.append("memory is not bound to a node (no numatune nodeset)")
+    if spec.network.kind == "vf" and spec.network.vf_address:
+        vf = topo.pci.get(normalize_address(spec.network.vf_address))
+        if vf is not None and vf.numa_node is not None and vf.numa_node >= 0 \
+                and vf.numa_node not in gpu_nodes:
+            wrong.append("VF %s is on node %d" % (spec.network.vf_address, vf.numa_node))
+    if not wrong:
+        return
+    text = "the GPU is on node %s but %s" % (format_cpulist(gpu_nodes), "; ".join(wrong))
+    if allow_cross_node:
+        report.warnings.append(text + "; allowed by allow_cross_node")
+    else:
+        report.refusals.append(Refusal(
+            "numatune", text,
+            "take CPUs, memory and the VF from node %s (numa_cpuset plans it that way), "
+            "or set allow_cross_node: true to accept the cross-node traffic"
+            % format_cpulist(gpu_nodes), override="allow_cross_node"))
+
+
+def check_hugepages(spec, topo, report, current=None):
+    """Enough free pages of the wanted size on the wanted node(s), counted per node.
+
+    ``current`` is this domain as libvirt holds it now; if it is running with the same
+    page size, the pages it holds count as available, since a redefinition reuses them.
+    """
+    size = spec.hugepage_size_kib
+    if not size:
+        return
+    needed = spec.memory_kib // size
+    nodes = list(spec.memory_nodeset) or sorted(topo.nodes)
+    held = 0
+    if current is not None and current.active and current.hugepage_size_kib == size:
+        held = current.memory_kib // size
+    free_per_node = {}
+    for node_id in nodes:
+        node = topo.nodes.get(node_id)
+        if node is None:
+            report.refusals.append(Refusal(
+                "numatune", "NUMA node %d does not exist (nodes: %s)"
+                % (node_id, format_cpulist(topo.nodes)),
+                "regenerate the plan with numa_cpuset on this host"))
+            return
+        pool = node.hugepages.get(size)
+        free_per_node[node_id] = pool.free if pool is not None else None
+    if all(v is None for v in free_per_node.values()):
+        report.refusals.append(Refusal(
+            "hugepage_size", "node %s has no %s hugepage pool" % (
+                format_cpulist(nodes), _size_text(size)),
+            "reserve the pages first (gpuhost.kvm hugepages role; 1G pages need "
+            "hugepagesz=1G hugepages=N on the kernel command line and a reboot)"))
+        return
+    free = sum(v or 0 for v in free_per_node.values())
+    if free + held < needed:
+        per_node = ", ".join("node %d: %d free" % (n, v or 0)
+                             for n, v in sorted(free_per_node.items()))
+        report.refusals.append(Refusal(
+            "hugepages",
+            "%s needs %d pages of %s on node %s, but only %d are free (%s)%s"
+            % (spec.name, needed, _size_text(size), format_cpulist(nodes), free, per_node,
+               ", counting the %d this domain holds" % held if held else ""),
+            "reserve %d more %s pages on node %s (/sys/devices/system/node/node%d/"
+            "hugepages/hugepages-%dkB/nr_hugepages, or the hugepages role), or give the "
+            "tenant less memory" % (needed - free - held, _size_text(size),
+                                    format_cpulist(nodes), nodes[0], size)))
+
+
+def _size_text(size_kib):
+    if size_kib % (1024 * 1024) == 0:
+        return "%dG" % (size_kib // (1024 * 1024))
+    if size_kib % 1024 == 0:
+        return "%dM" % (size_kib // 1024)
+    return "%dK" % size_kib
+
+
+def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node=False):
+    """All checks; ``defined`` lists every domain libvirt has (this one included, if
+    defined). Returns a PreflightReport; call raise_if_refused() on it."""
+    report = PreflightReport()
+    current = None
+    others = []
+    for domain in defined:
+        if domain.name == spec.name:
+            current = domain
+        else:
+            others.append(domain)
+    check_cpus_online(spec, topo, report)
+    check_hostdevs(spec, topo, report)
+    check_hostdevs_free(spec, others, report)
+    check_cpu_overlap(spec, others, report, allow_cpu_overlap=allow_cpu_overlap)
+    check_nodes(spec, topo, report, allow_cross_node=allow_cross_node)
+    check_hugepages(spec, topo, report, current=current)
+    return report

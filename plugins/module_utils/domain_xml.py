@@ -1,0 +1,772 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The tenant domain XML: built with lxml from a DomainSpec, and compared with what
+libvirt holds through a normalizer that ignores what libvirt assigns.
+
+The runbook's section 8 is the model: q35, host-passthrough, whole-core vCPU pins,
+emulator and iothreads on housekeeping CPUs, strict numatune, hugepages + locked, the
+GPU with every companion function in one guest slot.
+
+Idempotence works on *canonical forms*: ``canonical_form(actual, wanted)`` drops from
+libvirt's inactive XML what libvirt assigns by itself (uuid, MACs, device addresses,
+aliases, implicit controllers and input devices, the memballoon, the expanded machine
+type...) unless the wanted XML states it, then both sides are serialized with sorted
+attributes and children. Nothing is defined to find out what libvirt would write, so
+check mode can use the same comparison.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    format_cpulist, parse_cpulist)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
+
+try:
+    from lxml import etree
+    HAS_LXML = True
+    LXML_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - reported through missing_required_lib
+    etree = None
+    HAS_LXML = False
+    LXML_IMPORT_ERROR = exc
+
+KIB = 1024
+GIB_KIB = 1024 * 1024
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+# QEMU's default guest address width (phys-bits) is 40 bits, 1 TiB.
+QEMU_DEFAULT_PHYS_BITS = 40
+MAX_PHYS_BITS = 52
+# The first PCIe root port this module adds for the GPUs; index 0 is pcie-root.
+FIRST_GPU_ROOT_PORT = 1
+
+
+@dataclass
+class GpuSpec:
+    """One passed-through GPU with its companion functions (HDA, USB-C, ...)."""
+
+    address: str
+    functions: Tuple[str, ...] = ()      # every host function, the GPU included
+    bar64_total: int = 0                 # bytes of 64-bit prefetchable BARs
+
+    def __post_init__(self):
+        self.address = str(PciAddress.parse(self.address, field="gpus.address"))
+        functions = self.functions or (self.address,)
+        parsed = sorted(set(PciAddress.parse(f, field="gpus.functions") for f in functions))
+        slot = PciAddress.parse(self.address).slot_key
+        for function in parsed:
+            if function.slot_key != slot:
+                raise GpuhostError(
+                    "function %s is not in the slot of GPU %s" % (function, self.address),
+                    field="gpus.functions",
+                    fix="list only functions of the GPU's own slot (same bus and slot, "
+                        "e.g. %s.1); pass other devices as separate hostdevs" % self.address[:-2])
+        self.functions = tuple(str(f) for f in parsed)
+
+
+@dataclass
+class DiskSpec:
+    path: str
+    format: str = "qcow2"
+    bus: str = "virtio"
+    target: str = "vda"
+    iothread: Optional[int] = 1          # None: no dedicated iothread
+
+
+@dataclass
+class NetworkSpec:
+    kind: str = "none"                   # bridge, vf or none
+    bridge: Optional[str] = None
+    vf_address: Optional[str] = None
+    vf_mode: str = "interface"           # interface (<interface type='hostdev'>) or hostdev
+    mac: Optional[str] = None
+    model: str = "virtio"
+
+
+@dataclass
+class DomainSpec:
+    name: str
+    vcpus: int
+    vcpu_pins: Tuple[Tuple[int, ...], ...]          # per vCPU, its host CPU set
+    memory_kib: int
+    memory_nodeset: Tuple[int, ...] = ()
+    numa_mode: str = "strict"
+    guest_topology: Optional[dict] = None           # sockets, dies, cores, threads
+    emulator_cpus: Tuple[int, ...] = ()
+    iothreads: int = 0
+    iothread_cpus: Tuple[int, ...] = ()
+    vcpusched: Optional[dict] = None                # scheduler, priority, vcpus
+    hugepage_size_kib: Optional[int] = None
+    locked: bool = True
+    memory_access: Optional[str] = None             # shared: only for vhost-user/virtiofs
+    gpus: List[GpuSpec] = field(default_factory=list)
+    extra_hostdevs: Tuple[str, ...] = ()
+    network: NetworkSpec = field(default_factory=NetworkSpec)
+    disk: Optional[DiskSpec] = None
+    seed_path: Optional[str] = None
+    hide_kvm: bool = True
+    domain_type: str = "kvm"
+    machine: str = "q35"
+    arch: str = "x86_64"
+    cpu_mode: str = "host-passthrough"
+    maxphysaddr_mode: str = "auto"                   # auto, emulate, passthrough, none
+    maxphysaddr_bits: Optional[int] = None
+    uuid: Optional[str] = None
+
+    def hostdev_addresses(self):
+        """Every host PCI function the domain takes: GPUs, companions, VFs."""
+        addresses = [f for gpu in self.gpus for f in gpu.functions]
+        addresses.extend(self.extra_hostdevs)
+        if self.network.kind == "vf" and self.network.vf_address:
+            addresses.append(self.network.vf_address)
+        return addresses
+
+    def pinned_cpus(self):
+        return tuple(sorted(set(c for pins in self.vcpu_pins for c in pins)))
+
+
+# --------------------------------------------------------------------------------------
+# specs from a plan or from options
+
+def _pins(value, field_name):
+    pins = []
+    for index, item in enumerate(value or ()):
+        cpus = parse_cpulist(item, field="%s[%d]" % (field_name, index))
+        if not cpus:
+            raise GpuhostError("vCPU %d has an empty pin" % index, field=field_name,
+                               fix="give every vCPU one host CPU (or a cpulist)")
+        pins.append(cpus)
+    return tuple(pins)
+
+
+def hugepage_size_to_kib(value, field_name="hugepage_size"):
+    """``1G``/``2M``/``1048576``/``none`` -> KiB (None for no hugepages)."""
+    if value in (None, "", "none", 0):
+        return None
+    if isinstance(value, int):
+        return value
+    match = re.match(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", str(value), re.IGNORECASE)
+    if not match:
+        raise GpuhostError("cannot read hugepage size %r" % (value,), field=field_name,
+                           fix="write 1G, 2M or a size in KiB such as 1048576")
+    scale = {"": 1, "K": 1, "M": 1024, "G": 1024 * 1024}[match.group(2).upper()]
+    return int(match.group(1)) * scale
+
+
+def spec_from_plan(tenant, **overrides):
+    """A DomainSpec from one ``tenants[]`` entry of a numa_cpuset plan.
+
+    ``overrides`` sets the DomainSpec fields the plan does not carry (disk, network,
+    seed_path, domain_type, hide_kvm, vcpusched, ...).
+    """
+    if not isinstance(tenant, dict):
+        raise GpuhostError("the plan entry is not a mapping", field="plan",
+                           fix="pass one element of the plan's tenants list, e.g. "
+                               "plan.tenants[0] (see docs/plan-format.md)")
+    for key in ("name", "vcpus", "vcpu_pins", "memory_gib"):
+        if key not in tenant:
+            raise GpuhostError("the plan entry has no %r" % key, field="plan.%s" % key,
+                               fix="pass a tenants[] entry of the numa_cpuset plan "
+                                   "(docs/plan-format.md)")
+    numatune = tenant.get("numatune") or {}
+    nodeset = numatune.get("nodeset")
+    if nodeset is None and tenant.get("node") is not None:
+        nodeset = str(tenant["node"])
+    gpus = [GpuSpec(address=g["address"], functions=tuple(g.get("functions") or ()),
+                    bar64_total=int(g.get("bar64_total") or 0))
+            for g in tenant.get("gpus") or ()]
+    network = overrides.pop("network", None)
+    vf = tenant.get("vf") or None
+    if network is None:
+        network = NetworkSpec(kind="vf", vf_address=vf["address"]) if vf else NetworkSpec()
+    elif network.kind == "vf" and not network.vf_address:
+        if not vf:
+            raise GpuhostError("network is 'vf' but the plan gave this tenant no VF",
+                               field="network.type",
+                               fix="set nic_vf: true in the tenant request, or give "
+                                   "network.vf_address, or use a bridge")
+        network.vf_address = vf["address"]
+    size = tenant.get("hugepage_size_kib")
+    values = dict(
+        name=tenant["name"],
+        vcpus=int(tenant["vcpus"]),
+        vcpu_pins=_pins(tenant["vcpu_pins"], "plan.vcpu_pins"),
+        memory_kib=int(round(float(tenant["memory_gib"]) * GIB_KIB)),
+        memory_nodeset=parse_cpulist(nodeset, field="plan.numatune.nodeset"),
+        numa_mode=numatune.get("mode", "strict"),
+        guest_topology=tenant.get("guest_topology"),
+        emulator_cpus=parse_cpulist(tenant.get("emulator_cpus"), field="plan.emulator_cpus"),
+        iothreads=int(tenant.get("iothreads") or 0),
+        iothread_cpus=parse_cpulist(tenant.get("iothread_cpus"), field="plan.iothread_cpus"),
+        hugepage_size_kib=int(size) if size else None,
+        gpus=gpus,
+        network=network,
+    )
+    values.update(overrides)
+    spec = DomainSpec(**values)
+    validate_spec(spec)
+    return spec
+
+
+def spec_from_options(name, vcpus, vcpu_pins, memory_gib, **kwargs):
+    """A DomainSpec from the module's structured options."""
+    pins = _pins(vcpu_pins, "vcpu_pins")
+    values = dict(
+        name=name, vcpus=int(vcpus), vcpu_pins=pins,
+        memory_kib=int(round(float(memory_gib) * GIB_KIB)),
+    )
+    for key in ("emulator_cpus", "iothread_cpus", "memory_nodeset"):
+        if key in kwargs:
+            kwargs[key] = parse_cpulist(kwargs[key], field=key)
+    values.update(kwargs)
+    spec = DomainSpec(**values)
+    validate_spec(spec)
+    return spec
+
+
+def validate_spec(spec):
+    """Refuse a spec libvirt would reject or that could not be what was meant."""
+    if not NAME_RE.match(spec.name or ""):
+        raise GpuhostError("%r is not a usable domain name" % (spec.name,), field="name",
+                           fix="use 1-63 characters from A-Z a-z 0-9 _ . -, starting "
+                               "with a letter or digit")
+    if spec.vcpus < 1:
+        raise GpuhostError("vcpus is %d" % spec.vcpus, field="vcpus", fix="give 1 or more")
+    if len(spec.vcpu_pins) != spec.vcpus:
+        raise GpuhostError(
+            "%d vCPUs but %d vcpu pins" % (spec.vcpus, len(spec.vcpu_pins)),
+            field="vcpu_pins", fix="give exactly one pin per vCPU (index = vCPU number)")
+    topo = spec.guest_topology
+    if topo:
+        product = 1
+        for key in ("sockets", "dies", "cores", "threads"):
+            value = int(topo.get(key, 1))
+            if value < 1:
+                raise GpuhostError("guest_topology.%s is %d" % (key, value),
+                                   field="guest_topology.%s" % key, fix="give 1 or more")
+            product *= value
+        if product != spec.vcpus:
+            raise GpuhostError(
+                "guest_topology gives %d vCPUs (sockets*dies*cores*threads) but vcpus is %d"
+                % (product, spec.vcpus), field="guest_topology",
+                fix="make sockets*dies*cores*threads equal vcpus")
+    if spec.memory_kib < 1024:
+        raise GpuhostError("memory of %d KiB is too small" % spec.memory_kib,
+                           field="memory_gib", fix="give at least a few hundred MiB")
+    if spec.hugepage_size_kib and spec.memory_kib % spec.hugepage_size_kib:
+        raise GpuhostError(
+            "memory %d KiB is not a multiple of the hugepage size %d KiB"
+            % (spec.memory_kib, spec.hugepage_size_kib), field="memory_gib",
+            fix="round memory_gib to a whole number of hugepages")
+    if spec.iothreads < 0:
+        raise GpuhostError("iothreads is negative", field="iothreads", fix="give 0 or more")
+    if spec.disk and spec.disk.iothread and spec.disk.iothread > spec.iothreads:
+        spec.disk.iothread = None
+    if spec.numa_mode not in ("strict", "preferred", "interleave", "restrictive"):
+        raise GpuhostError("numatune mode %r" % spec.numa_mode, field="numatune.mode",
+                           fix="use strict (the runbook's choice)")
+    if spec.vcpusched:
+        scheduler = spec.vcpusched.get("scheduler")
+        priority = spec.vcpusched.get("priority")
+        if scheduler not in ("fifo", "rr"):
+            raise GpuhostError("vcpusched scheduler %r" % (scheduler,),
+                               field="vcpusched.scheduler", fix="use fifo or rr")
+        if priority is None or not 1 <= int(priority) <= 99:
+            raise GpuhostError("vcpusched priority %r" % (priority,),
+                               field="vcpusched.priority",
+                               fix="give a real-time priority from 1 to 99 (1 is enough "
+                                   "to beat normal tasks; keep it below the kernel's "
+                                   "threaded IRQs at 50)")
+    if spec.maxphysaddr_mode not in ("auto", "emulate", "passthrough", "none"):
+        raise GpuhostError("maxphysaddr mode %r" % spec.maxphysaddr_mode,
+                           field="maxphysaddr.mode",
+                           fix="use auto, emulate, passthrough or none")
+    if spec.maxphysaddr_mode == "passthrough" and spec.cpu_mode != "host-passthrough":
+        raise GpuhostError("maxphysaddr passthrough needs cpu mode host-passthrough",
+                           field="maxphysaddr.mode", fix="use auto or emulate")
+    if spec.network.kind == "bridge" and not spec.network.bridge:
+        raise GpuhostError("network type bridge without a bridge name",
+                           field="network.bridge", fix="give the host bridge, e.g. br0")
+    seen = {}
+    for address in spec.hostdev_addresses():
+        canonical = str(PciAddress.parse(address, field="hostdev"))
+        if canonical in seen:
+            raise GpuhostError("%s is passed through twice" % canonical, field="hostdev",
+                               fix="list every host PCI function once")
+        seen[canonical] = True
+
+
+# --------------------------------------------------------------------------------------
+# maxphysaddr
+
+def _next_pow2(value):
+    return 1 << max(0, int(value - 1).bit_length()) if value > 0 else 0
+
+
+def phys_bits_needed(memory_bytes, bar_totals):
+    """Guest physical address bits for RAM plus the GPUs' 64-bit BAR windows.
+
+    The rule, conservative on purpose:
+
+    * RAM top: all guest RAM may sit above 4 GiB (q35 keeps up to 2-3 GiB below the
+      32-bit PCI hole and relocates the rest above 4 GiB), so RAM ends at
+      ``4 GiB + memory``.
+    * Each GPU sits behind its own PCIe root port, whose prefetchable window is
+      naturally aligned: it takes the GPU's 64-bit BAR total rounded up to a power of
+      two. The windows follow the RAM top aligned to the largest window.
+    * One bit of headroom on top: firmware (OVMF) places the 64-bit MMIO aperture in
+      the upper part of the address space and sizes it from phys-bits.
+    * Never below QEMU's default of 40 bits, never above x86's 52.
+
+    An A100-40GB (64 GiB BAR1) with 64 GiB RAM needs 39 bits, so 40; eight H100s
+    (128 GiB BAR1 each) with 1 TiB RAM need 43.
+    """
+    windows = sorted((_next_pow2(int(b)) for b in bar_totals if b), reverse=True)
+    top = 4 * 1024 ** 3 + int(memory_bytes)
+    if windows:
+        largest = windows[0]
+        top = -(-top // largest) * largest + sum(windows)
+    bits = int(math.ceil(math.log2(top))) + 1
+    return max(QEMU_DEFAULT_PHYS_BITS, min(MAX_PHYS_BITS, bits))
+
+
+def maxphysaddr_for(spec):
+    """(mode, bits) for <maxphysaddr>, or None to leave it out."""
+    mode = spec.maxphysaddr_mode
+    if mode == "none":
+        return None
+    if mode == "passthrough":
+        return ("passthrough", spec.maxphysaddr_bits)
+    if mode == "emulate" and spec.maxphysaddr_bits:
+        return ("emulate", int(spec.maxphysaddr_bits))
+    return ("emulate", phys_bits_needed(spec.memory_kib * KIB,
+                                        [g.bar64_total for g in spec.gpus]))
+
+
+# --------------------------------------------------------------------------------------
+# building
+
+def _sub(parent, tag, text=None, **attrs):
+    element = etree.SubElement(parent, tag, {k: str(v) for k, v in attrs.items()
+                                             if v is not None})
+    if text is not None:
+        element.text = str(text)
+    return element
+
+
+def _pci_address(parent, address, **extra):
+    addr = PciAddress.parse(address)
+    attrs = dict(domain="0x%04x" % addr.domain, bus="0x%02x" % addr.bus,
+                 slot="0x%02x" % addr.slot, function="0x%x" % addr.function)
+    attrs.update(extra)
+    return _sub(parent, "address", **attrs)
+
+
+def gpu_root_port_index(gpu_number):
+    return FIRST_GPU_ROOT_PORT + gpu_number
+
+
+def build_domain_xml(spec):
+    """The wanted domain as an lxml element (see ``to_string``)."""
+    if not HAS_LXML:
+        raise GpuhostError("lxml is not installed", field="lxml",
+                           fix="install python3-lxml on the managed host")
+    validate_spec(spec)
+    domain = etree.Element("domain", type=spec.domain_type)
+    _sub(domain, "name", spec.name)
+    if spec.uuid:
+        _sub(domain, "uuid", spec.uuid)
+    _sub(domain, "memory", spec.memory_kib, unit="KiB")
+    _sub(domain, "currentMemory", spec.memory_kib, unit="KiB")
+    if spec.hugepage_size_kib or spec.locked or spec.memory_access:
+        backing = _sub(domain, "memoryBacking")
+        if spec.hugepage_size_kib:
+            pages = _sub(backing, "hugepages")
+            _sub(pages, "page", size=spec.hugepage_size_kib, unit="KiB")
+        if spec.locked:
+            _sub(backing, "locked")
+        if spec.memory_access:
+            _sub(backing, "access", mode=spec.memory_access)
+    _sub(domain, "vcpu", spec.vcpus, placement="static")
+    if spec.iothreads:
+        _sub(domain, "iothreads", spec.iothreads)
+    _build_cputune(domain, spec)
+    if spec.memory_nodeset:
+        numatune = _sub(domain, "numatune")
+        nodeset = format_cpulist(spec.memory_nodeset)
+        _sub(numatune, "memory", mode=spec.numa_mode, nodeset=nodeset)
+        _sub(numatune, "memnode", cellid=0, mode=spec.numa_mode, nodeset=nodeset)
+    os_element = _sub(domain, "os")
+    _sub(os_element, "type", "hvm", arch=spec.arch, machine=spec.machine)
+    _sub(os_element, "boot", dev="hd")
+    features = _sub(domain, "features")
+    _sub(features, "acpi")
+    _sub(features, "apic")
+    if spec.hide_kvm:
+        _sub(_sub(features, "kvm"), "hidden", state="on")
+    _build_cpu(domain, spec)
+    _sub(domain, "clock", offset="utc")
+    _sub(domain, "on_poweroff", "destroy")
+    _sub(domain, "on_reboot", "restart")
+    _sub(domain, "on_crash", "destroy")
+    _build_devices(domain, spec)
+    return domain
+
+
+def _build_cputune(domain, spec):
+    cputune = _sub(domain, "cputune")
+    for vcpu, pins in enumerate(spec.vcpu_pins):
+        _sub(cputune, "vcpupin", vcpu=vcpu, cpuset=format_cpulist(pins))
+    if spec.emulator_cpus:
+        _sub(cputune, "emulatorpin", cpuset=format_cpulist(spec.emulator_cpus))
+    if spec.iothread_cpus:
+        for iothread in range(1, spec.iothreads + 1):
+            _sub(cputune, "iothreadpin", iothread=iothread,
+                 cpuset=format_cpulist(spec.iothread_cpus))
+    if spec.vcpusched:
+        wanted = parse_cpulist(spec.vcpusched.get("vcpus") or "0-%d" % (spec.vcpus - 1),
+                               field="vcpusched.vcpus")
+        # libvirt stores one vcpusched per vCPU; writing it the same way keeps the
+        # comparison exact.
+        for vcpu in wanted:
+            if vcpu >= spec.vcpus:
+                raise GpuhostError("vcpusched names vCPU %d of %d" % (vcpu, spec.vcpus),
+                                   field="vcpusched.vcpus",
+                                   fix="name vCPUs 0-%d" % (spec.vcpus - 1))
+            attrs = dict(vcpus=vcpu, scheduler=spec.vcpusched["scheduler"],
+                         priority=int(spec.vcpusched["priority"]))
+            _sub(cputune, "vcpusched", **attrs)
+
+
+def _build_cpu(domain, spec):
+    # check='none': libvirt writes it back for host-passthrough and maximum anyway
+    cpu = _sub(domain, "cpu", mode=spec.cpu_mode, check="none")
+    topo = spec.guest_topology or {"sockets": 1, "dies": 1, "cores": spec.vcpus,
+                                   "threads": 1}
+    _sub(cpu, "topology", sockets=int(topo.get("sockets", 1)), dies=int(topo.get("dies", 1)),
+         cores=int(topo.get("cores", 1)), threads=int(topo.get("threads", 1)))
+    phys = maxphysaddr_for(spec)
+    if phys:
+        _sub(cpu, "maxphysaddr", mode=phys[0], bits=phys[1])
+    numa = _sub(cpu, "numa")
+    _sub(numa, "cell", id=0, cpus="0-%d" % (spec.vcpus - 1) if spec.vcpus > 1 else "0",
+         memory=spec.memory_kib, unit="KiB", memAccess=spec.memory_access)
+
+
+def _hostdev(devices, address, guest_address=None, multifunction=False):
+    hostdev = _sub(devices, "hostdev", mode="subsystem", type="pci", managed="yes")
+    _sub(hostdev, "driver", name="vfio")
+    _pci_address(_sub(hostdev, "source"), address)
+    if guest_address is not None:
+        extra = {"type": "pci"}
+        address_element = _pci_address(hostdev, guest_address, **extra)
+        # libvirt writes type first; lxml keeps insertion order, so rebuild it
+        attrs = dict(address_element.attrib)
+        address_element.attrib.clear()
+        address_element.set("type", "pci")
+        for key in ("domain", "bus", "slot", "function"):
+            address_element.set(key, attrs[key])
+        if multifunction:
+            address_element.set("multifunction", "on")
+    return hostdev
+
+
+def _build_devices(domain, spec):
+    devices = _sub(domain, "devices")
+    if spec.disk:
+        disk = _sub(devices, "disk", type="file", device="disk")
+        _sub(disk, "driver", name="qemu", type=spec.disk.format,
+             iothread=spec.disk.iothread if spec.disk.iothread else None)
+        _sub(disk, "source", file=spec.disk.path)
+        _sub(disk, "target", dev=spec.disk.target, bus=spec.disk.bus)
+    if spec.seed_path:
+        seed = _sub(devices, "disk", type="file", device="cdrom")
+        _sub(seed, "driver", name="qemu", type="raw")
+        _sub(seed, "source", file=spec.seed_path)
+        _sub(seed, "target", dev="sda", bus="sata")
+        _sub(seed, "readonly")
+    for number, _gpu in enumerate(spec.gpus):
+        _sub(devices, "controller", type="pci", index=gpu_root_port_index(number),
+             model="pcie-root-port")
+    net = spec.network
+    if net.kind == "bridge":
+        interface = _sub(devices, "interface", type="bridge")
+        if net.mac:
+            _sub(interface, "mac", address=net.mac.lower())
+        _sub(interface, "source", bridge=net.bridge)
+        _sub(interface, "model", type=net.model)
+    elif net.kind == "vf" and net.vf_mode == "interface":
+        interface = _sub(devices, "interface", type="hostdev", managed="yes")
+        if net.mac:
+            _sub(interface, "mac", address=net.mac.lower())
+        _sub(interface, "driver", name="vfio")
+        source = _sub(interface, "source")
+        _pci_address(source, net.vf_address).set("type", "pci")
+        _reorder_address(source.find("address"))
+    serial = _sub(devices, "serial", type="pty")
+    _sub(serial, "target", port=0)
+    console = _sub(devices, "console", type="pty")
+    _sub(console, "target", type="serial", port=0)
+    for number, gpu in enumerate(spec.gpus):
+        bus = gpu_root_port_index(number)
+        multifunction = len(gpu.functions) > 1
+        for function in gpu.functions:
+            host = PciAddress.parse(function)
+            # Same function numbers as on the host, so drivers that look for the
+            # GPU's HDA (or USB-C) sibling at function N find it.
+            guest = PciAddress(0, bus, 0, host.function)
+            _hostdev(devices, function, guest,
+                     multifunction=multifunction and host.function == 0)
+    for address in spec.extra_hostdevs:
+        _hostdev(devices, address)
+    if net.kind == "vf" and net.vf_mode == "hostdev":
+        _hostdev(devices, net.vf_address)
+
+
+def _reorder_address(element):
+    attrs = dict(element.attrib)
+    element.attrib.clear()
+    for key in ("type", "domain", "bus", "slot", "function"):
+        if key in attrs:
+            element.set(key, attrs[key])
+
+
+def to_string(element):
+    return etree.tostring(element, pretty_print=True, encoding="unicode")
+
+
+def parse_xml(text):
+    if not HAS_LXML:
+        raise GpuhostError("lxml is not installed", field="lxml",
+                           fix="install python3-lxml on the managed host")
+    parser = etree.XMLParser(remove_blank_text=True)
+    if isinstance(text, str):
+        text = text.encode("utf-8")
+    return etree.fromstring(text, parser)
+
+
+# --------------------------------------------------------------------------------------
+# normalizing
+
+# What libvirt writes by itself; dropped from the actual side when the wanted side does
+# not state it. Keys are parent tags, values the child tags.
+ASSIGNED_CHILDREN = {
+    "domain": {"uuid", "resource", "seclabel", "metadata", "description", "title",
+               "genid", "keywrap", "pm"},
+    "devices": {"emulator", "controller", "input", "memballoon", "audio", "watchdog",
+                "panic", "video", "graphics", "rng"},
+    "interface": {"mac", "target", "alias", "address", "rom"},
+    "controller": {"model", "target", "alias", "address", "driver"},
+    "serial": {"alias", "log"},
+    "target": {"model"},
+    "*device": {"address", "alias"},
+}
+ASSIGNED_ATTRIBUTES = {
+    "cpu": {"migratable"},
+    "type": {"arch"},
+    "target": {"type"},          # isa-serial on <serial><target>
+    "vcpu": {"placement"},
+}
+DEVICE_TAGS = {"disk", "controller", "interface", "hostdev", "serial", "console",
+               "input", "memballoon", "video", "graphics", "sound", "rng", "watchdog",
+               "channel", "filesystem", "tpm", "redirdev", "smartcard", "hub", "panic",
+               "shmem", "memory", "iommu", "vsock", "audio", "lease", "emulator"}
+MACHINE_ALIASES = {"q35": re.compile(r"^pc-q35-[\d.]+$"),
+                   "pc": re.compile(r"^pc-i440fx-[\d.]+$")}
+CPUSET_ATTRIBUTES = {"cpuset", "nodeset", "cpus", "vcpus"}
+HEX_ATTRIBUTES = {"domain", "bus", "slot", "function", "controller", "unit"}
+
+
+def pci_source_key(element):
+    address = element.find("source/address")
+    if address is None:
+        return None
+    try:
+        return str(PciAddress(int(address.get("domain", "0"), 16),
+                              int(address.get("bus", "0"), 16),
+                              int(address.get("slot", "0"), 16),
+                              int(address.get("function", "0"), 16)))
+    except (TypeError, ValueError):
+        return None
+
+
+def element_key(element):
+    """What identifies a child among its siblings (for pairing, sorting and reports)."""
+    tag = element.tag
+    if tag == "hostdev":
+        return "hostdev %s" % pci_source_key(element)
+    if tag == "interface":
+        source = element.find("source")
+        ident = pci_source_key(element) or (source.get("bridge") or source.get("network")
+                                             if source is not None else None)
+        return "interface %s %s" % (element.get("type"), ident)
+    if tag == "disk":
+        target = element.find("target")
+        return "disk %s" % (target.get("dev") if target is not None else element.get("device"))
+    if tag == "controller":
+        return "controller %s %s" % (element.get("type"), element.get("index"))
+    if tag in ("serial", "console", "channel"):
+        target = element.find("target")
+        return "%s %s" % (tag, target.get("port") if target is not None else "")
+    for attribute in ("vcpu", "iothread", "cellid", "id", "vcpus"):
+        if element.get(attribute) is not None and tag in (
+                "vcpupin", "iothreadpin", "memnode", "cell", "vcpusched"):
+            return "%s %s" % (tag, element.get(attribute))
+    if tag == "page":
+        return "page %s" % element.get("size")
+    return tag
+
+
+def _pair(actual_children, wanted_children):
+    """Pair children by key; same-key children pair in order."""
+    pools = {}
+    for child in wanted_children:
+        pools.setdefault(element_key(child), []).append(child)
+    pairs = []
+    for child in actual_children:
+        pool = pools.get(element_key(child))
+        pairs.append((child, pool.pop(0) if pool else None))
+    return pairs
+
+
+def _project(actual, wanted):
+    """Remove from ``actual`` (in place) what libvirt assigned and ``wanted`` lacks."""
+    assigned_attrs = ASSIGNED_ATTRIBUTES.get(actual.tag, set())
+    for attribute in list(actual.attrib):
+        if attribute not in wanted.attrib and attribute in assigned_attrs:
+            del actual.attrib[attribute]
+    if actual.tag == "type" and wanted.tag == "type":
+        alias = wanted.get("machine")
+        pattern = MACHINE_ALIASES.get(alias or "")
+        if pattern and pattern.match(actual.get("machine") or ""):
+            actual.set("machine", alias)
+    assigned = set(ASSIGNED_CHILDREN.get(actual.tag, set()))
+    if actual.tag in DEVICE_TAGS:
+        assigned |= ASSIGNED_CHILDREN["*device"]
+    for child, partner in _pair(list(actual), list(wanted)):
+        if not isinstance(child.tag, str):
+            actual.remove(child)
+        elif partner is None:
+            if child.tag in assigned or child.tag == "alias":
+                actual.remove(child)
+        else:
+            _project(child, partner)
+
+
+def _normal_value(name, value):
+    if name in CPUSET_ATTRIBUTES:
+        try:
+            return format_cpulist(parse_cpulist(value))
+        except GpuhostError:
+            return value
+    if name in HEX_ATTRIBUTES and value.lower().startswith("0x"):
+        try:
+            return "0x%x" % int(value, 16)
+        except ValueError:
+            return value
+    return value
+
+
+def _canonical(element, sort_children=True):
+    copy_ = etree.Element(element.tag)
+    for name in sorted(element.attrib):
+        copy_.set(name, _normal_value(name, element.get(name)))
+    text = (element.text or "").strip()
+    if text:
+        copy_.text = text
+    children = [_canonical(c, sort_children and element.tag != "os")
+                for c in element if isinstance(c.tag, str)]
+    if sort_children and element.tag != "os":
+        children.sort(key=lambda c: (c.tag, element_key(c),
+                                     etree.tostring(c, encoding="unicode")))
+    for child in children:
+        copy_.append(child)
+    return copy_
+
+
+def canonical_form(actual, wanted):
+    """Both sides as canonical strings: (actual_canonical, wanted_canonical)."""
+    actual = parse_xml(actual) if isinstance(actual, (str, bytes)) else copy.deepcopy(actual)
+    wanted = parse_xml(wanted) if isinstance(wanted, (str, bytes)) else wanted
+    _project(actual, wanted)
+    return (to_string(_canonical(actual)), to_string(_canonical(wanted)))
+
+
+def changed_elements(actual, wanted):
+    """Sorted keys of the parts that differ, e.g. ``cputune``, ``devices/hostdev ...``."""
+    if actual is None:
+        return ["domain"]
+    actual = parse_xml(actual) if isinstance(actual, (str, bytes)) else copy.deepcopy(actual)
+    wanted = parse_xml(wanted) if isinstance(wanted, (str, bytes)) else wanted
+    _project(actual, wanted)
+    actual_c, wanted_c = _canonical(actual), _canonical(wanted)
+    changes = []
+    if actual_c.attrib != wanted_c.attrib:
+        changes.append("domain@")
+
+    def index(element, prefix):
+        found = {}
+        for child in element:
+            key = prefix + element_key(child)
+            while key in found:
+                key += "+"
+            found[key] = child
+        return found
+
+    def walk(a_elem, w_elem, prefix, depth):
+        a_children, w_children = index(a_elem, prefix), index(w_elem, prefix)
+        for key in sorted(set(a_children) | set(w_children)):
+            a_child, w_child = a_children.get(key), w_children.get(key)
+            if a_child is None or w_child is None:
+                changes.append(key)
+            elif etree.tostring(a_child) != etree.tostring(w_child):
+                if depth == 0 and a_child.tag in ("devices", "cputune", "numatune"):
+                    walk(a_child, w_child, key + "/", depth + 1)
+                else:
+                    changes.append(key)
+
+    walk(actual_c, wanted_c, "", 0)
+    return changes
+
+
+def merge_assigned(wanted, existing):
+    """The XML to define: ``wanted`` plus what libvirt assigned to the existing domain
+    and the wanted XML leaves open (uuid, MAC addresses, guest PCI addresses of kept
+    devices, implicit controllers), so a redefinition keeps the guest's view of its
+    hardware (NIC names, MACs cloud-init keyed on) stable."""
+    merged = copy.deepcopy(wanted)
+    if existing is None:
+        return merged
+    existing = parse_xml(existing) if isinstance(existing, (str, bytes)) else existing
+    if merged.find("uuid") is None and existing.find("uuid") is not None:
+        uuid = etree.Element("uuid")
+        uuid.text = existing.findtext("uuid")
+        merged.insert(list(merged).index(merged.find("name")) + 1, uuid)
+    devices, old_devices = merged.find("devices"), existing.find("devices")
+    if devices is None or old_devices is None:
+        return merged
+    our_buses = set(int(c.get("index")) for c in devices.findall("controller")
+                    if c.get("type") == "pci")
+    for old, new in _pair(list(old_devices), list(devices)):
+        if not isinstance(old.tag, str):
+            continue
+        if new is None:
+            if old.tag == "controller":
+                devices.append(copy.deepcopy(old))
+            continue
+        if old.tag == "interface" and new.find("mac") is None and old.find("mac") is not None:
+            new.insert(0, copy.deepcopy(old.find("mac")))
+        old_address = old.find("address")
+        if new.find("address") is None and old_address is not None and old.tag != "controller":
+            bus = old_address.get("bus")
+            if old_address.get("type") == "pci" and bus and int(bus, 16) in our_buses:
+                continue
+            new.append(copy.deepcopy(old_address))
+    return merged

@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight refusals of libvirt_pinned_domain on literal topologies and domain XML."""
+
+import pytest
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import domain_xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_preflight import (
+    DefinedDomain, defined_domain_from_xml, run_preflight)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+from test_domain_xml_support import (RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF, dirty_topology,
+                                     runbook_tenant, runbook_topology)
+
+
+def spec(**tenant_changes):
+    tenant = runbook_tenant()
+    tenant.update(tenant_changes)
+    return dx.spec_from_plan(tenant)
+
+
+def refusal_fields(report):
+    return [r.field for r in report.refusals]
+
+
+def test_runbook_tenant_passes_on_runbook_host():
+    report = run_preflight(spec(), runbook_topology(), [])
+    assert report.refusals == [] and report.warnings == []
+    report.raise_if_refused()
+
+
+def test_dirty_iommu_group_is_refused_naming_the_usb_controller():
+    tenant = runbook_tenant(vf=False)
+    tenant["gpus"] = [{"address": "0000:01:00.0",
+                       "functions": ["0000:01:00.0", "0000:01:00.1"], "bar64_total": 0}]
+    report = run_preflight(dx.spec_from_plan(tenant), dirty_topology(), [])
+    assert refusal_fields(report) == ["hostdev"]
+    text = report.refusals[0].msg
+    assert "IOMMU group 5" in text and "0000:02:00.0" in text and "xhci_hcd" in text
+    assert "pcie_acs_override" in report.refusals[0].fix
+    with pytest.raises(GpuhostError) as err:
+        report.raise_if_refused()
+    assert err.value.field == "hostdev"
+
+
+def test_unknown_hostdev_is_refused():
+    report = run_preflight(spec(), runbook_topology(), [])
+    topo = runbook_topology()
+    del topo.pci[RUNBOOK_VF]
+    report = run_preflight(spec(), topo, [])
+    assert refusal_fields(report) == ["hostdev"]
+    assert "does not exist" in report.refusals[0].msg
+
+
+def test_hostdev_of_another_defined_domain_is_refused():
+    other = DefinedDomain(name="tenant-b", hostdevs=(RUNBOOK_HDA,), active=False)
+    report = run_preflight(spec(), runbook_topology(), [other])
+    assert refusal_fields(report) == ["hostdev"]
+    assert "0000:65:00.1 already used by domain tenant-b (defined)" in report.refusals[0].msg
+
+
+def test_own_previous_definition_does_not_count_as_another_domain():
+    mine = DefinedDomain(name="tenant-a100", hostdevs=(RUNBOOK_GPU, RUNBOOK_HDA),
+                         vcpu_cpus=(1, 33))
+    assert run_preflight(spec(), runbook_topology(), [mine]).refusals == []
+
+
+def test_offline_pins_are_refused_with_the_online_list():
+    report = run_preflight(spec(), runbook_topology(offline=(33, 34)), [])
+    assert refusal_fields(report) == ["vcpu_pins"]
+    assert "CPUs 33-34 are not online (online: 0-32,35-63)" in report.refusals[0].msg
+
+
+def test_overlapping_pins_refused_unless_allowed():
+    other = DefinedDomain(name="tenant-b", vcpu_cpus=(15, 47, 16, 48))
+    report = run_preflight(spec(), runbook_topology(), [other])
+    assert refusal_fields(report) == ["vcpu_pins"]
+    assert report.refusals[0].override == "allow_cpu_overlap"
+    assert "vCPU pins 15,47 overlap the vCPUs of domain tenant-b" in report.refusals[0].msg
+    allowed = run_preflight(spec(), runbook_topology(), [other], allow_cpu_overlap=True)
+    assert allowed.refusals == []
+    assert "allowed by allow_cpu_overlap" in allowed.warnings[0]
+
+
+def test_emulator_on_another_tenants_vcpus_is_an_overlap():
+    other = DefinedDomain(name="tenant-b", vcpu_cpus=(0,))
+    report = run_preflight(spec(), runbook_topology(), [other])
+    assert "emulator/iothread pins 0" in report.refusals[0].msg
+
+
+def test_hugepages_are_counted_per_node_not_host_wide():
+    # 16 free 1G pages on node 0 and 64 on node 1: 80 host-wide, but node 0 is short.
+    report = run_preflight(spec(), runbook_topology(free_1g=(16, 64)), [])
+    assert refusal_fields(report) == ["hugepages"]
+    refusal = report.refusals[0]
+    assert "needs 32 pages of 1G on node 0, but only 16 are free (node 0: 16 free)" \
+        in refusal.msg
+    assert "reserve 16 more 1G pages on node 0" in refusal.fix
+    assert "node0/hugepages/hugepages-1048576kB/nr_hugepages" in refusal.fix
+
+
+def test_pages_held_by_this_running_domain_count_as_free():
+    mine = DefinedDomain(name="tenant-a100", active=True, memory_kib=32 * 1048576,
+                         hugepage_size_kib=1048576, memory_nodeset=(0,))
+    topo = runbook_topology(free_1g=(0, 64))
+    assert run_preflight(spec(), topo, [mine]).refusals == []
+    stopped = DefinedDomain(name="tenant-a100", active=False, memory_kib=32 * 1048576,
+                            hugepage_size_kib=1048576)
+    assert refusal_fields(run_preflight(spec(), topo, [stopped])) == ["hugepages"]
+
+
+def test_missing_hugepage_pool_is_refused():
+    topo = runbook_topology()
+    for node in topo.nodes.values():
+        del node.hugepages[1048576]
+    report = run_preflight(spec(), topo, [])
+    assert refusal_fields(report) == ["hugepage_size"]
+    assert "hugepagesz=1G" in report.refusals[0].fix
+
+
+def test_memory_on_another_node_refused_unless_allowed():
+    changed = spec(numatune={"mode": "strict", "nodeset": "1"})
+    report = run_preflight(changed, runbook_topology(), [])
+    assert "numatune" in refusal_fields(report)
+    refusal = [r for r in report.refusals if r.field == "numatune"][0]
+    assert refusal.msg == "the GPU is on node 0 but memory nodeset is 1"
+    assert refusal.override == "allow_cross_node"
+    allowed = run_preflight(changed, runbook_topology(), [], allow_cross_node=True)
+    assert "numatune" not in refusal_fields(allowed)
+
+
+def test_vcpus_on_another_node_are_named():
+    tenant = runbook_tenant()
+    tenant["vcpu_pins"] = [16, 48] + tenant["vcpu_pins"][2:]
+    report = run_preflight(dx.spec_from_plan(tenant), runbook_topology(), [])
+    assert refusal_fields(report) == ["numatune"]
+    assert "vCPU pins 16,48 are on node 1" in report.refusals[0].msg
+
+
+def test_several_refusals_are_reported_together():
+    other = DefinedDomain(name="tenant-b", hostdevs=(RUNBOOK_GPU,), vcpu_cpus=(1,))
+    report = run_preflight(spec(), runbook_topology(free_1g=(0, 0)), [other])
+    with pytest.raises(GpuhostError) as err:
+        report.raise_if_refused()
+    assert err.value.message.startswith("hostdev: 3 preflight refusals:")
+    assert len(err.value.details["refusals"]) == 3
+
+
+def test_defined_domain_from_libvirt_xml():
+    xml = dx.to_string(dx.build_domain_xml(spec()))
+    domain = defined_domain_from_xml(xml, active=True)
+    assert domain.name == "tenant-a100"
+    assert set(domain.hostdevs) == {RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF}
+    assert domain.vcpu_cpus == tuple(sorted(list(range(1, 16)) + list(range(33, 48))))
+    assert (domain.memory_kib, domain.hugepage_size_kib, domain.memory_nodeset) == (
+        32 * 1048576, 1048576, (0,))
+
+
+def test_defined_domain_units_and_default_pages():
+    xml = """<domain type='kvm'><name>x</name><memory unit='GiB'>4</memory>
+      <memoryBacking><hugepages/></memoryBacking></domain>"""
+    domain = defined_domain_from_xml(xml)
+    assert (domain.memory_kib, domain.hugepage_size_kib, domain.hostdevs) == (
+        4 * 1048576, 0, ())

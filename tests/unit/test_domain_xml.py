@@ -1,0 +1,371 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The domain XML builder and normalizer: every XML it can generate passes libvirt's
+schema (virt-xml-validate) and round-trips through libvirt's test driver."""
+
+import copy
+
+import pytest
+from lxml import etree
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import domain_xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+from test_domain_xml_support import (RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF, private_connection,
+                                     runbook_tenant, validate_domain_xml)
+
+libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
+
+
+def runbook_spec(**overrides):
+    overrides.setdefault("disk", dx.DiskSpec(path="/var/lib/libvirt/images/tenant-a100.qcow2"))
+    overrides.setdefault("seed_path", "/var/lib/libvirt/images/tenant-a100-seed.iso")
+    return dx.spec_from_plan(runbook_tenant(), **overrides)
+
+
+# Every shape the module can produce; each one is schema-checked and defined.
+VARIANTS = {
+    "runbook-vf-interface": {},
+    "vf-as-plain-hostdev": {"network": dx.NetworkSpec(kind="vf", vf_mode="hostdev")},
+    "bridge-with-mac": {"network": dx.NetworkSpec(kind="bridge", bridge="br0",
+                                                  mac="52:54:00:AA:BB:CC")},
+    "no-network": {"network": dx.NetworkSpec(kind="none")},
+    "vcpusched-fifo": {"vcpusched": {"scheduler": "fifo", "priority": 1}},
+    "vcpusched-rr-some": {"vcpusched": {"scheduler": "rr", "priority": 10, "vcpus": "0-3"}},
+    "kvm-visible": {"hide_kvm": False},
+    "shared-memory": {"memory_access": "shared"},
+    "maxphysaddr-passthrough": {"maxphysaddr_mode": "passthrough"},
+    "maxphysaddr-emulate-46": {"maxphysaddr_mode": "emulate", "maxphysaddr_bits": 46},
+    "maxphysaddr-none": {"maxphysaddr_mode": "none"},
+    "tcg-maximum": {"domain_type": "qemu", "cpu_mode": "maximum"},
+    "no-disk-no-seed": {"disk": None, "seed_path": None},
+    "sata-disk-no-iothread": {"disk": dx.DiskSpec(path="/srv/a.qcow2", bus="sata",
+                                                  target="sdb", iothread=None)},
+    "extra-hostdev": {"extra_hostdevs": ("0000:41:00.3",)},
+    "explicit-uuid": {"uuid": "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"},
+}
+
+
+def variant_spec(name):
+    overrides = dict(VARIANTS[name])
+    if "network" in overrides:
+        overrides["network"] = copy.deepcopy(overrides["network"])
+    return runbook_spec(**overrides)
+
+
+def two_gpu_spec():
+    spec = runbook_spec()
+    spec.gpus.append(dx.GpuSpec(address="0000:ca:00.0", bar64_total=64 << 30))
+    return spec
+
+
+def small_spec(**overrides):
+    values = dict(vcpu_pins=[1, 33, 2, 34], guest_topology={"sockets": 1, "dies": 1,
+                                                             "cores": 2, "threads": 2},
+                  memory_nodeset="0", emulator_cpus="0,32", iothreads=1,
+                  iothread_cpus="0,32", hugepage_size_kib=2048)
+    values.update(overrides)
+    return dx.spec_from_options("small", 4, values.pop("vcpu_pins"), 2, **values)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("domain_type", ["kvm", "test"])
+def test_every_variant_validates_and_round_trips(variant, domain_type, tmp_path):
+    spec = variant_spec(variant)
+    if spec.domain_type == "kvm":
+        spec.domain_type = domain_type
+    wanted = dx.build_domain_xml(spec)
+    validate_domain_xml(dx.to_string(wanted), tmp_path)
+    if spec.domain_type != "test":
+        return          # only the test driver defines in-process; the integration
+        #                 test defines qemu domains on a real libvirtd
+    conn = private_connection(tmp_path)
+    domain = conn.defineXML(dx.to_string(wanted))
+    actual = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    validate_domain_xml(actual, tmp_path)
+    assert dx.changed_elements(actual, wanted) == []
+    before, after = dx.canonical_form(actual, wanted)
+    assert before == after
+
+
+def test_two_gpus_get_two_root_ports_and_validate(tmp_path):
+    spec = two_gpu_spec()
+    spec.domain_type = "test"
+    wanted = dx.build_domain_xml(spec)
+    validate_domain_xml(dx.to_string(wanted), tmp_path)
+    ports = wanted.findall("devices/controller[@model='pcie-root-port']")
+    assert [p.get("index") for p in ports] == ["1", "2"]
+    buses = {h.find("source/address").get("bus"): h.find("address").get("bus")
+             for h in wanted.findall("devices/hostdev")}
+    assert buses == {"0x65": "0x01", "0xca": "0x02"}
+    domain = private_connection(tmp_path).defineXML(dx.to_string(wanted))
+    assert dx.changed_elements(domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), wanted) == []
+
+
+def test_small_structured_spec_validates(tmp_path):
+    spec = small_spec()
+    wanted = dx.build_domain_xml(spec)
+    validate_domain_xml(dx.to_string(wanted), tmp_path)
+    assert wanted.find("memoryBacking/hugepages/page").attrib == {"size": "2048",
+                                                                  "unit": "KiB"}
+
+
+def test_no_hugepages_spec_validates(tmp_path):
+    spec = small_spec(hugepage_size_kib=None)
+    wanted = dx.build_domain_xml(spec)
+    validate_domain_xml(dx.to_string(wanted), tmp_path)
+    assert wanted.find("memoryBacking/hugepages") is None
+    assert wanted.find("memoryBacking/locked") is not None
+
+
+def test_runbook_tenant_has_section_8_shape():
+    xml = dx.build_domain_xml(runbook_spec())
+    assert xml.get("type") == "kvm"
+    assert xml.find("os/type").get("machine") == "q35"
+    cpu = xml.find("cpu")
+    assert (cpu.get("mode"), cpu.get("check")) == ("host-passthrough", "none")
+    assert cpu.find("topology").attrib == {"sockets": "1", "dies": "1", "cores": "15",
+                                           "threads": "2"}
+    assert cpu.find("numa/cell").attrib == {"id": "0", "cpus": "0-29",
+                                            "memory": str(32 * 1024 * 1024), "unit": "KiB"}
+    pins = [(p.get("vcpu"), p.get("cpuset")) for p in xml.findall("cputune/vcpupin")]
+    assert pins[:4] == [("0", "1"), ("1", "33"), ("2", "2"), ("3", "34")]
+    assert len(pins) == 30
+    assert xml.find("cputune/emulatorpin").get("cpuset") == "0,32"
+    assert [(p.get("iothread"), p.get("cpuset")) for p in xml.findall("cputune/iothreadpin")] \
+        == [("1", "0,32"), ("2", "0,32")]
+    assert xml.findtext("iothreads") == "2"
+    assert xml.find("numatune/memory").attrib == {"mode": "strict", "nodeset": "0"}
+    assert xml.find("numatune/memnode").attrib == {"cellid": "0", "mode": "strict",
+                                                   "nodeset": "0"}
+    assert xml.find("memoryBacking/hugepages/page").attrib == {"size": "1048576",
+                                                               "unit": "KiB"}
+    assert xml.find("memoryBacking/locked") is not None
+    assert xml.find("features/kvm/hidden").get("state") == "on"
+    assert xml.find("seclabel") is None
+    assert xml.find("devices/disk[@device='disk']/driver").get("iothread") == "1"
+    assert xml.find("devices/disk[@device='cdrom']/readonly") is not None
+    assert xml.find("devices/serial[@type='pty']") is not None
+    assert xml.find("devices/console/target").attrib == {"type": "serial", "port": "0"}
+    vf = xml.find("devices/interface[@type='hostdev']")
+    assert dx.pci_source_key(vf) == RUNBOOK_VF
+
+
+def test_gpu_and_hda_share_one_guest_slot_with_host_function_numbers():
+    xml = dx.build_domain_xml(runbook_spec())
+    hostdevs = {dx.pci_source_key(h): h for h in xml.findall("devices/hostdev")}
+    assert set(hostdevs) == {RUNBOOK_GPU, RUNBOOK_HDA}
+    for hostdev in hostdevs.values():
+        assert hostdev.get("managed") == "yes"
+        assert hostdev.find("driver").get("name") == "vfio"
+    gpu, hda = hostdevs[RUNBOOK_GPU].find("address"), hostdevs[RUNBOOK_HDA].find("address")
+    assert (gpu.get("bus"), gpu.get("slot"), gpu.get("function")) == ("0x01", "0x00", "0x0")
+    assert (hda.get("bus"), hda.get("slot"), hda.get("function")) == ("0x01", "0x00", "0x1")
+    assert gpu.get("multifunction") == "on"
+    assert hda.get("multifunction") is None
+    port = xml.find("devices/controller[@index='1']")
+    assert port.attrib == {"type": "pci", "index": "1", "model": "pcie-root-port"}
+
+
+def test_single_function_gpu_has_no_multifunction():
+    spec = runbook_spec()
+    spec.gpus = [dx.GpuSpec(address=RUNBOOK_GPU)]
+    address = dx.build_domain_xml(spec).find("devices/hostdev/address")
+    assert address.get("multifunction") is None
+
+
+# ----------------------------------------------------------------------- maxphysaddr
+
+def test_phys_bits_a100_with_64g_ram_stays_at_qemu_default():
+    # 64 GiB RAM above 4 GiB + a 64 GiB window (32 GiB BAR1 + 32 MiB BAR3 -> 64 GiB)
+    # ends at 128 GiB: 38 bits, +1 headroom = 39, raised to QEMU's 40.
+    assert dx.phys_bits_needed(64 << 30, [(32 << 30) + (32 << 20)]) == 40
+
+
+def test_phys_bits_eight_h100_with_1t_ram():
+    # 1 TiB + 4 GiB aligned to 256 GiB = 1280 GiB, + 8 x 256 GiB = 3328 GiB -> 42, +1
+    assert dx.phys_bits_needed(1 << 40, [(128 << 30) + (32 << 20)] * 8) == 43
+
+
+def test_phys_bits_grow_with_bars_and_cap_at_52():
+    small = dx.phys_bits_needed(16 << 30, [16 << 30])
+    large = dx.phys_bits_needed(16 << 30, [16 << 40])
+    assert small == 40 and large == 46
+    assert dx.phys_bits_needed(1 << 51, [1 << 51]) == 52
+
+
+def test_auto_maxphysaddr_is_written_as_emulate_bits():
+    spec = runbook_spec()
+    spec.gpus[0].bar64_total = 4 << 40          # forces more than 40 bits
+    element = dx.build_domain_xml(spec).find("cpu/maxphysaddr")
+    assert element.attrib == {"mode": "emulate", "bits": "44"}
+
+
+# ----------------------------------------------------------------------- normalizer
+
+QEMU_ASSIGNED = """
+<domain type='kvm'>
+  <name>tenant-a100</name>
+  <uuid>4dea22b3-1d52-d8f3-2516-782e98ab3fa0</uuid>
+  <metadata><libosinfo:libosinfo xmlns:libosinfo='http://libosinfo.org/xmlns/libvirt/domain/1.0'/></metadata>
+  <resource><partition>/machine</partition></resource>
+  <seclabel type='dynamic' model='apparmor' relabel='yes'/>
+"""
+
+
+def qemu_like(wanted):
+    """The wanted XML dressed the way qemu:///system writes it back: uuid, machine
+    pc-q35-7.2, migratable, MACs, aliases, device addresses, implicit controllers,
+    input devices, memballoon, isa-serial model, seclabel, resource."""
+    actual = copy.deepcopy(wanted)
+    extra = etree.fromstring(QEMU_ASSIGNED + "</domain>")
+    for child in reversed(list(extra)[1:]):
+        if actual.find(child.tag) is None:
+            actual.insert(1, child)
+    actual.find("os/type").set("machine", "pc-q35-7.2")
+    actual.find("cpu").set("migratable", "on")
+    devices = actual.find("devices")
+    etree.SubElement(devices, "emulator").text = "/usr/bin/qemu-system-x86_64"
+    for index, model in ((0, "pcie-root"), (2, "pcie-root-port"), (3, "pcie-root-port")):
+        controller = etree.SubElement(devices, "controller", type="pci", index=str(index),
+                                      model=model)
+        if index:
+            etree.SubElement(controller, "model", name="pcie-root-port")
+            etree.SubElement(controller, "target", chassis=str(index), port="0x1%d" % index)
+    etree.SubElement(devices, "controller", type="sata", index="0")
+    etree.SubElement(devices, "input", type="mouse", bus="ps2")
+    etree.SubElement(devices, "memballoon", model="virtio")
+    for device in devices:
+        if device.tag in ("disk", "interface") and device.find("address") is None:
+            etree.SubElement(device, "address", type="pci", domain="0x0000", bus="0x02",
+                             slot="0x00", function="0x0")
+        if device.tag == "interface":
+            device.insert(0, etree.Element("mac", address="52:54:00:12:34:56"))
+    port1 = devices.find("controller[@index='1']")
+    etree.SubElement(port1, "model", name="pcie-root-port")
+    etree.SubElement(port1, "target", chassis="1", port="0x10")
+    serial_target = devices.find("serial/target")
+    serial_target.set("type", "isa-serial")
+    etree.SubElement(serial_target, "model", name="isa-serial")
+    return actual
+
+
+def test_normalizer_ignores_what_libvirt_assigns():
+    wanted = dx.build_domain_xml(runbook_spec())
+    actual = qemu_like(wanted)
+    assert dx.changed_elements(actual, wanted) == []
+    before, after = dx.canonical_form(etree.tostring(actual), wanted)
+    assert before == after
+
+
+def test_normalizer_keeps_a_uuid_the_user_gave():
+    wanted = dx.build_domain_xml(runbook_spec(uuid="4dea22b3-1d52-d8f3-2516-782e98ab3fa1"))
+    assert dx.changed_elements(qemu_like(wanted), wanted) == []   # same uuid: no change
+    other = qemu_like(wanted)
+    other.find("uuid").text = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
+    assert "uuid" in dx.changed_elements(other, wanted)
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda x: x.find("cputune/vcpupin[@vcpu='3']").set("cpuset", "35"), "cputune/vcpupin 3"),
+    (lambda x: x.find("cputune/emulatorpin").set("cpuset", "0"), "cputune/emulatorpin"),
+    (lambda x: x.find("numatune/memory").set("nodeset", "1"), "numatune/memory"),
+    (lambda x: x.find("memoryBacking").remove(x.find("memoryBacking/locked")), "memoryBacking"),
+    (lambda x: x.find("devices").remove(x.find("devices/hostdev")),
+     "devices/hostdev 0000:65:00.0"),
+    (lambda x: x.find("features").remove(x.find("features/kvm")), "features"),
+    (lambda x: x.find("cpu/maxphysaddr").set("bits", "46"), "cpu"),
+    (lambda x: x.find("devices/controller[@index='1']").set("model", "pci-bridge"),
+     "devices/controller pci 1"),
+])
+def test_normalizer_reports_what_differs(mutate, expected):
+    wanted = dx.build_domain_xml(runbook_spec())
+    actual = qemu_like(wanted)
+    mutate(actual)
+    assert expected in dx.changed_elements(actual, wanted)
+
+
+def test_normalizer_reports_unwanted_extra_device_and_missing_memory_backing():
+    spec = runbook_spec()
+    wanted = dx.build_domain_xml(spec)
+    actual = qemu_like(wanted)
+    extra = etree.SubElement(actual.find("devices"), "hostdev", mode="subsystem", type="pci",
+                             managed="yes")
+    source = etree.SubElement(extra, "source")
+    etree.SubElement(source, "address", domain="0x0000", bus="0x02", slot="0x00",
+                     function="0x0")
+    assert "devices/hostdev 0000:02:00.0" in dx.changed_elements(actual, wanted)
+    spec.hugepage_size_kib = None
+    spec.locked = False
+    no_backing = dx.build_domain_xml(spec)
+    assert "memoryBacking" in dx.changed_elements(qemu_like(wanted), no_backing)
+
+
+def test_new_domain_is_one_change():
+    assert dx.changed_elements(None, dx.build_domain_xml(runbook_spec())) == ["domain"]
+
+
+def test_merge_keeps_uuid_mac_and_addresses_of_the_existing_domain():
+    wanted = dx.build_domain_xml(runbook_spec())
+    existing = qemu_like(wanted)
+    merged = dx.merge_assigned(wanted, etree.tostring(existing))
+    assert merged.findtext("uuid") == "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
+    assert merged.find("devices/interface/mac").get("address") == "52:54:00:12:34:56"
+    assert merged.find("devices/disk[@device='disk']/address").get("bus") == "0x02"
+    # libvirt's implicit controllers come along, ours are not duplicated
+    indexes = [c.get("index") for c in merged.findall("devices/controller[@type='pci']")]
+    assert sorted(indexes) == ["0", "1", "2", "3"]
+    assert wanted.find("uuid") is None          # the wanted tree is not modified
+
+
+def test_merge_drops_an_old_address_on_a_gpu_root_port():
+    wanted = dx.build_domain_xml(runbook_spec())
+    existing = qemu_like(wanted)
+    existing.find("devices/disk[@device='disk']/address").set("bus", "0x01")
+    merged = dx.merge_assigned(wanted, existing)
+    assert merged.find("devices/disk[@device='disk']/address") is None
+
+
+# ----------------------------------------------------------------------- refusals
+
+@pytest.mark.parametrize("change, field", [
+    (lambda t: t.update(vcpu_pins=t["vcpu_pins"][:-1]), "vcpu_pins"),
+    (lambda t: t.update(guest_topology={"sockets": 1, "dies": 1, "cores": 16, "threads": 2}),
+     "guest_topology"),
+    (lambda t: t.update(memory_gib=32.5), "memory_gib"),
+    (lambda t: t.update(name="bad name"), "name"),
+    (lambda t: t["gpus"][0].update(functions=[RUNBOOK_GPU, "0000:66:00.1"]),
+     "gpus.functions"),
+    (lambda t: t.update(vcpu_pins=["1-"] + t["vcpu_pins"][1:]), "plan.vcpu_pins[0]"),
+])
+def test_bad_plan_entries_are_refused_with_field(change, field):
+    tenant = runbook_tenant()
+    change(tenant)
+    with pytest.raises(GpuhostError) as err:
+        dx.spec_from_plan(tenant)
+    assert err.value.field == field
+    assert err.value.fix
+
+
+def test_hostdev_twice_is_refused():
+    with pytest.raises(GpuhostError, match="passed through twice"):
+        runbook_spec(extra_hostdevs=(RUNBOOK_HDA,))
+
+
+def test_vf_network_without_plan_vf_is_refused():
+    with pytest.raises(GpuhostError) as err:
+        dx.spec_from_plan(runbook_tenant(vf=False), network=dx.NetworkSpec(kind="vf"))
+    assert err.value.field == "network.type"
+
+
+def test_vcpusched_priority_range_is_checked():
+    with pytest.raises(GpuhostError) as err:
+        runbook_spec(vcpusched={"scheduler": "fifo", "priority": 0})
+    assert err.value.field == "vcpusched.priority"
+
+
+@pytest.mark.parametrize("text, kib", [("1G", 1048576), ("2M", 2048), ("2MiB", 2048),
+                                       ("1048576", 1048576), ("none", None)])
+def test_hugepage_sizes(text, kib):
+    assert dx.hugepage_size_to_kib(text) == kib

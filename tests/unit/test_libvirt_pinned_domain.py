@@ -1,0 +1,287 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""libvirt_pinned_domain against libvirt's real test driver, in process.
+
+Each test gets its own ``test:///<file>`` connection (test:///default is shared by the
+whole process). Files are created with the real qemu-img and genisoimage. Every XML the
+module defines is checked with virt-xml-validate.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import topology_to_dict
+from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
+
+from test_domain_xml_support import (private_connection,
+                                     runbook_tenant, runbook_topology, validate_domain_xml)
+
+libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Env:
+    """A private test-driver connection, a topology and a state_dir for one test."""
+
+    def __init__(self, tmp_path, topology=None):
+        self.tmp = tmp_path
+        self.conn = private_connection(tmp_path)
+        self.topology = topology or runbook_topology()
+        self.state_dir = str(tmp_path / "state")
+
+    def run(self, check=False, **args):
+        args.setdefault("domain_type", "test")
+        args.setdefault("uri", "test:///unused-the-connection-is-given")
+        args.setdefault("state_dir", self.state_dir)
+        args.update(_ansible_check_mode=check, _ansible_diff=True)
+        with patch_module_args(args):
+            module = mod.build_module()
+        runner = mod.PinnedDomain(module, conn=self.conn, topology=self.topology)
+        runner.run()
+        result = runner.result
+        if result.get("xml"):
+            validate_domain_xml(result["xml"], self.tmp)
+        return result
+
+    def fail(self, **args):
+        with pytest.raises(GpuhostError) as err:
+            self.run(**args)
+        return err.value
+
+    def domain(self, name):
+        return self.conn.lookupByName(name)
+
+    def names(self):
+        return sorted(d.name() for d in self.conn.listAllDomains(0))
+
+
+def plan_args(name="tenant-a100", **extra):
+    args = dict(name=name, plan=runbook_tenant(name=name))
+    args.update(extra)
+    return args
+
+
+def test_check_apply_check_reports_changed_changed_unchanged(tmp_path):
+    env = Env(tmp_path)
+    first = env.run(check=True, **plan_args())
+    assert first["changed"] and first["changed_elements"] == ["domain"]
+    assert first["actions"] == ["define", "autostart on"]
+    assert env.names() == []                      # check mode defined nothing
+    second = env.run(**plan_args())
+    assert second["changed"] and env.names() == ["tenant-a100"]
+    assert env.domain("tenant-a100").autostart() == 1
+    third = env.run(check=True, **plan_args())
+    assert not third["changed"], third["changed_elements"]
+    assert third["changed_elements"] == [] and third["actions"] == []
+    assert third["diff"]["before"] == third["diff"]["after"]
+
+
+def test_runbook_tenant_round_trips_and_second_run_is_unchanged(tmp_path):
+    env = Env(tmp_path)
+    first = env.run(state="running", **plan_args())
+    assert first["changed"] and first["state"] == "running"
+    held = env.domain("tenant-a100").XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    assert "<vcpupin vcpu='29' cpuset='47'/>" in held
+    assert "<emulatorpin cpuset='0,32'/>" in held
+    assert "<page size='1048576' unit='KiB'/>" in held
+    assert "<maxphysaddr mode='emulate' bits='40'/>" in held
+    second = env.run(state="running", **plan_args())
+    assert second["changed"] is False
+    assert second["restart_required"] is False
+    assert second["uuid"] == first["uuid"]
+
+
+def test_running_domain_change_requires_restart_and_is_not_restarted(tmp_path):
+    env = Env(tmp_path)
+    env.run(state="running", **plan_args())
+    domain = env.domain("tenant-a100")
+    domain_id = domain.ID()
+    changed = plan_args(vcpusched={"scheduler": "fifo", "priority": 1})
+    preview = env.run(check=True, state="running", **changed)
+    assert preview["changed"] and preview["restart_required"]
+    assert "cputune" in preview["changed_elements"][0]
+    result = env.run(state="running", **changed)
+    assert result["restart_required"] is True and result["actions"] == ["define"]
+    domain = env.domain("tenant-a100")
+    assert domain.isActive() and domain.ID() == domain_id          # never restarted
+    persistent = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    assert "scheduler='fifo'" in persistent
+    again = env.run(state="running", **changed)
+    assert not again["changed"] and not again["restart_required"]
+
+
+def test_state_transitions_and_absent(tmp_path):
+    env = Env(tmp_path)
+    env.run(state="running", **plan_args())
+    destroyed = env.run(state="destroyed", **plan_args())
+    assert destroyed["changed"] and destroyed["actions"] == ["destroy"]
+    assert not env.domain("tenant-a100").isActive()
+    assert destroyed["restart_required"] is False
+    assert not env.run(state="destroyed", **plan_args())["changed"]
+    env.run(state="running", **plan_args())
+    shutdown = env.run(state="shutdown", **plan_args())
+    assert shutdown["actions"] == ["shutdown"]
+    preview = env.run(check=True, name="tenant-a100", state="absent")
+    assert preview["changed"] and env.names() == ["tenant-a100"]
+    gone = env.run(name="tenant-a100", state="absent")
+    assert gone["changed"] and gone["state"] == "absent" and env.names() == []
+    assert not env.run(name="tenant-a100", state="absent")["changed"]
+
+
+def test_absent_destroys_a_running_domain_first(tmp_path):
+    env = Env(tmp_path)
+    env.run(state="running", **plan_args())
+    gone = env.run(name="tenant-a100", state="absent")
+    assert gone["actions"] == ["destroy", "undefine"] and env.names() == []
+
+
+def test_uuid_mismatch_is_refused(tmp_path):
+    env = Env(tmp_path)
+    env.run(**plan_args())
+    err = env.fail(uuid="4dea22b3-1d52-d8f3-2516-782e98ab3fa0", **plan_args())
+    assert err.field == "uuid" and "exists with UUID" in err.msg
+
+
+def test_plan_for_another_tenant_is_refused(tmp_path):
+    env = Env(tmp_path)
+    err = env.fail(name="tenant-b", plan=runbook_tenant())
+    assert err.field == "plan" and "tenant-a100" in err.msg
+
+
+def test_preflight_refusal_defines_nothing(tmp_path):
+    env = Env(tmp_path, topology=runbook_topology(free_1g=(8, 64)))
+    err = env.fail(**plan_args())
+    assert err.field == "hugepages" and "only 8 are free" in err.msg
+    assert env.names() == []
+
+
+def test_second_tenant_on_the_same_gpu_is_refused(tmp_path):
+    env = Env(tmp_path)
+    env.run(**plan_args())
+    err = env.fail(**plan_args(name="tenant-b"))
+    assert "already used by domain tenant-a100" in err.message
+
+
+def test_structured_options_fill_companions_and_bars_from_topology(tmp_path):
+    env = Env(tmp_path)
+    args = dict(name="tenant-l4", vcpus=4, vcpu_pins=[17, 49, 18, 50],
+                guest_topology={"cores": 2, "threads": 2}, memory_gib=2,
+                hugepage_size="2M", memory_nodes="1", emulator_cpus="16,48", iothreads=1,
+                iothread_cpus="16,48", gpus=["0000:ca:00.0"],
+                network={"type": "bridge", "bridge": "br0"})
+    result = env.run(**args)
+    assert result["changed"]
+    xml = result["xml"]
+    assert "<page size='2048' unit='KiB'/>" in xml
+    assert "<source bridge='br0'/>" in xml
+    assert "<memory mode='strict' nodeset='1'/>" in xml
+    assert "bus='0xca'" in xml
+    assert not env.run(**args)["changed"]
+    # 52:54:00 MAC assigned by libvirt is kept across a redefinition
+    mac = env.domain("tenant-l4").XMLDesc(0).split("mac address='")[1][:17]
+    args["iothread_cpus"] = "16"
+    changed = env.run(**args)
+    assert changed["changed_elements"] == ["cputune/iothreadpin 1"]
+    assert "mac address='%s'" % mac in changed["xml"]
+
+
+def test_plan_and_structured_options_are_mutually_exclusive(tmp_path, capsys):
+    env = Env(tmp_path)
+    with pytest.raises(SystemExit):
+        env.run(vcpus=4, **plan_args())
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed"] and "mutually exclusive" in out["msg"]
+
+
+def test_overlay_and_seed_are_created_recorded_and_removed(tmp_path):
+    qemu_img = shutil.which("qemu-img")
+    assert qemu_img, "qemu-utils is in bindep.txt"
+    base = tmp_path / "base.qcow2"
+    subprocess.run([qemu_img, "create", "-q", "-f", "qcow2", str(base), "64M"], check=True)
+    prebuilt = tmp_path / "keep-me.iso"
+    prebuilt.write_bytes(b"not ours")
+    env = Env(tmp_path)
+    overlay, seed = tmp_path / "tenant.qcow2", tmp_path / "seed.iso"
+    args = plan_args(disk={"path": str(overlay), "base_image": str(base), "size": "1G"},
+                     cloud_init={"seed_path": str(seed),
+                                 "user_data": "#cloud-config\nhostname: tenant-a100\n"})
+    preview = env.run(check=True, **args)
+    assert preview["actions"][:2] == ["create overlay %s" % overlay, "build seed %s" % seed]
+    assert not overlay.exists() and not seed.exists()
+    result = env.run(**args)
+    assert overlay.exists() and seed.exists()
+    assert result["created_files"] == [str(overlay), str(seed)]
+    info = json.loads(subprocess.run([qemu_img, "info", "--output=json", str(overlay)],
+                                     capture_output=True, check=True, text=True).stdout)
+    assert info["backing-filename"] == str(base) and info["virtual-size"] == 1 << 30
+    assert "<source file='%s'/>" % overlay in result["xml"]
+    assert not env.run(**args)["changed"]
+    args["cloud_init"]["user_data"] += "packages: [numactl]\n"
+    rebuilt = env.run(**args)
+    assert rebuilt["actions"] == ["build seed %s" % seed]
+    # a prebuilt seed the module did not create is used, and never removed
+    args["cloud_init"] = {"seed_path": str(prebuilt)}
+    env.run(**args)
+    gone = env.run(name="tenant-a100", state="absent", remove_storage=True)
+    assert sorted(gone["removed_files"]) == sorted([str(overlay), str(seed)])
+    assert base.exists() and prebuilt.exists()
+    assert not overlay.exists() and not seed.exists()
+    assert not os.path.exists(os.path.join(env.state_dir, "tenant-a100.json"))
+
+
+def test_failed_definition_removes_the_overlay_it_created(tmp_path):
+    env = Env(tmp_path)
+    uuid = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
+    # libvirt refuses a new domain whose UUID another domain already has
+    env.conn.defineXML("<domain type='test'><name>other</name><uuid>%s</uuid>"
+                       "<memory>1048576</memory><os><type>hvm</type></os></domain>" % uuid)
+    overlay = tmp_path / "empty.qcow2"
+    err = env.fail(uuid=uuid, **plan_args(disk={"path": str(overlay), "size": "1G"}))
+    assert "libvirt refused the definition" in err.msg and "other" in err.msg
+    assert not overlay.exists()
+    assert env.names() == ["other"]
+    assert not os.path.exists(os.path.join(env.state_dir, "tenant-a100.json"))
+
+
+def test_missing_base_image_is_refused_before_anything_happens(tmp_path):
+    env = Env(tmp_path)
+    err = env.fail(**plan_args(disk={"path": str(tmp_path / "o.qcow2"),
+                                     "base_image": str(tmp_path / "nope.qcow2")}))
+    assert err.field == "disk.base_image"
+    assert env.names() == []
+
+
+def test_topology_option_takes_the_dict_form(tmp_path):
+    env = Env(tmp_path)
+    args = plan_args(topology=topology_to_dict(runbook_topology()), domain_type="test",
+                     state_dir=env.state_dir, _ansible_check_mode=True)
+    with patch_module_args(args):
+        module = mod.build_module()
+    runner = mod.PinnedDomain(module, conn=env.conn)
+    runner.run()
+    assert runner.result["changed"] and env.names() == []
+    assert 'bus="0x65"' in runner.result["xml"]      # lxml's quoting: check mode
+
+
+def test_runbook_tenant_from_the_real_planner_round_trips(tmp_path):
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import plan_placement
+    topo = runbook_topology()
+    plan = plan_placement(topo, [{"name": "tenant-a100", "gpus": 1, "vcpus": 30,
+                                  "memory_gib": 32, "hugepage_size": "1G", "nic_vf": True,
+                                  "iothreads": 2}], hugepage_check="free")
+    tenant = plan["tenants"][0]
+    assert tenant == dict(tenant, **{k: v for k, v in runbook_tenant().items()
+                                     if k != "gpus"})     # the planner agrees with section 8
+    env = Env(tmp_path, topology=topo)
+    first = env.run(name="tenant-a100", plan=tenant, state="running")
+    assert first["changed"] and first["state"] == "running"
+    second = env.run(name="tenant-a100", plan=tenant, state="running")
+    assert second["changed"] is False

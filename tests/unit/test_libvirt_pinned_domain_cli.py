@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""libvirt_pinned_domain through real ``ansible localhost -m`` runs: the host topology
+read from a fixturegen tree through ``root``, and a Python without libvirt-python."""
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from fixturegen import build_runbook_host
+from helpers import ansible_env, run_tool
+
+
+def adhoc(args, python=sys.executable, check=False):
+    argv = ["localhost", "-i", "localhost,", "-c", "local", "-m",
+            "gpuhost.kvm.libvirt_pinned_domain", "-a", json.dumps(args),
+            "-e", "ansible_python_interpreter=%s" % python]
+    if check:
+        argv.append("--check")
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="minimal", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    proc = run_tool("ansible", *argv, env=env, check=False, timeout=120)
+    start = proc.stdout.index("{", proc.stdout.find("localhost | "))
+    return proc, json.loads(proc.stdout[start:])
+
+
+def test_check_mode_reads_the_runbook_host_through_root(tmp_path):
+    root = build_runbook_host(str(tmp_path / "host"))
+    args = dict(name="tenant-a100", uri="test:///default", domain_type="test", root=root,
+                state_dir=str(tmp_path / "state"), vcpus=4, vcpu_pins=[1, 33, 2, 34],
+                guest_topology={"cores": 2, "threads": 2}, memory_gib=4,
+                memory_nodes="0", emulator_cpus="0,32", gpus=["0000:65:00.0"])
+    proc, result = adhoc(args, check=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert result["changed"] and result["changed_elements"] == ["domain"]
+    # companions and BARs came from the tree: the HDA function is in the same slot
+    assert "bus=\"0x65\" slot=\"0x00\" function=\"0x1\"" in result["xml"]
+
+
+def test_missing_libvirt_python_is_reported_by_missing_required_lib(tmp_path):
+    python = shutil.which("python3", path="/usr/bin")
+    if python is None:
+        pytest.skip("no system /usr/bin/python3 to run the module without the venv")
+    probe = run_tool("ansible", "localhost", "-i", "localhost,", "-c", "local", "-m",
+                     "ansible.builtin.command", "-a", "%s -c 'import libvirt'" % python,
+                     "-e", "ansible_python_interpreter=%s" % python, check=False)
+    if probe.returncode == 0:
+        pytest.skip("system python3 has libvirt-python; nothing to show")
+    proc, result = adhoc(dict(name="x", state="absent", state_dir=str(tmp_path)),
+                         python=python)
+    assert proc.returncode != 0
+    assert "Failed to import the required Python library (libvirt-python" in result["msg"]
