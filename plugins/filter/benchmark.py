@@ -1,0 +1,43 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Jinja filters of the benchmark role: thin wrappers of module_utils bench_parsers and
+bench_report, run on the controller, so the role parses, gates and renders with the
+functions the Python tests check."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import bench_parsers, bench_report
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist, parse_cpulist
+
+
+def bench_perf_analyzer(text, concurrency=None):
+    return bench_parsers.perf_analyzer_result(bench_parsers.parse_perf_analyzer_csv(text), concurrency)
+
+
+def bench_cpulist_count(cpulist):
+    """How many CPUs a cpulist names (cyclictest runs one thread per CPU)."""
+    return len(parse_cpulist(cpulist))
+
+
+def bench_cpulist(cpulist):
+    """A cpulist in its shortest form, so that two spellings of one set compare equal."""
+    return format_cpulist(parse_cpulist(cpulist))
+
+
+class FilterModule(object):
+
+    def filters(self):
+        return {
+            "bench_trtexec": bench_parsers.parse_trtexec,
+            "bench_perf_analyzer": bench_perf_analyzer,
+            "bench_cpulist": bench_cpulist,
+            "bench_cpulist_count": bench_cpulist_count,
+            "bench_cyclictest": bench_parsers.parse_cyclictest,
+            "bench_jitter": bench_report.evaluate_jitter,
+            "bench_gate": bench_report.evaluate_gate,
+            "bench_report": bench_report.build_report,
+            "bench_report_json": bench_report.report_json,
+            "bench_report_markdown": bench_report.report_markdown,
+            "bench_report_svg": bench_report.report_svg,
+        }

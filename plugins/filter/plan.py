@@ -1,0 +1,40 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Jinja filters over a placement plan: thin wrappers of module_utils plan_query and
+plan_render, so the roles ask the plan the same questions the Python tests check."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import plan_query, plan_render, validation
+
+
+class FilterModule(object):
+
+    def filters(self):
+        return {
+            "plan_tenants": plan_query.tenants_in_scope,
+            "plan_hugepages_total": plan_query.hugepages_total,
+            "plan_hugepages_per_node": plan_query.hugepages_per_node,
+            "plan_isolated_cpus": plan_query.isolated_cpus,
+            "plan_kernel_args": plan_query.kernel_args,
+            "plan_cmdline_missing": plan_query.cmdline_missing,
+            "plan_passthrough_functions": plan_query.passthrough_functions,
+            "plan_vf_pfs": plan_query.vf_pfs,
+            "plan_tenant_summary": plan_query.tenant_summary,
+            "plan_irq_groups": plan_query.irq_groups,
+            "plan_pool_key": plan_query.pool_key,
+            "plan_pool_counts": plan_query.pool_counts,
+            "plan_markdown": plan_render.render_markdown,
+            "plan_svg": plan_render.render_svg,
+            "plan_html": plan_render.render_html,
+            "validate_iommu": validation.check_iommu,
+            "validate_vfio": validation.check_vfio,
+            "validate_numa": validation.check_numa,
+            "validate_hugepages": validation.check_hugepages,
+            "validate_irqs": validation.check_irqs,
+            "validate_evidence": validation.check_evidence,
+            "validate_report": validation.report,
+            "validate_report_markdown": validation.report_markdown,
+            "validate_report_json": validation.report_json,
+        }

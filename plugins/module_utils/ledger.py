@@ -1,0 +1,325 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The allocation ledger: which tenant holds which GPU, cores, VF and hugepages on a host.
+
+The ledger is one JSON file on the host (``/var/lib/gpuhost/ledger.json`` by default).
+It is the memory that lets ``tenant_onboard.yml`` add a tenant without moving the
+tenants already running, and that stops two onboardings started at the same time from
+taking the same GPU:
+
+* every read-modify-write holds an exclusive ``flock`` on ``<ledger>.lock`` for its
+  whole duration (``locked()``), and re-reads the ledger under that lock;
+* a new version is written to a temporary file in the same directory, fsynced, and
+  renamed over the old one, then the directory is fsynced (``write_ledger()``), so a
+  crash leaves either the old or the new ledger, never half of one;
+* the previous good version is kept as ``<ledger>.prev``;
+* the body carries a SHA-256 checksum and a serial number. A ledger that does not parse,
+  is truncated or fails its checksum is reported with recovery steps
+  (``LedgerCorruptError``) and is never reset silently: resetting it would hand running
+  tenants' GPUs and cores to the next tenant.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+import time
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
+    TenantRequest,
+    plan_placement,
+    validate_tenant_name,
+)
+
+LEDGER_FORMAT = "gpuhost.kvm/ledger"
+LEDGER_VERSION = 1
+DEFAULT_LEDGER_PATH = "/var/lib/gpuhost/ledger.json"
+# The request keys the planner understands; a tenant definition in host_vars also
+# carries guest data (SSH keys, network) that the planner must not see.
+PLANNER_KEYS = tuple(f.name for f in dataclasses.fields(TenantRequest))
+
+
+class LedgerCorruptError(GpuhostError):
+    """The ledger file exists but cannot be trusted."""
+
+
+class LedgerLockTimeout(GpuhostError):
+    """Another run holds the ledger lock for longer than we are willing to wait."""
+
+
+@dataclasses.dataclass
+class LedgerData:
+    """The ledger's body plus its bookkeeping."""
+
+    tenants: list = dataclasses.field(default_factory=list)   # plan tenant entries
+    housekeeping: dict = dataclasses.field(default_factory=dict)
+    smt_policy: str = None
+    serial: int = 0
+    updated_at: str = None
+
+    def names(self):
+        return [t["name"] for t in self.tenants]
+
+    def body(self):
+        return {"tenants": self.tenants, "housekeeping": self.housekeeping,
+                "smt_policy": self.smt_policy}
+
+
+def _canonical(body):
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def checksum(body):
+    return "sha256:" + hashlib.sha256(_canonical(body).encode("ascii")).hexdigest()
+
+
+def _recovery_fix(path):
+    prev = path + ".prev"
+    return ("do not delete it. Compare it with the last good copy %s (its serial is one "
+            "lower); if that copy is intact and no tenant was onboarded since, restore it "
+            "with 'cp -p %s %s'. Otherwise rebuild the ledger from the domains that run "
+            "(virsh list --all; virsh dumpxml NAME shows each tenant's vcpupin and "
+            "hostdevs) and re-run tenant_onboard.yml for each tenant, which keeps their "
+            "pins" % (prev, prev, path))
+
+
+def parse_ledger(text, path=DEFAULT_LEDGER_PATH):
+    """Turn the file's text into LedgerData, or raise LedgerCorruptError."""
+    def corrupt(why):
+        return LedgerCorruptError("the allocation ledger %s is corrupt: %s" % (path, why),
+                                  field="path", fix=_recovery_fix(path),
+                                  details={"path": path})
+
+    if not text.strip():
+        raise corrupt("the file is empty (truncated write or disk full?)")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise corrupt("it is not valid JSON (%s); it may have been truncated" % exc)
+    if not isinstance(data, dict) or data.get("format") != LEDGER_FORMAT:
+        raise corrupt("it is not a gpuhost.kvm ledger (no format %r)" % LEDGER_FORMAT)
+    version = data.get("version")
+    if not isinstance(version, int) or version > LEDGER_VERSION or version < 1:
+        raise LedgerCorruptError(
+            "the allocation ledger %s has version %r; this collection reads version %d"
+            % (path, version, LEDGER_VERSION), field="path",
+            fix="run the gpuhost.kvm release that wrote it, or a newer one",
+            details={"path": path})
+    body = data.get("body")
+    if not isinstance(body, dict) or not isinstance(body.get("tenants"), list):
+        raise corrupt("its body or tenant list is missing")
+    if data.get("checksum") != checksum(body):
+        raise corrupt("its checksum does not match its content (edited by hand, or a "
+                      "partial write)")
+    for entry in body["tenants"]:
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise corrupt("a tenant entry has no name")
+    return LedgerData(tenants=body["tenants"], housekeeping=body.get("housekeeping") or {},
+                      smt_policy=body.get("smt_policy"), serial=int(data.get("serial", 0)),
+                      updated_at=data.get("updated_at"))
+
+
+def read_ledger(path):
+    """The ledger at ``path``; a missing file is the empty ledger of a new host."""
+    try:
+        with open(path, "r", encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return LedgerData()
+    except OSError as exc:
+        raise GpuhostError("cannot read the allocation ledger %s: %s" % (path, exc.strerror),
+                           field="path", fix="check the path and its permissions")
+    return parse_ledger(text, path)
+
+
+def render_ledger(data, now=None):
+    """The file content for ``data`` (its serial already bumped by the caller)."""
+    body = copy.deepcopy(data.body())
+    document = {
+        "format": LEDGER_FORMAT,
+        "version": LEDGER_VERSION,
+        "serial": data.serial,
+        "updated_at": now or data.updated_at,
+        "checksum": checksum(body),
+        "body": body,
+    }
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
+def _fsync_dir(directory):
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path, text, mode=0o600):
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def write_ledger(path, data, now=None):
+    """Write ``data`` as the next serial; keep the current good file as ``.prev``.
+
+    Call it only under ``locked(path)``, after ``read_ledger`` returned the current
+    version (so the old file is known to be intact when it becomes ``.prev``).
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    if os.path.exists(path):
+        with open(path, "r", encoding="utf-8") as handle:
+            _atomic_write(path + ".prev", handle.read())
+    new = dataclasses.replace(data, serial=data.serial + 1,
+                              updated_at=now or datetime.datetime.now(
+                                  datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    _atomic_write(path, render_ledger(new))
+    return new
+
+
+class locked:
+    """Exclusive flock on ``<path>.lock`` for a whole read-modify-write.
+
+    The lock is a separate file because the ledger itself is replaced by rename: a lock
+    on the ledger's inode would be lost with the old inode. ``timeout`` seconds of
+    waiting end in LedgerLockTimeout naming the holder's PID.
+    """
+
+    def __init__(self, path, timeout=60.0, poll=0.05, read_only=False):
+        self.lock_path = path + ".lock"
+        self.timeout = timeout
+        self.poll = poll
+        self.read_only = read_only
+        self.fd = None
+
+    def __enter__(self):
+        if self.read_only:
+            # Check mode must not create anything: without a lock file there is no
+            # ledger to protect yet; with one, wait for writers with a shared lock.
+            try:
+                self.fd = os.open(self.lock_path, os.O_RDONLY)
+            except FileNotFoundError:
+                return self
+            mode = fcntl.LOCK_SH
+        else:
+            directory = os.path.dirname(os.path.abspath(self.lock_path))
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            self.fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            mode = fcntl.LOCK_EX
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.fd, mode | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(self.fd)
+                    raise
+                if time.monotonic() >= deadline:
+                    holder = self._holder()
+                    os.close(self.fd)
+                    self.fd = None
+                    raise LedgerLockTimeout(
+                        "the allocation ledger is locked by another run%s for more than "
+                        "%s s" % (" (PID %s)" % holder if holder else "", self.timeout),
+                        field="lock_timeout",
+                        fix="wait for the other onboarding/offboarding to finish and run "
+                            "again, or raise lock_timeout")
+                time.sleep(self.poll)
+        if not self.read_only:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, ("%d\n" % os.getpid()).encode("ascii"), 0)
+        return self
+
+    def _holder(self):
+        try:
+            return os.pread(self.fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            return ""
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+        return False
+
+
+def planner_request(tenant, field):
+    """The planner's view of a tenant definition: its request keys only."""
+    if not isinstance(tenant, dict):
+        raise GpuhostError("a tenant must be a mapping, got %r" % (tenant,), field=field,
+                           fix="give name, gpus, vcpus and memory_gib for every tenant")
+    return {k: v for k, v in tenant.items() if k in PLANNER_KEYS and v is not None}
+
+
+def _housekeeping_of(data, housekeeping):
+    """The housekeeping in force: the one the ledger's tenants were placed with wins."""
+    if data.tenants and data.housekeeping:
+        if housekeeping and {str(k): str(v) for k, v in housekeeping.items()} != \
+                {str(k): str(v) for k, v in data.housekeeping.items()}:
+            raise GpuhostError(
+                "housekeeping %s differs from %s, which the tenants in the ledger were "
+                "placed with" % (housekeeping, data.housekeeping), field="housekeeping",
+                fix="keep the housekeeping CPUs while tenants run, or offboard them first")
+        return data.housekeeping
+    return housekeeping
+
+
+def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
+            hugepage_check="memory"):
+    """Plan ``tenants`` around the ledger's tenants; return (new LedgerData, plan, added).
+
+    Tenants already in the ledger keep their entries byte for byte (the planner copies
+    ``existing`` unchanged and refuses a request that differs from what was placed). A
+    request for a GPU, core or VF held by a ledger tenant fails with the holder's name.
+    Pure: reads nothing but its arguments.
+    """
+    if data.tenants and data.smt_policy and smt_policy != data.smt_policy:
+        raise GpuhostError(
+            "SMT policy %s differs from %s, which the tenants in the ledger were placed with"
+            % (smt_policy, data.smt_policy), field="smt_policy",
+            fix="keep gpuhost_smt_policy while tenants run, or offboard them first")
+    requests = [planner_request(t, "tenants[%d]" % i) for i, t in enumerate(tenants or [])]
+    hk = _housekeeping_of(data, housekeeping)
+    plan = plan_placement(topology, requests, housekeeping=hk or None, smt_policy=smt_policy,
+                          existing=data.tenants, hugepage_check=hugepage_check)
+    known = set(data.names())
+    added = [t["name"] for t in plan["tenants"] if t["name"] not in known]
+    new = dataclasses.replace(data, tenants=copy.deepcopy(plan["tenants"]),
+                              housekeeping=dict(plan["housekeeping"]), smt_policy=smt_policy)
+    return new, plan, added
+
+
+def release(data, topology, names, hugepage_check="none"):
+    """Drop ``names`` from the ledger; return (new LedgerData, plan of the rest, removed)."""
+    for index, name in enumerate(names):
+        validate_tenant_name(name, field="names[%d]" % index)
+    removed = [n for n in data.names() if n in set(names)]
+    kept = [t for t in data.tenants if t["name"] not in set(names)]
+    plan = plan_placement(topology, [], housekeeping=data.housekeeping or None,
+                          smt_policy=data.smt_policy or "require", existing=kept,
+                          hugepage_check=hugepage_check)
+    new = dataclasses.replace(data, tenants=copy.deepcopy(plan["tenants"]))
+    return new, plan, removed

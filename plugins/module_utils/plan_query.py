@@ -1,0 +1,179 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Questions the roles ask of a plan (docs/plan-format.md), answered in one place.
+
+The roles would otherwise repeat the same Jinja loops (total 1G pages, kernel
+arguments, the devices to bind). These pure functions back the ``gpuhost.kvm.plan_*``
+filters.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    format_cpulist,
+    parse_cpulist,
+)
+
+GIGANTIC_KIB = 1048576
+
+
+def tenants_in_scope(plan, scope=None):
+    """The plan's tenants, or only those named in ``scope`` (an empty scope means all)."""
+    tenants = list(plan.get("tenants") or ())
+    if not scope:
+        return tenants
+    wanted = {scope} if isinstance(scope, str) else set(scope)
+    return [t for t in tenants if t["name"] in wanted]
+
+
+def hugepages_total(plan, size_kib):
+    """Pages of ``size_kib`` the plan needs on all nodes together."""
+    return sum(int(sizes.get(str(int(size_kib)), 0))
+               for sizes in (plan.get("hugepages") or {}).values())
+
+
+def hugepages_per_node(plan):
+    """[{node, size_kib, pages}] sorted by node and size, for the boot-time unit."""
+    rows = []
+    for node, sizes in sorted((plan.get("hugepages") or {}).items(), key=lambda i: int(i[0])):
+        for size, pages in sorted(sizes.items(), key=lambda i: int(i[0])):
+            rows.append({"node": int(node), "size_kib": int(size), "pages": int(pages)})
+    return rows
+
+
+def isolated_cpus(plan):
+    """Every online CPU that is not housekeeping: stable when tenants come and go, so
+    that onboarding never needs a new kernel command line."""
+    online = set(parse_cpulist(plan.get("online_cpus") or ""))
+    housekeeping = set(parse_cpulist(plan.get("housekeeping_cpus") or ""))
+    return format_cpulist(sorted(online - housekeeping))
+
+
+def kernel_args(plan, cpu_vendor=None, iommu_pt=True, ignore_msrs=True, isolate=False,
+                extra=()):
+    """The kernel arguments the host needs, as ``name=value`` strings, in a fixed order.
+
+    1G pages can only be reserved at boot; the default hugepage size stays 2M so that
+    ``vm.nr_hugepages`` keeps meaning 2M pages (libvirt names the size per domain).
+    """
+    args = []
+    vendor = (cpu_vendor or "").lower()
+    if "amd" in vendor:
+        args.append("amd_iommu=on")
+    else:
+        args.append("intel_iommu=on")
+    if iommu_pt:
+        args.append("iommu=pt")
+    if ignore_msrs:
+        args.append("kvm.ignore_msrs=1")
+    gigantic = hugepages_total(plan, GIGANTIC_KIB)
+    if gigantic:
+        args += ["hugepagesz=1G", "hugepages=%d" % gigantic]
+    if isolate:
+        cpus = isolated_cpus(plan)
+        if cpus:
+            args += ["isolcpus=managed_irq,domain,%s" % cpus, "nohz_full=%s" % cpus,
+                     "rcu_nocbs=%s" % cpus]
+    args += [str(a) for a in extra or ()]
+    return args
+
+
+def cmdline_missing(cmdline, wanted):
+    """The wanted ``name=value`` arguments that ``cmdline`` lacks (or has otherwise)."""
+    have = {}
+    for token in str(cmdline).split():
+        name, _, value = token.partition("=")
+        have.setdefault(name, []).append(value)
+    missing = []
+    for arg in wanted:
+        name, _, value = str(arg).partition("=")
+        # hugepagesz/hugepages may repeat (one pair per size): any occurrence counts.
+        if value not in have.get(name, []):
+            missing.append(arg)
+    return missing
+
+
+def passthrough_functions(plan, scope=None):
+    """Every GPU function (with companions) the tenants in scope pass through."""
+    result = []
+    for tenant in tenants_in_scope(plan, scope):
+        for gpu in tenant.get("gpus") or ():
+            for function in gpu.get("functions") or [gpu["address"]]:
+                if function not in result:
+                    result.append(function)
+    return result
+
+
+def vf_pfs(plan, scope=None):
+    """The PFs whose VFs the tenants in scope use."""
+    pfs = []
+    for tenant in tenants_in_scope(plan, scope):
+        vf = tenant.get("vf") or {}
+        if vf.get("pf") and vf["pf"] not in pfs:
+            pfs.append(vf["pf"])
+    return sorted(pfs)
+
+
+def tenant_summary(plan, name):
+    """One tenant's placement in a few lines, for the onboarding summary."""
+    for tenant in plan.get("tenants") or ():
+        if tenant["name"] == name:
+            gpus = ", ".join(f for g in tenant.get("gpus") or ()
+                             for f in (g.get("functions") or [g["address"]])) or "none"
+            size = "1G" if tenant.get("hugepage_size_kib") == GIGANTIC_KIB else "2M"
+            return [
+                "tenant %s on NUMA node %s" % (name, tenant["node"]),
+                "GPU functions: %s" % gpus,
+                "vCPUs %d pinned to CPUs %s (guest topology %s)"
+                % (len(tenant.get("vcpu_pins") or ()),
+                   format_cpulist(tenant.get("vcpu_pins") or ()),
+                   "{sockets}s/{cores}c/{threads}t".format(**tenant["guest_topology"])
+                   if tenant.get("guest_topology") else "n/a"),
+                "emulator/iothreads on CPUs %s" % tenant.get("emulator_cpus"),
+                "memory %s GiB in %s pages on node %s"
+                % (tenant.get("memory_gib"), size, tenant["node"]),
+                "VF: %s" % ((tenant.get("vf") or {}).get("address") or "none"),
+            ]
+    return ["tenant %s is not in the plan" % name]
+
+
+def irq_groups(plan, layout, host_devices=None, with_passthrough=True):
+    """Per NUMA node: the IRQ sources whose IRQs belong on that node's housekeeping CPUs.
+
+    ``host``: the host's NIC/NVMe functions on the node (``layout["irq_devices"]``, or
+    only those in ``host_devices``); ``guest``: the functions the node's tenants pass
+    through, whose vfio-msix IRQs appear when the domain starts. A device whose node is
+    unknown goes with the first node.
+    """
+    housekeeping = plan.get("housekeeping") or {}
+    nodes = sorted(housekeeping, key=int)
+    wanted = set(host_devices or ())
+    rows = []
+    for node in nodes:
+        host = [d["address"] for d in (layout or {}).get("irq_devices") or ()
+                if (not wanted or d["address"] in wanted)
+                and (str(d.get("node")) == node
+                     or (d.get("node") is None and node == nodes[0]))]
+        guest = []
+        if with_passthrough:
+            for tenant in plan.get("tenants") or ():
+                if str(tenant["node"]) != node:
+                    continue
+                guest += passthrough_functions({"tenants": [tenant]})
+                if tenant.get("vf"):
+                    guest.append(tenant["vf"]["address"])
+        rows.append({"node": node, "cpus": housekeeping[node], "devices": host + guest,
+                     "host": host, "guest": guest})
+    return rows
+
+
+def pool_key(row):
+    """A hugepages_per_node() row as the "node/size_kib" key the validation reads."""
+    return "%s/%s" % (row["node"], row["size_kib"])
+
+
+def pool_counts(pair):
+    """[nr_hugepages, free_hugepages] as read from sysfs -> {"nr", "free"}."""
+    nr, free = list(pair) + [0] * (2 - len(pair))
+    return {"nr": int(nr), "free": int(free)}

@@ -1,0 +1,175 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Runbook section 14 as checks: pure functions from what the validate role read off
+the host (IOMMU facts, sysfs values, virsh output) to a pass/fail report.
+
+Each check is ``{"id", "title", "status", "detail"}`` with status ``pass``, ``fail``
+or ``not_run`` (the evidence is missing, e.g. the guest stage has not run); a report
+passes when no check fails.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    format_cpulist,
+    parse_cpulist,
+)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.plan_query import (
+    passthrough_functions,
+)
+
+PASS, FAIL, NOT_RUN = "pass", "fail", "not_run"
+
+
+def _check(check_id, title, status, detail):
+    return {"id": check_id, "title": title, "status": status, "detail": detail}
+
+
+def parse_virsh_vcpupin(text):
+    """``virsh vcpupin NAME`` -> {vcpu: (cpus...)}."""
+    pins = {}
+    for line in str(text).splitlines():
+        match = re.match(r"^\s*(\d+)\s+([0-9,\-]+)\s*$", line)
+        if match:
+            pins[int(match.group(1))] = parse_cpulist(match.group(2))
+    return pins
+
+
+def parse_meminfo_hugepages(text):
+    """The HugePages_* and Hugepagesize lines of /proc/meminfo as ints."""
+    values = {}
+    for line in str(text).splitlines():
+        match = re.match(r"^(HugePages_\w+|Hugepagesize):\s+(\d+)", line)
+        if match:
+            values[match.group(1)] = int(match.group(2))
+    return values
+
+
+def check_iommu(iommu):
+    cmdline = (iommu or {}).get("cmdline") or {}
+    on = cmdline.get("intel_iommu") == "on" or cmdline.get("amd_iommu") == "on" or \
+        (iommu or {}).get("vendor") == "amd"
+    if (iommu or {}).get("enabled") and on:
+        return _check("iommu", "IOMMU on", PASS, "%s IOMMU, mode %s, %d groups"
+                      % (iommu.get("vendor"), iommu.get("mode"), len(iommu.get("groups") or ())))
+    return _check("iommu", "IOMMU on", FAIL,
+                  "IOMMU enabled: %s, command line: %s; run the iommu stage and reboot"
+                  % ((iommu or {}).get("enabled"), cmdline or "no IOMMU flag"))
+
+
+def check_vfio(plan, iommu):
+    drivers = {}
+    for group in (iommu or {}).get("groups") or ():
+        for device in group.get("devices") or ():
+            drivers[device["address"]] = device.get("driver")
+    wanted = passthrough_functions(plan)
+    wanted += [t["vf"]["address"] for t in plan.get("tenants") or () if t.get("vf")]
+    wrong = ["%s on %s" % (a, drivers.get(a) or "no driver") for a in wanted
+             if drivers.get(a) != "vfio-pci"]
+    if not wanted:
+        return _check("vfio", "Devices on vfio-pci", NOT_RUN, "no device to pass through")
+    if wrong:
+        return _check("vfio", "Devices on vfio-pci", FAIL, "not on vfio-pci: " + ", ".join(wrong))
+    return _check("vfio", "Devices on vfio-pci", PASS, "%d functions on vfio-pci" % len(wanted))
+
+
+def check_numa(plan, device_nodes, domain_pins):
+    """``device_nodes``: address -> node read from sysfs; ``domain_pins``: tenant ->
+    ``virsh vcpupin`` text (absent when the domain is not defined)."""
+    problems = []
+    checked = 0
+    for tenant in plan.get("tenants") or ():
+        node = int(tenant["node"])
+        addresses = passthrough_functions({"tenants": [tenant]})
+        if tenant.get("vf"):
+            addresses.append(tenant["vf"]["address"])
+        for address in addresses:
+            have = device_nodes.get(address)
+            if have is not None and int(have) >= 0 and int(have) != node:
+                problems.append("%s of %s is on node %s, the tenant on node %d"
+                                % (address, tenant["name"], have, node))
+        text = (domain_pins or {}).get(tenant["name"])
+        if text is None:
+            problems.append("%s: domain not defined (no vcpupin to compare)" % tenant["name"])
+            continue
+        pins = parse_virsh_vcpupin(text)
+        for vcpu, cpu in enumerate(tenant.get("vcpu_pins") or ()):
+            if pins.get(vcpu) != (int(cpu),):
+                problems.append("%s vCPU %d runs on %s, the plan pins it to %s"
+                                % (tenant["name"], vcpu, format_cpulist(pins.get(vcpu, ())) or "?",
+                                   cpu))
+        checked += 1
+    title = "GPU/VF, vCPUs and memory on one NUMA node"
+    if problems:
+        return _check("numa", title, FAIL, "; ".join(problems))
+    if not plan.get("tenants"):
+        return _check("numa", title, NOT_RUN, "no tenant")
+    return _check("numa", title, PASS, "%d tenants pinned as planned" % checked)
+
+
+def check_hugepages(plan, node_pages, meminfo_text, running):
+    """``node_pages``: "node/size_kib" -> {"nr", "free"}; ``running``: tenant names
+    whose domains run (their pages must be in use)."""
+    problems = []
+    for node, sizes in sorted((plan.get("hugepages") or {}).items()):
+        for size, pages in sorted(sizes.items()):
+            pool = node_pages.get("%s/%s" % (node, size)) or {}
+            nr, free = int(pool.get("nr", 0)), int(pool.get("free", 0))
+            if nr < int(pages):
+                problems.append("node %s has %d pages of %s kB, the plan needs %s"
+                                % (node, nr, size, pages))
+            in_use = sum(int(t["hugepages"].get(node, 0)) for t in plan.get("tenants") or ()
+                         if t["name"] in running and str(t.get("hugepage_size_kib")) == size
+                         and t.get("hugepages"))
+            if nr - free < in_use:
+                problems.append("node %s: running tenants should hold %d pages of %s kB, "
+                                "only %d are in use" % (node, in_use, size, nr - free))
+    info = parse_meminfo_hugepages(meminfo_text)
+    summary = "meminfo HugePages_Total %s Free %s" % (info.get("HugePages_Total"),
+                                                      info.get("HugePages_Free"))
+    title = "Hugepages reserved per node and used by the VMs"
+    if problems:
+        return _check("hugepages", title, FAIL, "; ".join(problems) + "; " + summary)
+    return _check("hugepages", title, PASS, summary)
+
+
+def check_irqs(would_change, managed=()):
+    changing = sorted(set(int(i) for i in would_change or ()) - set(int(i) for i in managed or ()))
+    title = "IRQs off tenant CPUs"
+    if changing:
+        return _check("irq", title, FAIL, "IRQs not on their housekeeping CPUs: %s"
+                      % ", ".join(str(i) for i in changing))
+    return _check("irq", title, PASS, "every selected IRQ is pinned; irqbalance ban list in place")
+
+
+def check_evidence(check_id, title, evidence):
+    """Guest/benchmark results reported by later stages: {tenant: {"passed", "detail"}}."""
+    if not evidence:
+        return _check(check_id, title, NOT_RUN, "no result reported (stage not run)")
+    failed = ["%s: %s" % (name, r.get("detail")) for name, r in sorted(evidence.items())
+              if not r.get("passed")]
+    if failed:
+        return _check(check_id, title, FAIL, "; ".join(failed))
+    return _check(check_id, title, PASS, ", ".join(sorted(evidence)))
+
+
+def report(host, checks):
+    failed = [c["id"] for c in checks if c["status"] == FAIL]
+    return {"host": host, "passed": not failed, "failed": failed, "checks": checks}
+
+
+def report_markdown(data):
+    lines = ["# Validation of %s: %s" % (data["host"], "PASS" if data["passed"] else "FAIL"),
+             "", "| Check | Status | Detail |", "|---|---|---|"]
+    for check in data["checks"]:
+        lines.append("| %s | %s | %s |" % (check["title"], check["status"].upper(),
+                                            str(check["detail"]).replace("|", "\\|")))
+    return "\n".join(lines) + "\n"
+
+
+def report_json(data):
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"

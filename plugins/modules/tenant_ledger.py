@@ -1,0 +1,254 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: tenant_ledger
+short_description: Reserve or release tenants' GPUs, cores, VFs and hugepages in the host's allocation ledger
+version_added: "0.1.0"
+description:
+  - Keeps the allocation ledger of a GPU host, a JSON file on the host
+    (C(/var/lib/gpuhost/ledger.json)), and returns the host's placement plan
+    (see C(docs/plan-format.md)) with every tenant in the ledger.
+  - With I(state=present), takes an exclusive lock on the ledger, re-reads it, plans the
+    requested tenants around the tenants already in it with the C(numa_cpuset) planner
+    (tenants already placed keep their pins unchanged), refuses any conflict with a
+    message that names the tenant holding the resource, and writes the new ledger
+    atomically (temporary file, fsync, rename) before releasing the lock. Two onboardings
+    started at the same time therefore get different GPUs, cores and VFs, or one of them
+    fails cleanly.
+  - With I(state=absent), removes the named tenants from the ledger.
+  - A ledger that is truncated, not JSON, or fails its checksum is reported with recovery
+    steps and never reset.
+options:
+  path:
+    description: The ledger file on the managed host. Its directory is created (mode 0700).
+    type: path
+    default: /var/lib/gpuhost/ledger.json
+  state:
+    description:
+      - C(present) reserves I(tenants); C(absent) releases I(names).
+    type: str
+    choices: [present, absent]
+    default: present
+  tenants:
+    description:
+      - Tenant definitions (C(gpuhost_tenants) entries). Only the request keys
+        C(name), C(gpus), C(vcpus), C(memory_gib), C(hugepage_size), C(nic_vf),
+        C(iothreads) and C(emulator_policy) reach the planner; other keys (SSH keys,
+        guest network) are ignored here.
+      - A tenant already in the ledger must be requested exactly as it was placed.
+      - Required with I(state=present); an empty list returns the ledger's plan.
+    type: list
+    elements: dict
+  names:
+    description: Names of the tenants to release. Required with I(state=absent).
+    type: list
+    elements: str
+  smt_policy:
+    description: The SMT policy (Nova's meanings); must stay the same while tenants run.
+    type: str
+    choices: [require, prefer, isolate]
+    default: require
+  housekeeping:
+    description:
+      - >-
+        Housekeeping CPUs per NUMA node, as C({"0": "0,32"}). Default the first core of
+        every node. Once tenants are in the ledger, the housekeeping they were placed with
+        is kept, and a different value is refused.
+    type: dict
+  hugepage_check:
+    description:
+      - How the planner checks hugepages for new tenants (see the planner). C(memory)
+        accepts pages that the numa role can still reserve from free memory.
+    type: str
+    choices: [memory, free, none]
+    default: memory
+  lock_timeout:
+    description: Seconds to wait for another run's lock before failing.
+    type: float
+    default: 60
+extends_documentation_fragment:
+  - gpuhost.kvm.root
+notes:
+  - The ledger O(path) is a host path; it is not resolved under O(root).
+attributes:
+  check_mode:
+    support: full
+    details: Plans under the lock and reports the ledger it would write; writes nothing.
+  diff_mode:
+    support: full
+    details: Shows the ledger's tenant names and their allocations before and after.
+author:
+  - gpuhost.kvm contributors
+"""
+
+EXAMPLES = r"""
+- name: Reserve the host's tenants and get the plan
+  gpuhost.kvm.tenant_ledger:
+    state: present
+    tenants: "{{ gpuhost_tenants }}"
+    smt_policy: require
+  register: ledger
+
+- name: Onboard one more tenant without moving the others
+  gpuhost.kvm.tenant_ledger:
+    state: present
+    tenants:
+      - name: tenant-b
+        gpus: 1
+        vcpus: 8
+        memory_gib: 32
+        hugepage_size: 1G
+        nic_vf: true
+
+- name: Release a tenant
+  gpuhost.kvm.tenant_ledger:
+    state: absent
+    names: [tenant-b]
+"""
+
+RETURN = r"""
+plan:
+  description: The host's placement plan with every tenant in the ledger (docs/plan-format.md).
+  returned: always
+  type: dict
+layout:
+  description: The host's NUMA nodes with their cores, GPUs and SR-IOV PFs, for plan pictures.
+  returned: always
+  type: dict
+  sample: {"cpu_vendor": "GenuineIntel", "nodes": {"0": {"cpus": "0-15,32-47", "cores": [[0, 32]]}}}
+allocated:
+  description: Tenants added to the ledger by this call.
+  returned: always
+  type: list
+  elements: str
+released:
+  description: Tenants removed from the ledger by this call.
+  returned: always
+  type: list
+  elements: str
+ledger:
+  description: The ledger after this call.
+  returned: always
+  type: dict
+  sample: {"path": "/var/lib/gpuhost/ledger.json", "serial": 3, "tenants": ["tenant-a100"]}
+"""
+
+import os
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger as ledger_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.plan_render import layout_from_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", default=ledger_core.DEFAULT_LEDGER_PATH),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            tenants=dict(type="list", elements="dict"),
+            names=dict(type="list", elements="str"),
+            smt_policy=dict(type="str", choices=["require", "prefer", "isolate"],
+                            default="require"),
+            housekeeping=dict(type="dict"),
+            hugepage_check=dict(type="str", choices=["memory", "free", "none"],
+                                default="memory"),
+            lock_timeout=dict(type="float", default=60.0),
+            root=dict(type="path", default="/"),
+        ),
+        required_if=[("state", "present", ["tenants"]), ("state", "absent", ["names"])],
+        mutually_exclusive=[("tenants", "names")],
+        supports_check_mode=True,
+    )
+
+
+def _summary(data):
+    return {t["name"]: {"node": t.get("node"),
+                        "gpus": [g.get("address") for g in t.get("gpus") or ()],
+                        "cpus": t.get("dedicated_cpus"),
+                        "vf": (t.get("vf") or {}).get("address")}
+            for t in data.tenants}
+
+
+class TenantLedger:
+    """One call: lock, read, plan, write (unless check mode), unlock."""
+
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.changed = False
+        self.plan = {}
+        self.layout = {}
+        self.allocated = []
+        self.released = []
+        self.before = None
+        self.after = None
+        self.serial = None
+
+    def run(self):
+        params = self.params
+        topology = read_host_topology(params["root"], with_irqs=False)
+        self.layout = layout_from_topology(topology)
+        with ledger_core.locked(params["path"], timeout=params["lock_timeout"],
+                                read_only=self.module.check_mode):
+            current = ledger_core.read_ledger(params["path"])
+            self.before = _summary(current)
+            if params["state"] == "present":
+                new, self.plan, self.allocated = ledger_core.reserve(
+                    current, topology, params["tenants"], smt_policy=params["smt_policy"],
+                    housekeeping=params["housekeeping"],
+                    hugepage_check=params["hugepage_check"])
+            else:
+                new, self.plan, self.released = ledger_core.release(
+                    current, topology, params["names"])
+            self.after = _summary(new)
+            file_missing = not os.path.exists(params["path"])
+            self.changed = (new.body() != current.body()) or (
+                file_missing and params["state"] == "present")
+            self.serial = current.serial
+            if self.changed and not self.module.check_mode:
+                self.serial = ledger_core.write_ledger(params["path"], new).serial
+
+    @property
+    def result(self):
+        result = {
+            "changed": self.changed,
+            "plan": self.plan,
+            "layout": self.layout,
+            "allocated": self.allocated,
+            "released": self.released,
+            "ledger": {"path": self.params["path"], "serial": self.serial,
+                       "tenants": sorted((self.after or {}).keys())},
+        }
+        if self.module._diff and self.before is not None:
+            result["diff"] = {"before": self.before, "after": self.after,
+                              "before_header": self.params["path"],
+                              "after_header": self.params["path"]}
+        return result
+
+
+def main():
+    module = build_module()
+    ledger = TenantLedger(module)
+    try:
+        ledger.run()
+    except GpuhostError as err:
+        module.fail_json(**dict(ledger.result, **err.to_result()))
+    except OSError as err:
+        module.fail_json(msg="cannot update the allocation ledger %s: %s"
+                         % (module.params["path"], err),
+                         exception=traceback.format_exc(), **ledger.result)
+    module.exit_json(**ledger.result)
+
+
+if __name__ == "__main__":
+    main()

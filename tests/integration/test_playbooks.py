@@ -1,0 +1,126 @@
+"""The playbooks for real: syntax of every playbook, plan.yml against the synthetic
+runbook host (ansible_connection=local, gpuhost_sysfs_root at the fixture tree), and a
+check-mode run of site.yml against the example inventory's hk-gpu-01 on that tree.
+Nothing here needs the host's real /sys: every read goes below the fixture root, the
+ledger lives in the test's directory, and libvirt is its in-process test driver."""
+
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from fixturegen import build_runbook_host
+from helpers import REPO, run_tool
+
+PLAYBOOKS = ["site.yml"] + sorted(os.path.relpath(p, REPO) for p in
+                                  glob.glob(os.path.join(REPO, "playbooks", "*.yml")))
+INVENTORY = os.path.join(REPO, "inventories", "example", "hosts.yml")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """The synthetic runbook host and the extra vars that point hk-gpu-01 at it."""
+    base = tmp_path_factory.mktemp("runbook")
+    root = str(base / "root")
+    build_runbook_host(root)
+    image = str(base / "base.qcow2")
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", image, "1G"], check=True)
+    extra = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "gpuhost_sysfs_root": root,
+        "gpuhost_ledger_path": str(base / "ledger" / "ledger.json"),
+        "gpuhost_state_dir": str(base / "state"),
+        "gpuhost_libvirt_uri": "test:///default",
+        "plan_output_dir": str(base / "reports"),
+        "validate_report_dir": str(base / "reports"),
+        "vm_base_image": image,
+        "vm_image_dir": str(base / "images"),
+        "vm_domain_type": "test",
+    }
+    path = base / "extra.json"
+    path.write_text(json.dumps(extra))
+    return {"base": base, "root": root, "extra": "@%s" % path, "vars": extra}
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_syntax_check(playbook):
+    proc = run_tool("ansible-playbook", "--syntax-check", "-i", INVENTORY, playbook)
+    assert "playbook: %s" % playbook in proc.stdout
+
+
+def _recap(stdout, host="hk-gpu-01"):
+    match = re.search(r"^%s\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)"
+                      % re.escape(host), stdout, re.M)
+    assert match, stdout[-3000:]
+    return dict(zip(("ok", "changed", "unreachable", "failed"), map(int, match.groups())))
+
+
+def test_plan_playbook_writes_tables_and_picture_without_touching_the_ledger(lab):
+    proc = run_tool("ansible-playbook", "playbooks/plan.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
+                    "-e", lab["extra"])
+    assert _recap(proc.stdout)["failed"] == 0
+    out = lab["base"] / "reports" / "hk-gpu-01"
+    markdown = (out / "plan.md").read_text()
+    assert "# Placement plan of hk-gpu-01" in markdown
+    assert "| GPU | 0000:65:00.0 | tenant-a100 |" in markdown
+    assert "| 0 | 0,32 | housekeeping |" in markdown
+    tree = ET.fromstring((out / "plan.svg").read_text())
+    assert [g.get("id") for g in tree.iter("{http://www.w3.org/2000/svg}g")] == ["node0", "node1"]
+    assert (out / "plan.html").read_text().startswith("<!DOCTYPE html>")
+    # plan.yml is read-only: no ledger, no lock file.
+    assert not os.path.exists(os.path.dirname(lab["vars"]["gpuhost_ledger_path"]))
+
+
+def _tree_state(root):
+    """Every path below root with its mtime, without following sysfs's symlink loops."""
+    state = {}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            state[path] = os.lstat(path).st_mtime_ns
+    return state
+
+
+def test_site_check_mode_on_the_runbook_host_completes_without_failures(lab):
+    before = _tree_state(lab["root"])
+    proc = run_tool("ansible-playbook", "site.yml", "--check", "-i", INVENTORY, "-l", "hk-gpu-01",
+                    "-e", lab["extra"], timeout=900)
+    recap = _recap(proc.stdout)
+    assert recap["failed"] == 0 and recap["unreachable"] == 0
+    assert recap["changed"] > 0            # a fresh host has work to do
+    # Every stage ran, in the runbook's order.
+    stages = [m for m in re.findall(r"^TASK \[gpuhost\.kvm\.(\w+) :", proc.stdout, re.M)]
+    order = [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s]
+    assert order == ["plan", "bios", "iommu", "vfio", "numa", "sriov_irq", "vm", "guest",
+                     "benchmark", "validate"], order
+    assert "NOT IMPLEMENTED YET (issue 7" in proc.stdout
+    # Check mode wrote nothing: no ledger, no state, the fixture tree untouched.
+    assert not os.path.exists(os.path.dirname(lab["vars"]["gpuhost_ledger_path"]))
+    assert not os.path.exists(lab["vars"]["gpuhost_state_dir"])
+    assert _tree_state(lab["root"]) == before
+
+
+def test_tenant_ledger_module_reserves_then_is_idempotent(lab, tmp_path):
+    args = json.dumps({"path": str(tmp_path / "ledger.json"), "root": lab["root"],
+                       "tenants": [{"name": "t1", "gpus": 1, "vcpus": 4, "memory_gib": 4,
+                                    "hugepage_size": "2M", "ssh_authorized_keys": ["k"]}]})
+    results = []
+    for check in (True, False, False):
+        argv = ["localhost", "-c", "local", "-m", "gpuhost.kvm.tenant_ledger", "-a", args,
+                "-e", "ansible_python_interpreter=%s" % sys.executable]
+        proc = run_tool("ansible", *(argv + (["--check"] if check else [])))
+        results.append("CHANGED" in proc.stdout.split("\n")[0])
+    assert results == [True, True, False]
+    data = json.loads((tmp_path / "ledger.json").read_text())
+    assert data["serial"] == 1 and data["body"]["tenants"][0]["name"] == "t1"
+
+
+def test_ansible_doc_renders_tenant_ledger():
+    proc = run_tool("ansible-doc", "gpuhost.kvm.tenant_ledger")
+    assert "allocation ledger" in proc.stdout and "EXAMPLES" in proc.stdout

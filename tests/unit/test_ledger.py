@@ -1,0 +1,196 @@
+"""The allocation ledger: atomic writes, the lock, corruption detection, and reservations
+planned around the tenants already in it (on the synthetic runbook host)."""
+
+import json
+import multiprocessing
+import os
+
+import pytest
+
+from fixturegen import build_runbook_host, build_eight_gpu_host
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+
+TENANT_A = {"name": "tenant-a100", "gpus": ["0000:65:00.0"], "vcpus": 30, "memory_gib": 64,
+            "hugepage_size": "1G", "nic_vf": True, "iothreads": 2,
+            "emulator_policy": "housekeeping",
+            "ssh_authorized_keys": ["ssh-ed25519 AAAA test"], "guest_address": "192.0.2.51/24"}
+
+
+@pytest.fixture(scope="module")
+def runbook(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runbook")
+    build_runbook_host(str(root))
+    return read_host_topology(str(root), with_irqs=False)
+
+
+@pytest.fixture(scope="module")
+def eight_gpu(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eight")
+    build_eight_gpu_host(str(root))
+    return str(root)
+
+
+def test_missing_ledger_is_empty_and_reserve_keeps_guest_keys_out_of_the_planner(runbook,
+                                                                                 tmp_path):
+    data = ledger.read_ledger(str(tmp_path / "ledger.json"))
+    assert data.tenants == [] and data.serial == 0
+    new, plan, added = ledger.reserve(data, runbook, [TENANT_A])
+    assert added == ["tenant-a100"]
+    entry = plan["tenants"][0]
+    assert entry["node"] == 0
+    assert entry["gpus"][0]["functions"] == ["0000:65:00.0", "0000:65:00.1"]
+    assert entry["vf"]["pf"] == "0000:41:00.0"
+    assert "ssh_authorized_keys" not in json.dumps(new.body())
+    assert new.housekeeping == {"0": "0,32", "1": "16,48"}
+
+
+def test_write_then_read_round_trips_with_serial_and_prev_copy(runbook, tmp_path):
+    path = str(tmp_path / "state" / "ledger.json")
+    new, _, _ = ledger.reserve(ledger.read_ledger(path), runbook, [TENANT_A])
+    with ledger.locked(path):
+        first = ledger.write_ledger(path, new, now="2026-01-01T00:00:00Z")
+    assert first.serial == 1
+    assert not os.path.exists(path + ".prev")
+    again = ledger.read_ledger(path)
+    assert again.body() == new.body() and again.serial == 1
+    with ledger.locked(path):
+        second = ledger.write_ledger(path, again)
+    assert second.serial == 2
+    assert json.load(open(path + ".prev"))["serial"] == 1
+    # No temporary file is left behind in the ledger's directory.
+    assert sorted(os.listdir(os.path.dirname(path))) == ["ledger.json", "ledger.json.lock",
+                                                         "ledger.json.prev"]
+
+
+@pytest.mark.parametrize("damage,why", [
+    (lambda text: "", "empty"),
+    (lambda text: text[: len(text) // 2], "not valid JSON"),
+    (lambda text: text.replace('"memory_gib": 64', '"memory_gib": 32'), "checksum"),
+    (lambda text: json.dumps({"hello": 1}), "not a gpuhost.kvm ledger"),
+])
+def test_corrupt_ledger_is_detected_with_recovery_steps_never_reset(runbook, tmp_path,
+                                                                    damage, why):
+    path = str(tmp_path / "ledger.json")
+    new, _, _ = ledger.reserve(ledger.read_ledger(path), runbook, [TENANT_A])
+    ledger.write_ledger(path, new)
+    damaged = damage(open(path).read())
+    with open(path, "w") as handle:
+        handle.write(damaged)
+    with pytest.raises(ledger.LedgerCorruptError) as info:
+        ledger.read_ledger(path)
+    assert why in info.value.message
+    assert ".prev" in info.value.fix and "do not delete" in info.value.fix
+    assert open(path).read() == damaged          # untouched
+
+
+def test_newer_ledger_version_is_refused(tmp_path):
+    path = tmp_path / "ledger.json"
+    body = {"tenants": [], "housekeeping": {}, "smt_policy": None}
+    path.write_text(json.dumps({"format": ledger.LEDGER_FORMAT, "version": 99,
+                                "checksum": ledger.checksum(body), "body": body}))
+    with pytest.raises(ledger.LedgerCorruptError, match="version 99"):
+        ledger.read_ledger(str(path))
+
+
+def test_existing_tenant_keeps_its_pins_when_another_is_added(eight_gpu, tmp_path):
+    topo = read_host_topology(eight_gpu, with_irqs=False)
+    first = {"name": "a", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}
+    second = {"name": "b", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}
+    one, plan1, _ = ledger.reserve(ledger.LedgerData(), topo, [first])
+    two, plan2, added = ledger.reserve(one, topo, [first, second])
+    assert added == ["b"]
+    assert plan2["tenants"][0] == plan1["tenants"][0]
+    a_cpus = set(plan2["tenants"][0]["vcpu_pins"])
+    assert not a_cpus & set(plan2["tenants"][1]["vcpu_pins"])
+    assert plan2["tenants"][0]["gpus"][0]["address"] != plan2["tenants"][1]["gpus"][0]["address"]
+
+
+def test_conflicting_explicit_gpu_is_refused_naming_the_holder(runbook):
+    held, _, _ = ledger.reserve(ledger.LedgerData(), runbook, [TENANT_A])
+    thief = dict(TENANT_A, name="tenant-b", nic_vf=False, vcpus=2, memory_gib=1)
+    with pytest.raises(GpuhostError) as info:
+        ledger.reserve(held, runbook, [thief])
+    assert "tenant-a100" in info.value.message
+
+
+def test_changed_request_and_changed_policy_are_refused(runbook):
+    held, _, _ = ledger.reserve(ledger.LedgerData(), runbook, [TENANT_A])
+    with pytest.raises(GpuhostError, match="request differs"):
+        ledger.reserve(held, runbook, [dict(TENANT_A, vcpus=28)])
+    with pytest.raises(GpuhostError, match="SMT policy"):
+        ledger.reserve(held, runbook, [TENANT_A], smt_policy="prefer")
+    with pytest.raises(GpuhostError, match="housekeeping"):
+        ledger.reserve(held, runbook, [TENANT_A], housekeeping={"0": "1,33"})
+
+
+def test_release_drops_only_the_named_tenant(eight_gpu):
+    topo = read_host_topology(eight_gpu, with_irqs=False)
+    both, plan, _ = ledger.reserve(ledger.LedgerData(), topo, [
+        {"name": "a", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"},
+        {"name": "b", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}])
+    rest, plan_rest, removed = ledger.release(both, topo, ["b", "nobody"])
+    assert removed == ["b"]
+    assert [t["name"] for t in plan_rest["tenants"]] == ["a"]
+    assert plan_rest["tenants"][0] == plan["tenants"][0]
+
+
+def _hold_lock(path, ready, release):
+    with ledger.locked(path):
+        ready.set()
+        release.wait(10)
+
+
+def test_lock_is_exclusive_and_times_out_naming_the_holder(tmp_path):
+    path = str(tmp_path / "ledger.json")
+    ctx = multiprocessing.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(path, ready, release))
+    holder.start()
+    try:
+        assert ready.wait(10)
+        with pytest.raises(ledger.LedgerLockTimeout) as info:
+            with ledger.locked(path, timeout=0.3):
+                pass
+        assert "PID %d" % holder.pid in info.value.message
+    finally:
+        release.set()
+        holder.join(10)
+    with ledger.locked(path, timeout=1):
+        pass
+
+
+def _onboard(root, path, name, queue):
+    topo = read_host_topology(root, with_irqs=False)
+    request = {"name": name, "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}
+    try:
+        with ledger.locked(path, timeout=30):
+            current = ledger.read_ledger(path)
+            new, plan, _ = ledger.reserve(current, topo, [request])
+            ledger.write_ledger(path, new)
+        entry = [t for t in plan["tenants"] if t["name"] == name][0]
+        queue.put((name, entry["gpus"][0]["address"], tuple(entry["vcpu_pins"])))
+    except GpuhostError as err:
+        queue.put((name, "error", err.message))
+
+
+def test_concurrent_onboardings_get_different_gpus_and_cores(eight_gpu, tmp_path):
+    path = str(tmp_path / "ledger.json")
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    workers = [ctx.Process(target=_onboard, args=(eight_gpu, path, "t%d" % i, queue))
+               for i in range(4)]
+    for worker in workers:
+        worker.start()
+    results = [queue.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(10)
+    assert all(r[1] != "error" for r in results), results
+    gpus = [r[1] for r in results]
+    assert len(set(gpus)) == 4
+    cpus = [c for r in results for c in r[2]]
+    assert len(cpus) == len(set(cpus))
+    final = ledger.read_ledger(path)
+    assert sorted(final.names()) == ["t0", "t1", "t2", "t3"] and final.serial == 4

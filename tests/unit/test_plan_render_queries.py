@@ -1,0 +1,127 @@
+"""What the roles ask of a plan (plan_query) and the section 14 checks (validation),
+on the planner's real output for the synthetic runbook host."""
+
+import pytest
+
+from fixturegen import build_runbook_host
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import plan_query, validation
+from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import plan_placement
+from ansible_collections.gpuhost.kvm.plugins.module_utils.plan_render import layout_from_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+
+TENANT = {"name": "tenant-a100", "gpus": ["0000:65:00.0"], "vcpus": 30, "memory_gib": 64,
+          "hugepage_size": "1G", "nic_vf": True, "iothreads": 2}
+SMALL = {"name": "tenant-b", "gpus": 0, "vcpus": 4, "memory_gib": 8, "hugepage_size": "2M"}
+
+
+@pytest.fixture(scope="module")
+def runbook(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("runbook"))
+    build_runbook_host(root)
+    topo = read_host_topology(root, with_irqs=False)
+    return plan_placement(topo, [TENANT, SMALL]), layout_from_topology(topo)
+
+
+def test_hugepage_totals_and_rows(runbook):
+    plan, _ = runbook
+    assert plan_query.hugepages_total(plan, 1048576) == 64
+    assert plan_query.hugepages_total(plan, 2048) == 4096
+    rows = plan_query.hugepages_per_node(plan)
+    assert {"node": 0, "size_kib": 1048576, "pages": 64} in rows
+    assert {"node": 1, "size_kib": 2048, "pages": 4096} in rows
+
+
+def test_kernel_args_by_vendor_with_hugepages_and_isolation(runbook):
+    plan, _ = runbook
+    intel = plan_query.kernel_args(plan, "GenuineIntel")
+    assert intel == ["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "hugepagesz=1G",
+                     "hugepages=64"]
+    amd = plan_query.kernel_args(plan, "AuthenticAMD", iommu_pt=False, ignore_msrs=False)
+    assert amd[0] == "amd_iommu=on" and "iommu=pt" not in amd
+    isolated = plan_query.kernel_args(plan, "GenuineIntel", isolate=True, extra=["quiet"])
+    assert "nohz_full=1-15,17-31,33-47,49-63" in isolated
+    assert "isolcpus=managed_irq,domain,1-15,17-31,33-47,49-63" in isolated
+    assert isolated[-1] == "quiet"
+
+
+def test_cmdline_missing_compares_values(runbook):
+    wanted = ["intel_iommu=on", "iommu=pt", "hugepagesz=1G", "hugepages=64"]
+    line = "BOOT_IMAGE=/vmlinuz ro intel_iommu=on iommu=pt hugepagesz=2M hugepages=8 hugepagesz=1G"
+    assert plan_query.cmdline_missing(line, wanted) == ["hugepages=64"]
+    assert plan_query.cmdline_missing("intel_iommu=off", ["intel_iommu=on"]) == ["intel_iommu=on"]
+
+
+def test_devices_scope_and_irq_groups(runbook):
+    plan, layout = runbook
+    assert plan_query.passthrough_functions(plan) == ["0000:65:00.0", "0000:65:00.1"]
+    assert plan_query.passthrough_functions(plan, ["tenant-b"]) == []
+    assert [t["name"] for t in plan_query.tenants_in_scope(plan, "tenant-b")] == ["tenant-b"]
+    assert plan_query.vf_pfs(plan) == ["0000:41:00.0"]
+    groups = {g["node"]: g for g in plan_query.irq_groups(plan, layout)}
+    vf = plan["tenants"][0]["vf"]["address"]
+    assert groups["0"]["cpus"] == "0,32"
+    assert groups["0"]["devices"] == ["0000:41:00.0", "0000:65:00.0", "0000:65:00.1", vf]
+    assert "0000:b1:00.0" in groups["1"]["host"] and groups["1"]["guest"] == []
+    only_host = plan_query.irq_groups(plan, layout, with_passthrough=False)
+    assert only_host[0]["devices"] == ["0000:41:00.0"]
+
+
+def test_tenant_summary_names_everything_the_sre_needs(runbook):
+    plan, _ = runbook
+    lines = plan_query.tenant_summary(plan, "tenant-a100")
+    assert lines[0] == "tenant tenant-a100 on NUMA node 0"
+    assert "0000:65:00.1" in lines[1]
+    assert "vCPUs 30 pinned to CPUs 1-15,33-47 (guest topology 1s/15c/2t)" == lines[2]
+    assert plan_query.tenant_summary(plan, "nobody") == ["tenant nobody is not in the plan"]
+
+
+def _vcpupin_text(pins):
+    return "VCPU   CPU Affinity\n----------------------\n" + "".join(
+        " %d      %d\n" % (i, c) for i, c in enumerate(pins))
+
+
+def test_validation_passes_on_matching_evidence_and_fails_naming_the_fault(runbook):
+    plan, _ = runbook
+    a100 = plan["tenants"][0]
+    groups = [{"group": 4, "devices": [{"address": "0000:65:00.0", "driver": "vfio-pci"},
+                                       {"address": "0000:65:00.1", "driver": "vfio-pci"}]},
+              {"group": 6, "devices": [{"address": a100["vf"]["address"], "driver": "vfio-pci"}]}]
+    iommu = {"enabled": True, "vendor": "intel", "mode": "identity", "groups": groups,
+             "cmdline": {"intel_iommu": "on", "iommu": "pt"}}
+    assert validation.check_iommu(iommu)["status"] == "pass"
+    assert validation.check_iommu(dict(iommu, cmdline={}))["status"] == "fail"
+    assert validation.check_vfio(plan, iommu)["status"] == "pass"
+    groups[0]["devices"][1]["driver"] = "snd_hda_intel"
+    vfio = validation.check_vfio(plan, iommu)
+    assert vfio["status"] == "fail" and "0000:65:00.1 on snd_hda_intel" in vfio["detail"]
+
+    pins = {t["name"]: _vcpupin_text(t["vcpu_pins"]) for t in plan["tenants"]}
+    nodes = {"0000:65:00.0": 0, "0000:65:00.1": 0, a100["vf"]["address"]: 0}
+    assert validation.check_numa(plan, nodes, pins)["status"] == "pass"
+    moved = dict(pins, **{"tenant-a100": _vcpupin_text([17] + a100["vcpu_pins"][1:])})
+    numa = validation.check_numa(plan, dict(nodes, **{"0000:65:00.1": 1}), moved)
+    assert numa["status"] == "fail"
+    assert "vCPU 0 runs on 17, the plan pins it to 1" in numa["detail"]
+    assert "0000:65:00.1 of tenant-a100 is on node 1" in numa["detail"]
+
+    pools = {"0/1048576": {"nr": 64, "free": 0}, "1/2048": {"nr": 4096, "free": 0}}
+    meminfo = "HugePages_Total:    64\nHugePages_Free:      0\nHugepagesize:    2048 kB\n"
+    running = ["tenant-a100", "tenant-b"]
+    assert validation.check_hugepages(plan, pools, meminfo, running)["status"] == "pass"
+    short = validation.check_hugepages(plan, dict(pools, **{"0/1048576": {"nr": 64, "free": 64}}),
+                                       meminfo, running)
+    assert short["status"] == "fail" and "only 0 are in use" in short["detail"]
+
+    assert validation.check_irqs([120, 121], managed=[121])["status"] == "fail"
+    assert validation.check_irqs([121], managed=[121])["status"] == "pass"
+    assert validation.check_evidence("guest", "Guest", {})["status"] == "not_run"
+    bench = validation.check_evidence("bench", "Bench", {"tenant-a100": {"passed": False,
+                                                                         "detail": "P95 9.1 ms"}})
+    assert bench["status"] == "fail" and "P95 9.1 ms" in bench["detail"]
+
+    report = validation.report("hk-gpu-01", [validation.check_iommu(iommu), vfio])
+    assert report["passed"] is False and report["failed"] == ["vfio"]
+    markdown = validation.report_markdown(report)
+    assert markdown.startswith("# Validation of hk-gpu-01: FAIL")
+    assert "| Devices on vfio-pci | FAIL |" in markdown
