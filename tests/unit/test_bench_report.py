@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The acceptance gate, the comparison with the previous run and the three reports, fed
+results in the shape the runners return (literal dicts and a parsed real trtexec log)."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.dom.minidom
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import bench_parsers, bench_report
+from ansible_collections.gpuhost.kvm.plugins.module_utils.kserve_loadgen import histogram
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "bench")
+
+
+def builtin_result(p95=7.2, p99=8.1, throughput=4400.0, failed=0, complete=True):
+    samples = sorted([6.0 + i * 0.01 for i in range(100)])
+    return {"runner": "builtin", "complete": complete, "aborted": None if complete else "server stopped",
+            "requests_sent": 100 + failed, "requests_succeeded": 100, "requests_failed": failed,
+            "errors": {"http_500": failed} if failed else {}, "throughput": throughput, "concurrency": 8,
+            "batch_size": 32, "latency": {"p50_ms": 6.5, "p90_ms": 7.0, "p95_ms": p95, "p99_ms": p99,
+                                          "min_ms": 6.0, "max_ms": 9.0, "mean_ms": 6.6},
+            "histogram": histogram(samples)}
+
+
+def test_gate_passes_at_the_runbook_figures():
+    gate = bench_report.evaluate_gate("tenant-a100", builtin_result(), p95_ms_max=8.0, p99_ms_max=12.0,
+                                      min_throughput=4000)
+    assert gate["passed"] and gate["failures"] == []
+    assert [c["option"] for c in gate["checks"]] == ["benchmark_p95_ms_max", "benchmark_p99_ms_max",
+                                                     "benchmark_min_throughput", "benchmark_max_error_ratio"]
+
+
+def test_gate_failures_name_tenant_and_figure():
+    gate = bench_report.evaluate_gate("tenant-a100", builtin_result(p95=9.25, throughput=3000.5),
+                                      p95_ms_max=8.0, min_throughput=4000)
+    assert not gate["passed"]
+    assert gate["failures"] == [
+        "tenant-a100: P95 latency 9.25 ms is above the 8 ms limit (benchmark_p95_ms_max)",
+        "tenant-a100: throughput 3000.5 inferences/s is below the 4000 inferences/s limit (benchmark_min_throughput)"]
+
+
+def test_gate_counts_failed_requests_and_partial_runs():
+    gate = bench_report.evaluate_gate("t", builtin_result(failed=3, complete=False), p95_ms_max=8.0)
+    assert gate["failures"][0] == "t: the benchmark run did not complete (server stopped); its figures are partial"
+    assert gate["failures"][1] == "t: 3 of 103 requests failed (http_500 x3), above benchmark_max_error_ratio 0.0"
+    assert bench_report.evaluate_gate("t", builtin_result(failed=3), max_error_ratio=0.05)["passed"]
+
+
+def test_gate_on_a_parsed_trtexec_run():
+    with open(os.path.join(BENCH, "trtexec_trt10_16_rtx6000ada.log")) as handle:
+        result = bench_parsers.parse_trtexec(handle.read())
+    assert bench_report.evaluate_gate("t", result, p95_ms_max=0.2, p99_ms_max=0.3)["passed"]
+    failing = bench_report.evaluate_gate("t", result, p95_ms_max=0.1)
+    assert failing["failures"] == ["t: P95 latency 0.122 ms is above the 0.1 ms limit (benchmark_p95_ms_max)"]
+
+
+def test_comparison_with_previous_report():
+    previous = bench_report.build_report("t", "h", builtin_result(p95=8.0, throughput=4000.0),
+                                         {"passed": True, "checks": [], "failures": []}, "2026-01-01T00:00:00Z")
+    current = builtin_result(p95=7.2, throughput=4400.0)
+    comparison = bench_report.compare(current, json.loads(bench_report.report_json(previous)))
+    rows = {row["figure"]: row for row in comparison["figures"]}
+    assert rows["P95 latency (ms)"] == {"figure": "P95 latency (ms)", "before": 8.0, "after": 7.2, "change_pct": -10.0}
+    assert rows["throughput (inferences/s)"]["change_pct"] == 10.0
+    assert comparison["previous_run_at"] == "2026-01-01T00:00:00Z" and comparison["previous_passed"] is True
+    assert bench_report.compare(current, None) is None
+
+
+def test_markdown_and_svg_reports():
+    result = builtin_result(p95=9.0)
+    gate = bench_report.evaluate_gate("tenant-a100", result, p95_ms_max=8.0)
+    report = bench_report.build_report("tenant-a100", "hk-gpu-01", result, gate, "2026-02-02T00:00:00Z")
+    markdown = bench_report.report_markdown(report)
+    assert markdown.startswith("# Benchmark of tenant-a100 on hk-gpu-01: FAIL\n")
+    assert "| P95 (ms) | 9 |" in markdown and "| P95 latency (benchmark_p95_ms_max) | 8 ms | 9 | FAIL |" in markdown
+    assert "No previous report of this tenant." in markdown
+    svg = bench_report.report_svg(report)
+    document = xml.dom.minidom.parseString(svg)
+    rects = document.getElementsByTagName("rect")
+    assert len(rects) == 1 + 40  # background + one bar per histogram bin
+    assert "P95 latency max 8" in svg and ">P95 9<" in svg
+
+
+def test_svg_without_samples_draws_percentile_bars():
+    with open(os.path.join(BENCH, "perf_analyzer_inception_graphdef.csv")) as handle:
+        result = bench_parsers.perf_analyzer_result(bench_parsers.parse_perf_analyzer_csv(handle.read()), 1)
+    gate = bench_report.evaluate_gate("t", result, p95_ms_max=20.0)
+    svg = bench_report.report_svg(bench_report.build_report("t", "h", result, gate, "now"))
+    xml.dom.minidom.parseString(svg)
+    assert "percentiles only" in svg and "19.753 ms" in svg
+
+
+def test_jitter_ceiling():
+    with open(os.path.join(BENCH, "cyclictest_rt_tests_2_4_dev_vm.txt")) as handle:
+        parsed = bench_parsers.parse_cyclictest(handle.read())
+    jitter = bench_report.evaluate_jitter("t", parsed, 100, "0-1")
+    assert not jitter["passed"]
+    assert jitter["failures"] == ["t: host jitter 1046 us on CPUs 0-1 is above the 100 us ceiling "
+                                  "(benchmark_cyclictest_max_us)"]
+    assert bench_report.evaluate_jitter("t", parsed, 2000, "0-1")["passed"]
