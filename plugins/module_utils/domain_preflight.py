@@ -133,10 +133,11 @@ def check_hostdevs(spec, topo, report):
             continue
         verdict = group_members_verdict(topo, unit)
         if not verdict.clean:
-            foreign = ", ".join("%s (%s, driver %s)" % (f.get("address"), f.get("class_name")
-                                                      or hex(f.get("class_code") or 0),
-                                                      f.get("driver") or "none")
-                                for f in verdict.foreign)
+            foreign = ", ".join(
+                "%s (%s, driver %s)" % (f.get("address"),
+                                        f.get("class_name") or hex(f.get("class_code") or 0),
+                                        f.get("driver") or "none")
+                for f in verdict.foreign)
             report.refusals.append(Refusal(
                 "hostdev",
                 "%s is in IOMMU group %s, which also holds %s%s"

@@ -231,12 +231,18 @@ def spec_from_options(name, vcpus, vcpu_pins, memory_gib, **kwargs):
     return spec
 
 
-def validate_spec(spec):
-    """Refuse a spec libvirt would reject or that could not be what was meant."""
-    if not NAME_RE.match(spec.name or ""):
-        raise GpuhostError("%r is not a usable domain name" % (spec.name,), field="name",
+def validate_domain_name(name):
+    """Refuse a name libvirt would reject or that would escape a state directory."""
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise GpuhostError("%r is not a usable domain name" % (name,), field="name",
                            fix="use 1-63 characters from A-Z a-z 0-9 _ . -, starting "
                                "with a letter or digit")
+    return name
+
+
+def validate_spec(spec):
+    """Refuse a spec libvirt would reject or that could not be what was meant."""
+    validate_domain_name(spec.name)
     if spec.vcpus < 1:
         raise GpuhostError("vcpus is %d" % spec.vcpus, field="vcpus", fix="give 1 or more")
     if len(spec.vcpu_pins) != spec.vcpus:
@@ -604,8 +610,8 @@ def element_key(element):
         return "hostdev %s" % pci_source_key(element)
     if tag == "interface":
         source = element.find("source")
-        ident = pci_source_key(element) or (source.get("bridge") or source.get("network")
-                                             if source is not None else None)
+        ident = pci_source_key(element) or (
+            source.get("bridge") or source.get("network") if source is not None else None)
         return "interface %s %s" % (element.get("type"), ident)
     if tag == "disk":
         target = element.find("target")

@@ -397,6 +397,6 @@ def read_context(root="/", functions=None, ssh_connection=None, ip_addr_json=Non
         functions=functions, iommu_enabled=iommu.enabled,
         group_verdict=lambda addresses: group_members_verdict(topo, addresses),
         critical=read_host_critical(root, functions, ssh_connection, ip_addr_json),
-        domain_devices=domain_devices,
+        domain_devices=domain_devices, acs_override=iommu.acs_override,
         open_users=lambda address, driver: open_users(root, device_nodes(root, address,
                                                                          driver)))

@@ -57,6 +57,12 @@ def read_config(writer, path):
     except (IOError, OSError) as err:
         raise GpuhostError("cannot read %s: %s" % (path, err), field="irqbalance_config",
                            fix="check the path and its permissions (become: true)")
+    except UnicodeDecodeError as err:
+        raise GpuhostError("%s is not a text file (%s)" % (path, err),
+                           field="irqbalance_config",
+                           fix="check that irqbalance_config names irqbalance's environment "
+                               "file (/etc/sysconfig/irqbalance or /etc/default/irqbalance) "
+                               "and restore it from the irqbalance package")
     if text is None:
         return ""
     check_syntax(text, path)

@@ -264,7 +264,7 @@ class _Host:
                         ranked.append((self.pci[vf].driver not in _READY_VF_DRIVERS,
                                        self.address_key[pf], self.address_key[vf], pf, vf))
             ranked.sort()
-            self._vf_candidates[node] = tuple((pf, vf) for *_, pf, vf in ranked)
+            self._vf_candidates[node] = tuple(entry[-2:] for entry in ranked)
         return self._vf_candidates[node]
 
     def vf_group_clean(self, address):
@@ -435,8 +435,8 @@ def _matches_existing(request, entry):
     """Why a request differs from the tenant already placed under its name, or None."""
     differences = []
     if request.vcpus != len(entry.get("vcpu_pins") or ()):
-        differences.append("vcpus %d, placed with %d" % (request.vcpus,
-                                                       len(entry.get("vcpu_pins") or ())))
+        differences.append("vcpus %d, placed with %d"
+                           % (request.vcpus, len(entry.get("vcpu_pins") or ())))
     if request.memory_gib != entry.get("memory_gib"):
         differences.append("memory_gib %d, placed with %s"
                            % (request.memory_gib, entry.get("memory_gib")))
@@ -569,7 +569,7 @@ def _cpu_fix(request, policy):
 # ---------------------------------------------------------------------------- the plan
 
 def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
-                   existing=None, hugepage_check="memory"):
+                   existing=None, hugepage_check="memory", allow_acs_override=False):
     """Place ``tenants`` on ``topology`` and return the plan (docs/plan-format.md).
 
     ``topology``: a HostTopology or its dict form. ``tenants``: request dicts or
@@ -578,7 +578,9 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     with the same name stands for that tenant. ``hugepage_check``: ``memory`` (the
     node's free hugepages plus free memory must hold the new tenants' pages, which the
     numa role reserves after planning), ``free`` (the pages must already be reserved
-    and free) or ``none``. Raises GpuhostError; changes nothing.
+    and free) or ``none``. ``allow_acs_override``: place GPUs and VFs although
+    pcie_acs_override is active (its groups are not isolated by the hardware). Raises
+    GpuhostError; changes nothing.
     """
     if smt_policy not in SMT_POLICIES:
         raise GpuhostError("unknown SMT policy %r" % (smt_policy,), field="smt_policy",
@@ -614,6 +616,7 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
         _check_vcpus(request, host, smt_policy, "tenants[%d].vcpus" % index)
         requests.append((index, request))
 
+    _check_acs_override(host, requests, allow_acs_override)
     warnings: List[str] = []
     ledger = _Ledger()
     kept, kept_by_name = _load_existing(existing, host, ledger, warnings)
@@ -645,6 +648,23 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
 
     all_tenants = [copy.deepcopy(e) for e in kept] + planned
     return _assemble(host, housekeeping_cpus, smt_policy, all_tenants, ledger, warnings)
+
+
+def _check_acs_override(host, requests, allowed):
+    """A group split by pcie_acs_override is no isolation: refuse to hand out devices."""
+    override = host.topology.iommu.acs_override
+    if not override or allowed:
+        return
+    for index, request in requests:
+        if request.gpu_count or request.nic_vf:
+            raise GpuhostError(
+                "pcie_acs_override=%s is active on the kernel command line: its IOMMU groups "
+                "are split by the kernel, not isolated by the hardware, so tenant %s's "
+                "devices could reach another tenant's by peer-to-peer DMA"
+                % (override, request.name), field="allow_acs_override",
+                fix="remove pcie_acs_override from the kernel command line and reboot (move "
+                    "the GPU to a slot whose root port has ACS); set allow_acs_override: true "
+                    "only on a host with a single tenant")
 
 
 def _check_vcpus(request, host, smt_policy, field):
@@ -930,10 +950,10 @@ def _choose_vf(host, ledger, node, field):
                        if p == pf and vf not in ledger.function_owner)
             summary.append("%s: %d VFs, %d free" % (pf, len(vfs), free))
     raise _NoFit(node, "VFs", "1 SR-IOV VF on node %s" % node,
-                     "0 (%s)" % ("; ".join(summary) or "no SR-IOV PF on node %s" % node),
-                     "%s.nic_vf" % field,
-                     "create more VFs on a PF of node %s (gpuhost.kvm.sriov_vfs), or set "
-                     "nic_vf: false" % node)
+                 "0 (%s)" % ("; ".join(summary) or "no SR-IOV PF on node %s" % node),
+                 "%s.nic_vf" % field,
+                 "create more VFs on a PF of node %s (gpuhost.kvm.sriov_vfs), or set "
+                 "nic_vf: false" % node)
 
 
 def _assemble(host, housekeeping_cpus, policy, tenants, ledger, warnings):

@@ -205,7 +205,10 @@ def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_setting
                            field="pf", fix="enable SR-IOV in the firmware/NIC settings, or "
                                            "pick the PF itself rather than a VF or non-SR-IOV "
                                            "device")
-    if num_vfs < 0 or num_vfs > total:
+    if num_vfs < 0:
+        raise GpuhostError("num_vfs %d is negative" % num_vfs, field="num_vfs",
+                           fix="ask for 0 (no VFs) up to %d VFs" % total)
+    if num_vfs > total:
         raise GpuhostError("num_vfs %d is above sriov_totalvfs %d of %s" % (num_vfs, total,
                                                                             address),
                            field="num_vfs", fix="ask for at most %d VFs, or raise the "
@@ -240,7 +243,7 @@ def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_setting
     if recreate and current:
         changes.value_changes.append((numvfs_path, current, 0))
         changes.add("write 0 to %s" % numvfs_path, lambda: writer.write(numvfs_path, "0"),
-                    lambda: writer.write(numvfs_path, str(current)))
+                    _restore_vfs(writer, address, current, autoprobe_now, existing))
     if recreate and num_vfs:
         changes.value_changes.append((numvfs_path, 0, num_vfs))
         changes.add("write %d to %s" % (num_vfs, numvfs_path),
@@ -286,6 +289,30 @@ def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_setting
                         lambda u=ip_vf_argv(netdev, index, undo_values): _run(runner, u))
     plan.vfs = [{"index": i, "address": predicted.get(i)} for i in range(num_vfs)]
     return plan
+
+
+def _restore_vfs(writer, pf, count, autoprobe_before, vfs_before):
+    """The undo of removing a PF's VFs: bring them back as they were, with the autoprobe
+    setting they were created under and each VF's driver and override."""
+    before = {index: (current_driver(writer, vf), current_override(writer, vf))
+              for index, vf in vfs_before.items()}
+
+    def undo():
+        if autoprobe_before is not None:
+            writer.write(device_path(pf, "sriov_drivers_autoprobe"), autoprobe_before)
+        writer.write(device_path(pf, "sriov_numvfs"), str(count))
+        for index, vf in sorted(current_vfs(writer, pf).items()):
+            driver, override = before.get(index, (None, None))
+            if current_override(writer, vf) != override:
+                writer.write(device_path(vf, "driver_override"), (override or "") + "\n")
+            now = current_driver(writer, vf)
+            if now == driver:
+                continue
+            if now:
+                writer.write(device_path(vf, "driver/unbind"), vf)
+            if driver:
+                writer.write("/sys/bus/pci/drivers/%s/bind" % driver, vf)
+    return undo
 
 
 def _vf_bind_step(changes, writer, pf, index, predicted):
@@ -393,7 +420,7 @@ def plan_persistence(changes, writer, plan, num_vfs, vf_driver, vf_settings, int
 
 
 def _subprocess_runner(argv):
-    proc = subprocess.run(argv, capture_output=True, text=True)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -73,6 +73,8 @@ class HostWriter:
         """Replace a configuration file atomically: temp file in the same folder, rename.
 
         ``mode`` None keeps the mode of the file it replaces (0644 for a new file).
+        Returns the host paths of the folders it had to create, deepest first, so that
+        an undo can remove them again; on failure it removes them itself.
         """
         target = self.path(host_path)
         if mode is None:
@@ -81,9 +83,11 @@ class HostWriter:
             except OSError:
                 mode = 0o644
         folder = os.path.dirname(target)
+        created = self.missing_folders(host_path)
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".gpuhost-", dir=folder)
+        tmp = None
         try:
+            fd, tmp = tempfile.mkstemp(prefix=".gpuhost-", dir=folder)
             with os.fdopen(fd, "w") as handle:
                 handle.write(content)
                 handle.flush()
@@ -91,9 +95,27 @@ class HostWriter:
             os.chmod(tmp, mode)
             os.rename(tmp, target)
         except BaseException:
-            if os.path.exists(tmp):
+            if tmp and os.path.exists(tmp):
                 os.unlink(tmp)
+            self.remove_empty_folders(created)
             raise
+        return created
+
+    def missing_folders(self, host_path):
+        """The ancestors of ``host_path`` that do not exist yet, deepest first."""
+        missing = []
+        folder = os.path.dirname("/" + str(host_path).lstrip("/"))
+        while folder not in ("/", "") and not os.path.isdir(self.path(folder)):
+            missing.append(folder)
+            folder = os.path.dirname(folder)
+        return missing
+
+    def remove_empty_folders(self, host_folders):
+        for folder in host_folders:
+            try:
+                os.rmdir(self.path(folder))
+            except OSError:
+                break   # not empty (or gone): leave it and its parents
 
     def remove_file(self, host_path):
         try:
@@ -166,7 +188,10 @@ class ChangeSet:
         self.value_changes.append((host_path, before, after))
         if undo is None and before is not None:
             restore = before if undo_value is None else undo_value
-            undo = lambda: writer.write(host_path, restore)   # noqa: E731
+
+            def write_back():
+                return writer.write(host_path, restore)
+            undo = write_back
         self.add("write %s to %s" % (after, host_path),
                  lambda: writer.write(host_path, after), undo)
 
@@ -176,16 +201,18 @@ class ChangeSet:
         if before == content:
             return False
         self.files.append(FileChange(host_path, before, content, mode, summarize))
+        created = []
 
         def apply():
             if content is None:
                 writer.remove_file(host_path)
             else:
-                writer.write_file(host_path, content, mode)
+                created[:] = writer.write_file(host_path, content, mode) or []
 
         def undo():
             if before is None:
                 writer.remove_file(host_path)
+                writer.remove_empty_folders(created)
             else:
                 writer.write_file(host_path, before, mode)
 
@@ -306,5 +333,5 @@ def wrapper_script(module_name, function, dest="/usr/local/lib/gpuhost/python",
             "import sys\n"
             "sys.path.insert(0, %r)\n"
             "from %s import %s\n"
-            "sys.exit(%s(sys.argv[1:]))\n") % (interpreter, module_name, dest, module_name,
-                                                function, function)
+            "sys.exit(%s(sys.argv[1:]))\n"
+            % (interpreter, module_name, dest, module_name, function, function))

@@ -57,7 +57,7 @@ INITRAMFS_TOOLS_MODULES = "/etc/initramfs-tools/modules"
 EARLY_MODULES = ("vfio", "vfio_iommu_type1", "vfio_pci")
 
 OVERRIDES = ("allow_dirty_group", "allow_boot_vga", "allow_host_critical", "allow_in_use",
-             "allow_attached_to_running_domain")
+             "allow_attached_to_running_domain", "allow_acs_override")
 
 
 def device_path(address, attr=""):
@@ -158,6 +158,7 @@ class HostContext:
     critical: object = None               # host_safety.HostCriticalDevices
     domain_devices: Optional[dict] = None  # address -> running domains; None: not checked
     open_users: object = None             # callable(address, driver) -> {pid: (comm, nodes)}
+    acs_override: Optional[str] = None    # pcie_acs_override=<value> of the running kernel
 
 
 def refusals_for(context, address, options, changing_driver=True):
@@ -236,6 +237,14 @@ def check_groups(context, selected, options):
         by_group.setdefault(group, []).append(address)
     refusals = []
     for group, members in sorted(by_group.items()):
+        if context.acs_override:
+            # The group looks clean only because the kernel was told to pretend.
+            refusals.append(Refusal(
+                members[0], "is in IOMMU group %d, whose boundary pcie_acs_override=%s forces "
+                            "in software: the hardware does not isolate it, so the guest may "
+                            "reach other devices by peer-to-peer DMA (remove pcie_acs_override "
+                            "from the kernel command line)" % (group, context.acs_override),
+                "allow_acs_override"))
         verdict = context.group_verdict(members)
         if not verdict.clean:
             foreign = ", ".join("%s (%s, driver %s)" % (f["address"], f.get("class_name"),

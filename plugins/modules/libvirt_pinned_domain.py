@@ -37,15 +37,17 @@ description:
     node, counted per node (pages this running domain holds count as free); CPUs,
     memory or the VF on a node other than the GPU's (O(allow_cross_node))."
 author:
-  - gpuhost.kvm contributors
+  - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.libvirt
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reports the exact change set (changed_elements, diff, files it would
       create); defines, starts and writes nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Before and after are the normalized domain XML, so the diff shows only what
       the module manages.
@@ -322,6 +324,7 @@ notes:
 seealso:
   - module: gpuhost.kvm.numa_cpuset
   - name: libvirt domain XML format
+    description: The domain XML elements this module writes (cputune, numatune, hostdev).
     link: https://libvirt.org/formatdomain.html
 """
 
@@ -466,6 +469,7 @@ state:
   type: str
 """
 
+import copy
 import hashlib
 import json
 import os
@@ -585,6 +589,8 @@ class PinnedDomain:
         self.run_state = "absent"
         self.diff = {"before": "", "after": ""}
         self._storage_record = None
+        self._storage_before = None
+        self._replaced = []        # (seed path, its copy from before this run)
 
     @property
     def result(self):
@@ -786,8 +792,8 @@ class PinnedDomain:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def _meta_data(self, cloud):
-        return cloud["meta_data"] or "instance-id: %s\nlocal-hostname: %s\n" % (self.name,
-                                                                               self.name)
+        return cloud["meta_data"] or ("instance-id: %s\nlocal-hostname: %s\n"
+                                      % (self.name, self.name))
 
     def build_seed(self, path):
         cloud = self.params["cloud_init"]
@@ -832,10 +838,18 @@ class PinnedDomain:
             shutil.rmtree(work, ignore_errors=True)
 
     def apply_storage(self, steps):
+        """Create the files; a seed that is rebuilt is kept aside until the define
+        succeeds (``finish_storage``), so that a refused define can put it back."""
         record = self.storage_record()
+        self._storage_before = copy.deepcopy(record)
+        self._replaced = []
         done = []
         try:
             for label, path, argv, digest in steps:
+                if argv is None and os.path.exists(path):
+                    backup = path + ".gpuhost-previous"
+                    shutil.copy2(path, backup)
+                    self._replaced.append((path, backup))
                 if argv is not None:
                     rc, out, err = self.module.run_command(argv)
                     if rc != 0:
@@ -850,12 +864,24 @@ class PinnedDomain:
                     record["created"].append(path)
                     done.append(path)
         except Exception:
-            self._remove(done)
-            for path in done:
-                record["created"].remove(path)
+            self.rollback_storage(done)
             raise
         self.save_storage_record(record)
         return done
+
+    def rollback_storage(self, created):
+        """Remove what apply_storage created, put rebuilt seeds and the record back."""
+        self._remove(created)
+        for path, backup in self._replaced:
+            os.replace(backup, path)
+        self._replaced = []
+        self._storage_record = self._storage_before
+        self.created_files = [p for p in self.created_files if p not in created]
+        self.save_storage_record(self._storage_record)
+
+    def finish_storage(self):
+        self._remove([backup for _path, backup in self._replaced])
+        self._replaced = []
 
     def _remove(self, paths):
         removed = []
@@ -870,6 +896,8 @@ class PinnedDomain:
     # ---------------------------------------------------------------- the run
 
     def run(self):
+        # Before anything else: the name is also a file name under state_dir.
+        dx.validate_domain_name(self.name)
         if self.conn is None:
             self.conn = open_connection(self.params["uri"])
         domain = self.lookup()
@@ -937,15 +965,12 @@ class PinnedDomain:
             if self.changes:
                 domain = self.conn.defineXML(dx.to_string(to_define))
         except libvirt.libvirtError as exc:
-            record = self.storage_record()
-            for path in self._remove(created):
-                record["created"].remove(path)
-                self.created_files.remove(path)
-            self.save_storage_record(record)
+            self.rollback_storage(created)
             raise GpuhostError("libvirt refused the definition: %s" % libvirt_error_text(exc),
                                field="name", fix="see the message; the XML is in the "
                                                  "result's xml key",
                                details={"xml": dx.to_string(to_define)})
+        self.finish_storage()
         self.uuid = domain.UUIDString()
         self.run_state = self._state_name(domain)
         self._set_run_state(domain, target, active)

@@ -25,7 +25,7 @@ description:
   - The module is pure and deterministic; the same input gives the same plan. It never
     changes the host.
 author:
-  - gpuhost.kvm contributors
+  - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
 options:
@@ -131,11 +131,20 @@ options:
     type: str
     choices: [memory, free, none]
     default: memory
+  allow_acs_override:
+    description:
+      - Place GPUs and VFs although C(pcie_acs_override) is on the kernel command line.
+        Its IOMMU groups are split by the kernel, not isolated by the hardware, so one
+        tenant's device may reach another's by peer-to-peer DMA; without this option
+        the plan is refused.
+    type: bool
+    default: false
 attributes:
   check_mode:
+    description: The module only reads; check mode returns the same plan.
     support: full
-    details: The module only reads; check mode returns the same plan.
   diff_mode:
+    description: Nothing changes, so there is nothing to diff.
     support: none
 notes:
   - Placement stops at the first tenant that does not fit. The error names the NUMA node,
@@ -329,6 +338,7 @@ def build_module():
         smt_policy=dict(type="str", choices=list(SMT_POLICIES), default="require"),
         existing=dict(type="list", elements="dict", default=[]),
         hugepage_check=dict(type="str", choices=list(HUGEPAGE_CHECKS), default="memory"),
+        allow_acs_override=dict(type="bool", default=False),
     )
     return AnsibleModule(argument_spec=spec, supports_check_mode=True)
 
@@ -349,7 +359,8 @@ class NumaCpusetPlanner(object):
         self.plan = plan_placement(
             topology, params["tenants"], housekeeping=params["housekeeping"],
             smt_policy=params["smt_policy"], existing=params["existing"],
-            hugepage_check=params["hugepage_check"])
+            hugepage_check=params["hugepage_check"],
+            allow_acs_override=params["allow_acs_override"])
         for warning in self.plan["warnings"]:
             self.module.warn(warning)
 

@@ -18,13 +18,14 @@ description:
     IOMMU group (O(allow_dirty_group)), the boot VGA with an active console
     (O(allow_boot_vga)), a disk controller holding a mounted filesystem or a NIC
     carrying the default route or the SSH connection (O(allow_host_critical)), a device
-    whose driver has open users (O(allow_in_use)) and a device attached to a running
-    libvirt domain (O(allow_attached_to_running_domain)).
+    whose driver has open users (O(allow_in_use)), a device attached to a running
+    libvirt domain (O(allow_attached_to_running_domain)), and any binding while
+    C(pcie_acs_override) is active (O(allow_acs_override)).
   - Never binds a PCI bridge or the controller of the root filesystem, whatever the
     options; the module itself and the shell it reports to run from that disk.
   - Refuses everything when the IOMMU is off, naming the kernel arguments to add.
 author:
-  - gpuhost.kvm contributors
+  - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
   - gpuhost.kvm.host_change
@@ -116,6 +117,14 @@ options:
     default: false
   allow_attached_to_running_domain:
     description: Change a device that a running libvirt domain holds.
+    type: bool
+    default: false
+  allow_acs_override:
+    description:
+      - Bind although C(pcie_acs_override) is on the kernel command line. Its IOMMU
+        groups are split by the kernel, not isolated by the hardware, so a guest may
+        reach other devices by peer-to-peer DMA; accept that only on a host with one
+        tenant.
     type: bool
     default: false
 notes:
@@ -333,8 +342,9 @@ def main():
     try:
         binder.run()
     except GpuhostError as err:
-        module.fail_json(**dict(binder.result, changed=bool(err.details.get("rollback_failed")),
-                                **err.to_result()))
+        failure = dict(binder.result, **err.to_result())
+        failure["changed"] = bool(err.details.get("rollback_failed"))
+        module.fail_json(**failure)
     module.exit_json(**binder.result)
 
 

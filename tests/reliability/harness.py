@@ -1,0 +1,315 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the reliability tests share: fake hosts, the host snapshot, and the runners that
+drive a module (in process), a role (ansible-playbook on a one-role play) or a playbook
+against a fake host.
+
+"Unchanged" is decided by ``host_state``: every path under the case's directory (the
+sysfs/procfs root, the ledger, the state and image directories) with its content hash
+or symlink target, plus every domain the case's libvirt test-driver connection knows
+with its inactive XML. It is taken before and after, and compared.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import yaml
+from ansible.module_utils.testing import patch_module_args
+
+from fixturegen import HOSTS as FIXTURE_HOSTS
+from helpers import REPO, ansible_env
+from sysfs_sim import SimulatedKernel, build_sim_host, snapshot
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.modules import (
+    iommu_groups_facts, irq_affinity, libvirt_pinned_domain, numa_cpuset, sriov_vfs,
+    tenant_ledger, vfio_bind)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INVENTORY = os.path.join(REPO, "inventories", "example", "hosts.yml")
+EMPTY_NODE_XML = "<node/>\n"
+
+
+# -- fake hosts ------------------------------------------------------------------------
+
+class Host:
+    """One case's world: ``base`` holds root/ (sys, proc, etc), ledger/, state/, images/."""
+
+    def __init__(self, base, kind="sim", overrides=None):
+        self.base = str(base)
+        self.root = os.path.join(self.base, "root")
+        self.kind = kind
+        self.conn = None
+        if kind == "sim":
+            build_sim_host(self.root)
+        else:
+            FIXTURE_HOSTS[kind](self.root, **(overrides or {}))
+        self.ledger = os.path.join(self.base, "ledger", "ledger.json")
+        self.state_dir = os.path.join(self.base, "state")
+        self.image_dir = os.path.join(self.base, "images")
+        self.kernel = SimulatedKernel(self.root)
+        self.node_xml = os.path.join(self.base, "test-node.xml")
+        with open(self.node_xml, "w") as handle:
+            handle.write(EMPTY_NODE_XML)
+        # Files the test itself writes (extra vars, one-role plays) live beside base, so
+        # that they are no part of the snapshot.
+        self.work = self.base.rstrip("/") + "-work"
+        os.makedirs(self.work, exist_ok=True)
+
+    def p(self, host_path):
+        return os.path.join(self.root, host_path.lstrip("/"))
+
+    def apply_tweaks(self, tweaks):
+        """Data-driven changes that make a host bad in one way (see bad_inputs.yml)."""
+        tweaks = _expand(tweaks or {}, self)
+        for host_path in tweaks.get("empty_dir", ()):
+            shutil.rmtree(self.p(host_path), ignore_errors=True)
+            os.makedirs(self.p(host_path))
+        for host_path in tweaks.get("mkdir", ()):
+            os.makedirs(self.p(host_path), exist_ok=True)
+        for host_path, text in (tweaks.get("write") or {}).items():
+            os.makedirs(os.path.dirname(self.p(host_path)), exist_ok=True)
+            with open(self.p(host_path), "w") as handle:
+                handle.write(text)
+        for host_path, hexdata in (tweaks.get("write_hex") or {}).items():
+            os.makedirs(os.path.dirname(self.p(host_path)), exist_ok=True)
+            with open(self.p(host_path), "wb") as handle:
+                handle.write(bytes.fromhex(hexdata))
+        for host_path in tweaks.get("remove", ()):
+            full = self.p(host_path)
+            if os.path.islink(full) or os.path.isfile(full):
+                os.unlink(full)
+            elif os.path.isdir(full):
+                shutil.rmtree(full)
+        if tweaks.get("ledger_text") is not None:
+            os.makedirs(os.path.dirname(self.ledger), exist_ok=True)
+            with open(self.ledger, "w") as handle:
+                handle.write(tweaks["ledger_text"])
+        # Each tweak that changes the tree changes what the kernel knows, so start afresh.
+        self.kernel = SimulatedKernel(self.root)
+
+    def connection(self):
+        """A libvirt test-driver connection private to this host (not test:///default)."""
+        if self.conn is None:
+            import libvirt
+            self.conn = libvirt.open("test://" + os.path.abspath(self.node_xml))
+        return self.conn
+
+    def domains(self):
+        if self.conn is None:
+            return {}
+        import libvirt
+        return {d.name(): d.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+                for d in self.conn.listAllDomains(0)}
+
+
+def host_state(host):
+    """The snapshot that "unchanged" is judged by.
+
+    Lock files (``*.lock``, and a directory that holds nothing else) are left out: the
+    ledger's flock file is a mutex whose content is the last holder's PID, not host state.
+    """
+    files = snapshot(host.base)
+    locks = [path for path in files if path.endswith(".lock")]
+    for path in locks:
+        del files[path]
+        folder = os.path.dirname(path)
+        if folder and files.get(folder) == "dir" and not any(
+                p.startswith(folder + os.sep) for p in files):
+            del files[folder]
+    return {"files": files, "domains": host.domains()}
+
+
+def state_difference(before, after):
+    """Human-readable list of what changed between two host_state snapshots."""
+    changes = []
+    for kind in ("files", "domains"):
+        old, new = before[kind], after[kind]
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                changes.append("%s %s: %s -> %s" % (kind, key, _short(old.get(key)),
+                                                    _short(new.get(key))))
+    return changes
+
+
+def _short(value):
+    text = "(absent)" if value is None else str(value)
+    return text if len(text) < 70 else text[:67] + "..."
+
+
+# -- running modules in process ----------------------------------------------------------
+
+def _build(module_file, args, check_mode=False):
+    args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=True)
+    with patch_module_args(args):
+        return module_file.build_module()
+
+
+def _with_root(args, host):
+    args = dict(args)
+    args.setdefault("root", host.root)
+    return args
+
+
+def _expand(value, host):
+    """Case data may name the host's own paths: {root}, {base}, {ledger}, {state}."""
+    if isinstance(value, str):
+        for token, path in (("{root}", host.root), ("{base}", host.base),
+                            ("{ledger}", host.ledger), ("{state}", host.state_dir),
+                            ("{images}", host.image_dir)):
+            value = value.replace(token, path)
+        return value
+    if isinstance(value, list):
+        return [_expand(v, host) for v in value]
+    if isinstance(value, dict):
+        return {k: _expand(v, host) for k, v in value.items()}
+    return value
+
+
+def run_vfio_bind(host, args, check_mode=False):
+    module = _build(vfio_bind, _with_root(args, host), check_mode)
+    worker = vfio_bind.VfioBinder(module, writer=host.kernel)
+    worker.run()
+    return worker
+
+
+def run_sriov_vfs(host, args, check_mode=False):
+    module = _build(sriov_vfs, _with_root(args, host), check_mode)
+    worker = sriov_vfs.SriovConfigurator(module, writer=host.kernel)
+    worker.run()
+    return worker
+
+
+def run_irq_affinity(host, args, check_mode=False):
+    module = _build(irq_affinity, _with_root(args, host), check_mode)
+    worker = irq_affinity.IrqPinner(module, writer=host.kernel)
+    worker.run()
+    return worker
+
+
+def run_numa_cpuset(host, args, check_mode=False):
+    worker = numa_cpuset.NumaCpusetPlanner(_build(numa_cpuset, _with_root(args, host),
+                                                  check_mode))
+    worker.run()
+    return worker
+
+
+def run_iommu_groups_facts(host, args, check_mode=False):
+    worker = iommu_groups_facts.IommuGroupsFacts(_build(iommu_groups_facts,
+                                                        _with_root(args, host), check_mode))
+    worker.run()
+    return worker
+
+
+def run_tenant_ledger(host, args, check_mode=False):
+    args = _with_root(args, host)
+    args.setdefault("path", host.ledger)
+    worker = tenant_ledger.TenantLedger(_build(tenant_ledger, args, check_mode))
+    worker.run()
+    return worker
+
+
+def run_libvirt_pinned_domain(host, args, check_mode=False):
+    """With ``uri`` given the module connects by itself; otherwise it gets the host's
+    private test-driver connection."""
+    args = _with_root(args, host)
+    args.setdefault("state_dir", host.state_dir)
+    args.setdefault("domain_type", "test")
+    own_uri = "uri" in args
+    args.setdefault("uri", "test:///unused-the-connection-is-given")
+    module = _build(libvirt_pinned_domain, args, check_mode)
+    worker = libvirt_pinned_domain.PinnedDomain(
+        module, conn=None if own_uri else host.connection())
+    worker.run()
+    return worker
+
+
+MODULE_RUNNERS = {
+    "vfio_bind": run_vfio_bind,
+    "sriov_vfs": run_sriov_vfs,
+    "irq_affinity": run_irq_affinity,
+    "numa_cpuset": run_numa_cpuset,
+    "iommu_groups_facts": run_iommu_groups_facts,
+    "tenant_ledger": run_tenant_ledger,
+    "libvirt_pinned_domain": run_libvirt_pinned_domain,
+}
+
+
+def run_module_case(host, target, args, check_mode=False):
+    """Run one module; return the GpuhostError it raised, or None when it succeeded."""
+    try:
+        MODULE_RUNNERS[target](host, _expand(args, host), check_mode)
+    except GpuhostError as err:
+        return err
+    return None
+
+
+# -- roles and playbooks through ansible-playbook ---------------------------------------
+
+def host_extra_vars(host):
+    """Point the inventory's hk-gpu-01 (or localhost) at the fake host, locally."""
+    return {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "gpuhost_sysfs_root": host.root,
+        "gpuhost_ledger_path": host.ledger,
+        "gpuhost_state_dir": host.state_dir,
+        "gpuhost_libvirt_uri": "test:///default",
+        "plan_output_dir": os.path.join(host.base, "reports"),
+        "validate_report_dir": os.path.join(host.base, "reports"),
+        "vm_image_dir": host.image_dir,
+        "vm_domain_type": "test",
+    }
+
+
+def run_playbook(host, playbook, extra=None, check=True, limit="hk-gpu-01", verbosity=0,
+                 timeout=300, env=None):
+    """ansible-playbook on the example inventory with the fake host's variables; returns
+    the CompletedProcess (stdout+stderr merged into .output)."""
+    variables = host_extra_vars(host)
+    variables.update(extra or {})
+    vars_file = os.path.join(host.work, "extra-%d.json" % len(os.listdir(host.work)))
+    with open(vars_file, "w") as handle:
+        json.dump(variables, handle)
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), playbook,
+            "-i", INVENTORY, "-e", "@" + vars_file]
+    if limit:
+        argv += ["-l", limit]
+    if check:
+        argv.append("--check")
+    if verbosity:
+        argv.append("-" + "v" * verbosity)
+    proc = subprocess.run(argv, cwd=REPO, env=env or ansible_env(), capture_output=True,
+                          text=True, timeout=timeout)
+    proc.output = proc.stdout + proc.stderr
+    return proc
+
+
+def role_playbook(host, role):
+    """A play of one role (or a list of roles) against hk-gpu-01, so that the example
+    inventory's group_vars and host_vars apply."""
+    roles = [role] if isinstance(role, str) else list(role)
+    path = os.path.join(host.work, "role-%s.yml" % "-".join(roles))
+    play = [{"name": "Reliability: %s" % ", ".join(roles),
+             "hosts": "gpu_hosts", "gather_facts": False,
+             "roles": [{"role": "gpuhost.kvm.%s" % r} for r in roles]}]
+    with open(path, "w") as handle:
+        yaml.safe_dump(play, handle)
+    return path
+
+
+def run_role_case(host, role, variables, check=True, env=None):
+    return run_playbook(host, role_playbook(host, role), variables, check=check, env=env)
+
+
+def run_playbook_case(host, playbook, variables, check=True, env=None):
+    return run_playbook(host, os.path.join(REPO, playbook), variables, check=check, env=env)
+
+
+def load_cases(name="bad_inputs.yml"):
+    with open(os.path.join(HERE, name)) as handle:
+        return yaml.safe_load(handle)

@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The bad-input matrix (bad_inputs.yml), one parametrized test.
+
+Module cases run the module's own class in process, not in check mode: a refusal must
+come before the first write. Role and playbook cases run ansible-playbook in check mode
+against the example inventory's hk-gpu-01, pointed at the case's fake host. Every case
+asserts the exact message fragments and compares the host snapshot (harness.host_state)
+taken before and after.
+"""
+
+import json
+import re
+
+import pytest
+
+import harness
+
+CASES = harness.load_cases()
+FAILED_PREFIX = "FAILED! => "
+
+
+def _ids(cases):
+    ids = [case["id"] for case in cases]
+    duplicates = sorted(set(i for i in ids if ids.count(i) > 1))
+    assert not duplicates, "duplicate case ids in bad_inputs.yml: %s" % duplicates
+    return ids
+
+
+def failure_messages(output):
+    """The msg of every failed task in an ansible-playbook run (JSON result format)."""
+    messages = []
+    for line in output.splitlines():
+        if FAILED_PREFIX not in line:
+            continue
+        try:
+            result = json.loads(line.split(FAILED_PREFIX, 1)[1])
+        except ValueError:
+            messages.append(line)
+            continue
+        messages.append(str(result.get("msg", "")))
+    return messages
+
+
+def _run(case, host):
+    """Run the case; return the failure message, or None when the target succeeded."""
+    target = case["target"]
+    if ":" not in target:
+        err = harness.run_module_case(host, target, case.get("args") or {})
+        if err is None:
+            return None, None
+        return err.message, err
+    kind, name = target.split(":", 1)
+    runner = harness.run_role_case if kind == "role" else harness.run_playbook_case
+    env = harness.ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    proc = runner(host, name, case.get("vars") or {}, env=env)
+    messages = failure_messages(proc.output)
+    if proc.returncode == 0 or not messages:
+        return None, proc
+    return "\n".join(messages), proc
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_bad_input_fails_safely(case, tmp_path, tally):
+    assert case.get("expect"), "case %s gives no expected message" % case["id"]
+    base = tmp_path / "host"
+    base.mkdir()
+    host = harness.Host(base, case.get("host", "sim"), case.get("host_args"))
+    host.apply_tweaks(case.get("tweak"))
+    before = harness.host_state(host)
+    tally.bad_input(case["target"], "tried")
+
+    message, detail = _run(case, host)
+
+    changes = harness.state_difference(before, harness.host_state(host))
+    if changes:
+        tally.bad_input(case["target"], "changed_host")
+    assert message is not None, "%s was accepted: %s" % (
+        case["id"], getattr(detail, "output", "")[-3000:])
+    missing = [f for f in case["expect"] if f not in message]
+    assert not missing, "message lacks %s:\n%s" % (missing, message)
+    if ":" not in case["target"]:
+        # A module's error names the option at fault and says what to do next.
+        assert detail.field == case["field"], (detail.field, message)
+        assert "Fix: " in message, message
+    assert not changes, "the host changed:\n" + "\n".join(changes)
+    tally.bad_input(case["target"], "failed_safely")
+
+
+def test_matrix_is_broad_enough():
+    """The issue asks for at least 40 cases over modules, role specs and playbooks."""
+    kinds = {}
+    for case in CASES:
+        kind = case["target"].split(":", 1)[0] if ":" in case["target"] else case["target"]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    assert len(CASES) >= 40
+    for kind in ("vfio_bind", "sriov_vfs", "irq_affinity", "numa_cpuset", "tenant_ledger",
+                 "libvirt_pinned_domain", "iommu_groups_facts", "role", "playbook"):
+        assert kinds.get(kind), "no bad-input case for %s" % kind
+    assert all(re.match(r"^[a-z0-9-]+$", case["id"]) for case in CASES)
