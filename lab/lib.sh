@@ -1,0 +1,105 @@
+# Shared by the lab/* commands: where the cached image and the running lab's state live.
+# Sourced, not executed. The recipe hash covers only what changes the image (lab/build,
+# lab/packages.txt, lab/image/), so editing the boot or ssh helpers never forces a rebuild.
+
+lab_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_dir=$(cd "$lab_dir/.." && pwd)
+lab_cache_root=${GPUHOST_LAB_CACHE:-${HOME:-/root}/.cache/gpuhost-lab}
+# Runtime state (overlay disk, console log, pid, port) of the running lab. Kept outside the
+# cache so a run never dirties the cached base image, and next to the checkout by default
+# so the console log of a failed run is easy to find.
+lab_run_dir=${GPUHOST_LAB_RUN:-$lab_dir/.run}
+
+lab_log() { printf '[lab] %s\n' "$*" >&2; }
+lab_die() { printf '[lab] ERROR: %s\n' "$*" >&2; exit 1; }
+
+lab_recipe_hash() {
+  (
+    cd "$lab_dir"
+    {
+      printf '%s\n' build packages.txt
+      find image -type f -o -type l
+    } | LC_ALL=C sort | while read -r f; do
+      printf '== %s\n' "$f"
+      if [ -L "$f" ]; then readlink "$f"; else cat "$f"; fi
+    done | sha256sum | cut -c1-16
+  )
+}
+
+lab_image_dir() { printf '%s/%s\n' "$lab_cache_root" "$(lab_recipe_hash)"; }
+
+# State written by lab/up, read by the other commands and by the test harness.
+lab_state_file=$lab_run_dir/state
+lab_console_log=$lab_run_dir/console.log
+lab_pid_file=$lab_run_dir/qemu.pid
+lab_monitor_sock=$lab_run_dir/monitor.sock
+lab_overlay=$lab_run_dir/overlay.qcow2
+lab_port_file=$lab_run_dir/ssh-port
+
+lab_running() {
+  [ -f "$lab_pid_file" ] || return 1
+  local pid
+  pid=$(cat "$lab_pid_file" 2>/dev/null) || return 1
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q qemu "/proc/$pid/cmdline" 2>/dev/null
+}
+
+# QEMU's user-mode forward accepts the TCP connection before sshd runs, and sshd under a
+# busy TCG guest can take many seconds to send its banner: ConnectTimeout is generous.
+# A shared master connection makes every later command skip the handshake and the PAM
+# session set-up, which cost seconds each under TCG.
+lab_ssh_opts() {
+  local key=$1 port=$2
+  printf '%s\n' -i "$key" -p "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+    -o LogLevel=ERROR -o BatchMode=yes -o ConnectTimeout=30 -o IdentitiesOnly=yes \
+    -o ServerAliveInterval=10 -o ServerAliveCountMax=6 \
+    -o ControlMaster=auto -o ControlPath="$lab_run_dir/ssh-%p.sock" -o ControlPersist=120
+}
+
+# Loads PORT and KEY of the running lab into lab_port/lab_key.
+lab_load_state() {
+  [ -f "$lab_state_file" ] || lab_die "the lab is not up (no $lab_state_file); run lab/up"
+  lab_port=$(sed -n 's/^port=//p' "$lab_state_file")
+  lab_key=$(sed -n 's/^key=//p' "$lab_state_file")
+}
+
+lab_ssh() {
+  local opts
+  mapfile -t opts < <(lab_ssh_opts "$lab_key" "$lab_port")
+  ssh "${opts[@]}" root@127.0.0.1 "$@"
+}
+
+# Ends the shared SSH master connection (before a reboot or poweroff, so no command
+# waits on a connection whose guest is gone).
+lab_ssh_close() {
+  local opts
+  mapfile -t opts < <(lab_ssh_opts "$lab_key" "$lab_port")
+  ssh "${opts[@]}" -O exit root@127.0.0.1 >/dev/null 2>&1 || true
+}
+
+# Waits until SSH answers with a boot id other than $1 (empty: any). Returns 0 when it
+# does, 2 when QEMU exited first, 3 on timeout; callers name the console log.
+lab_try_wait_boot() {
+  local old_boot=$1 timeout=${2:-${GPUHOST_LAB_BOOT_TIMEOUT:-600}} deadline boot
+  deadline=$(( $(date +%s) + timeout ))
+  while :; do
+    boot=$(lab_ssh cat /proc/sys/kernel/random/boot_id 2>/dev/null) || boot=
+    if [ -n "$boot" ] && [ "$boot" != "$old_boot" ]; then return 0; fi
+    [ -z "$boot" ] && lab_ssh_close
+    lab_running || return 2
+    [ "$(date +%s)" -lt "$deadline" ] || return 3
+    sleep 3
+  done
+}
+
+# The same, failing with the console log's tail and path.
+lab_wait_boot() {
+  local rc=0 timeout=${2:-${GPUHOST_LAB_BOOT_TIMEOUT:-600}}
+  lab_try_wait_boot "$1" "$timeout" || rc=$?
+  case $rc in
+    0) return 0 ;;
+    2) tail -n 30 "$lab_console_log" >&2 || true
+       lab_die "QEMU exited while waiting for the lab; console log: $lab_console_log (QEMU stderr: $lab_run_dir/qemu.stderr)" ;;
+    *) tail -n 30 "$lab_console_log" >&2 || true
+       lab_die "no SSH on 127.0.0.1:$lab_port after ${timeout}s; console log: $lab_console_log" ;;
+  esac
+}

@@ -1,0 +1,206 @@
+"""The lab harness: a session-scoped ``lab`` fixture that builds and boots hk-gpu-01 in a
+box (lab/README.md), or reuses the lab that is already running, plus runners for commands
+over SSH and for real ansible / ansible-playbook runs against inventories/lab.
+
+Nothing here skips: if the lab cannot be built or booted, every lab test fails with the
+path of the serial console log. GPUHOST_LAB_KEEP=1 leaves a lab this session booted
+running at the end (the next session reuses it).
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LAB_DIR = os.path.join(REPO, "lab")
+RUN_DIR = os.environ.get("GPUHOST_LAB_RUN", os.path.join(LAB_DIR, ".run"))
+INVENTORY = os.path.join(REPO, "inventories", "lab", "hosts.yml")
+HOST = "hk-gpu-01"
+VENV_BIN = os.path.dirname(sys.executable)
+
+BUILD_TIMEOUT = 1800
+BOOT_TIMEOUT = int(os.environ.get("GPUHOST_LAB_BOOT_TIMEOUT", "600"))
+
+
+def pytest_collection_modifyitems(items):
+    # Every test that uses the lab carries the marker, whether or not its module says so,
+    # so that -m "not lab" never boots it.
+    for item in items:
+        if "lab" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.lab)
+
+
+class LabError(AssertionError):
+    pass
+
+
+def _tail(path, lines=40):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError as err:
+        return "(cannot read %s: %s)" % (path, err)
+
+
+class Lab:
+    """The running lab: SSH commands, file reads and Ansible runs against hk-gpu-01."""
+
+    def __init__(self, run_dir=RUN_DIR):
+        self.run_dir = run_dir
+        self.console_log = os.path.join(run_dir, "console.log")
+        state = {}
+        with open(os.path.join(run_dir, "state"), encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.rstrip("\n").partition("=")
+                state[key] = value
+        self.port = int(state["port"])
+        self.key = state["key"]
+        self.image_dir = state["image"]
+
+    # -- SSH -------------------------------------------------------------------------
+    def ssh_argv(self, *extra):
+        return ["ssh", "-i", self.key, "-p", str(self.port),
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30",
+                "-o", "IdentitiesOnly=yes", "-o", "ServerAliveInterval=10",
+                "-o", "ServerAliveCountMax=6", "-o", "ControlMaster=auto",
+                "-o", "ControlPath=%s/ssh-%%p.sock" % self.run_dir,
+                "-o", "ControlPersist=120"] + list(extra) + ["root@127.0.0.1"]
+
+    def ssh(self, command, check=True, timeout=300, input_text=None):
+        """Run a shell command in the lab; returns the CompletedProcess (text)."""
+        proc = subprocess.run(self.ssh_argv() + [command], capture_output=True, text=True,
+                              timeout=timeout, input=input_text)
+        if check and proc.returncode != 0:
+            raise LabError("lab command failed (rc=%d): %s\nstdout:\n%s\nstderr:\n%s\n"
+                           "console log: %s" % (proc.returncode, command, proc.stdout,
+                                                proc.stderr, self.console_log))
+        return proc
+
+    def read(self, path):
+        """A file of the lab's /sys, /proc or /etc, as text."""
+        return self.ssh("cat %s" % shlex.quote(path)).stdout
+
+    def listdir(self, path):
+        out = self.ssh("ls -1A %s" % shlex.quote(path)).stdout
+        return sorted(line for line in out.splitlines() if line)
+
+    def boot_count(self):
+        """Boots recorded in the journal of this overlay (1: the image's first boot)."""
+        out = self.ssh("journalctl --list-boots --no-pager -q | wc -l").stdout
+        return int(out.strip())
+
+    def reboot(self):
+        """Reboot through GRUB and wait for SSH from the new boot (lab/reboot)."""
+        run_lab_command("reboot", timeout=BOOT_TIMEOUT + 120)
+
+    def reset_to_first_boot(self):
+        """Throw the overlay away and boot the image's first boot again (lab/reset,
+        lab/up), for checks that need it when a reused lab has been rebooted."""
+        run_lab_command("reset", timeout=300)
+        run_lab_command("up", timeout=BOOT_TIMEOUT + 60)
+        self.__init__(self.run_dir)
+
+    # -- Ansible -----------------------------------------------------------------------
+    def ansible_env(self, **extra):
+        env = dict(os.environ)
+        env.update(ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+                   ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+                   ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_HOST_KEY_CHECKING="False",
+                   GPUHOST_LAB_PORT=str(self.port),
+                   GPUHOST_LAB_SSH_KEY=self.key,
+                   PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
+        env.update(extra)
+        return env
+
+    def module(self, name, args=None, check_mode=False, diff=False, timeout=600):
+        """One real ``ansible -m`` run on hk-gpu-01; returns (rc, result dict)."""
+        argv = [os.path.join(VENV_BIN, "ansible"), HOST, "-i", INVENTORY, "-m", name]
+        if args is not None:
+            argv += ["-a", json.dumps(args) if isinstance(args, dict) else args]
+        if check_mode:
+            argv.append("--check")
+        if diff:
+            argv.append("--diff")
+        proc = subprocess.run(argv, cwd=REPO, env=self.ansible_env(), capture_output=True,
+                              text=True, timeout=timeout)
+        # ad-hoc output is "hk-gpu-01 | SUCCESS => {json}" (FAILED!/CHANGED/UNREACHABLE!)
+        head, sep, payload = proc.stdout.partition(" => ")
+        if not sep:
+            raise LabError("no result from ansible -m %s (rc=%d)\nstdout:\n%s\nstderr:\n%s\n"
+                           "console log: %s" % (name, proc.returncode, proc.stdout,
+                                                proc.stderr, self.console_log))
+        return proc.returncode, json.loads(payload)
+
+    def playbook(self, playbook, *args, check=True, timeout=1800):
+        """A real ansible-playbook run against inventories/lab, limited to hk-gpu-01."""
+        argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY, "-l", HOST,
+                playbook] + list(args)
+        proc = subprocess.run(argv, cwd=REPO, env=self.ansible_env(), capture_output=True,
+                              text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise LabError("ansible-playbook %s failed (rc=%d)\nstdout:\n%s\nstderr:\n%s\n"
+                           "console log: %s" % (playbook, proc.returncode, proc.stdout[-20000:],
+                                                proc.stderr[-5000:], self.console_log))
+        return proc
+
+
+def run_lab_command(name, *args, timeout=BOOT_TIMEOUT):
+    """Run lab/<name>; a failure names the console log and shows its tail."""
+    console_log = os.path.join(RUN_DIR, "console.log")
+    try:
+        proc = subprocess.run([os.path.join(LAB_DIR, name)] + list(args), cwd=REPO,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        raise LabError("lab/%s did not finish in %ss; console log: %s\n--- console tail\n%s"
+                       % (name, timeout, console_log, _tail(console_log))) from err
+    if proc.returncode != 0:
+        raise LabError("lab/%s failed (rc=%d); console log: %s\nstderr:\n%s\n--- console tail\n%s"
+                       % (name, proc.returncode, console_log, proc.stderr[-5000:],
+                          _tail(console_log)))
+    return proc
+
+
+def lab_is_running():
+    pid_file = os.path.join(RUN_DIR, "qemu.pid")
+    try:
+        with open(pid_file, encoding="utf-8") as handle:
+            pid = int(handle.read().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return os.path.exists(os.path.join(RUN_DIR, "state"))
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """hk-gpu-01 in a box: reused when running, else built (cached) and booted from a
+    fresh overlay (a first boot). Stopped at the end if this session booted it, unless
+    GPUHOST_LAB_KEEP=1."""
+    started_here = False
+    timings = {}
+    try:
+        if not lab_is_running():
+            t0 = time.monotonic()
+            run_lab_command("build", timeout=BUILD_TIMEOUT)
+            timings["build_s"] = round(time.monotonic() - t0, 1)
+            run_lab_command("reset", timeout=300)
+            t0 = time.monotonic()
+            run_lab_command("up", timeout=BOOT_TIMEOUT + 60)
+            timings["boot_to_ssh_s"] = round(time.monotonic() - t0, 1)
+            started_here = True
+        else:
+            run_lab_command("up", timeout=BOOT_TIMEOUT + 60)   # waits for SSH if booting
+        instance = Lab()
+    except LabError as err:
+        pytest.fail(str(err), pytrace=False)
+    instance.timings = timings
+    instance.started_here = started_here
+    yield instance
+    if started_here and os.environ.get("GPUHOST_LAB_KEEP") != "1":
+        run_lab_command("down", timeout=300)

@@ -1,0 +1,125 @@
+"""The lab itself, read from the booted guest's kernel: it boots, its first boot has no
+IOMMU or hugepage arguments, and it has the runbook host's shape in miniature (2 NUMA
+nodes with sibling pairs, two VGA+HDA "GPUs" on different nodes, an SR-IOV PF, a dirty
+IOMMU group), and a kernel-argument change through GRUB takes effect after a reboot.
+
+These tests run in file order: the first-boot checks come before anything reboots.
+"""
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+GPU_SLOTS = {"0000:21:00": 0, "0000:41:00": 1}      # "GPU" slot -> NUMA node
+NVME_PF = "0000:22:00.0"
+CONSOLE_VGA = "0000:00:01.0"
+DIRTY_GROUP = ("0000:00:04.0", "0000:01:01.0", "0000:01:02.0")   # bridge, display, xHCI
+PCI = "/sys/bus/pci/devices/"
+
+
+def _attr(lab, address, name):
+    return lab.read(PCI + address + "/" + name).strip()
+
+
+def _group(lab, address):
+    return int(lab.ssh("basename $(readlink %s%s/iommu_group)" % (PCI, address)).stdout)
+
+
+def test_lab_boots_and_answers_ssh(lab):
+    assert lab.read("/etc/hostname").strip() == "hk-gpu-01"
+    assert re.match(r"^6\.1\.", lab.ssh("uname -r").stdout.strip())
+    assert "hypervisor" in lab.read("/proc/cpuinfo")
+    # the disk holding / is the virtio disk on the root bus, as vfio_bind must know it
+    assert lab.ssh("findmnt -n -o SOURCE /").stdout.strip() == "/dev/vda1"
+    assert "/0000:00:02.0/" in lab.ssh("readlink -f /sys/block/vda").stdout
+
+
+def test_first_boot_has_no_iommu_or_hugepage_arguments(lab):
+    if lab.boot_count() != 1:
+        lab.reset_to_first_boot()
+    cmdline = lab.read("/proc/cmdline").split()
+    assert "console=ttyS0,115200n8" in cmdline
+    for arg in cmdline:
+        assert not arg.startswith(("intel_iommu=", "iommu=", "hugepages", "hugepagesz",
+                                   "default_hugepagesz")), arg
+    assert lab.read("/proc/sys/vm/nr_hugepages").strip() == "0"
+
+
+def test_two_numa_nodes_with_adjacent_sibling_pairs(lab):
+    assert lab.read("/sys/devices/system/node/online").strip() == "0-1"
+    assert lab.read("/sys/devices/system/node/node0/cpulist").strip() == "0-3"
+    assert lab.read("/sys/devices/system/node/node1/cpulist").strip() == "4-7"
+    assert lab.read("/sys/devices/system/node/node0/distance").split() == ["10", "20"]
+    siblings = lab.ssh("cat /sys/devices/system/cpu/cpu[0-7]/topology/thread_siblings_list"
+                       ).stdout.split()
+    assert siblings == ["0-1", "0-1", "2-3", "2-3", "4-5", "4-5", "6-7", "6-7"]
+    packages = lab.ssh("cat /sys/devices/system/cpu/cpu[0-7]/topology/physical_package_id"
+                       ).stdout.split()
+    assert packages == ["0", "0", "0", "0", "1", "1", "1", "1"]
+    assert " pdpe1gb " in " %s " % lab.read("/proc/cpuinfo")   # 1 GiB pages possible
+    for node in (0, 1):
+        meminfo = lab.read("/sys/devices/system/node/node%d/meminfo" % node)
+        total_kib = int(re.search(r"MemTotal:\s+(\d+) kB", meminfo).group(1))
+        assert total_kib > 2 * 1024 * 1024, meminfo    # room for 1 GiB and 2 MiB pages
+
+
+def test_two_vga_hda_gpus_on_different_nodes(lab):
+    for slot, node in GPU_SLOTS.items():
+        assert _attr(lab, slot + ".0", "class") == "0x030000"
+        assert _attr(lab, slot + ".1", "class") == "0x040300"
+        assert _attr(lab, slot + ".0", "numa_node") == str(node)
+        assert _attr(lab, slot + ".1", "numa_node") == str(node)
+        assert _attr(lab, slot + ".0", "boot_vga") == "0"
+    # the BMC-like console VGA on the root bus is the boot VGA, not a "GPU"
+    assert _attr(lab, CONSOLE_VGA, "boot_vga") == "1"
+
+
+def test_nvme_pf_offers_four_vfs_on_the_first_gpus_node(lab):
+    assert _attr(lab, NVME_PF, "class") == "0x010802"
+    assert _attr(lab, NVME_PF, "sriov_totalvfs") == "4"
+    assert _attr(lab, NVME_PF, "sriov_numvfs") == "0"
+    assert _attr(lab, NVME_PF, "numa_node") == "0"
+
+
+def test_dirty_group_holds_display_usb_and_bridge(lab):
+    groups = {_group(lab, address) for address in DIRTY_GROUP}
+    assert len(groups) == 1
+    members = lab.listdir("/sys/kernel/iommu_groups/%d/devices" % groups.pop())
+    assert members == sorted(DIRTY_GROUP)
+    # each "GPU" slot is alone in its group
+    for slot in GPU_SLOTS:
+        group = _group(lab, slot + ".0")
+        assert lab.listdir("/sys/kernel/iommu_groups/%d/devices" % group) == [
+            slot + ".0", slot + ".1"]
+
+
+def test_writing_sriov_numvfs_creates_vfs_in_their_own_groups(lab):
+    lab.ssh("echo 2 > %s%s/sriov_numvfs && udevadm settle" % (PCI, NVME_PF))
+    try:
+        vfs = [lab.ssh("basename $(readlink %s%s/virtfn%d)" % (PCI, NVME_PF, n)).stdout.strip()
+               for n in (0, 1)]
+        assert vfs == ["0000:22:00.1", "0000:22:00.2"]
+        for vf in vfs:
+            assert lab.ssh("basename $(readlink %s%s/physfn)" % (PCI, vf)).stdout.strip() == NVME_PF
+            group = _group(lab, vf)
+            assert lab.listdir("/sys/kernel/iommu_groups/%d/devices" % group) == [vf]
+    finally:
+        lab.ssh("echo 0 > %s%s/sriov_numvfs" % (PCI, NVME_PF))
+    assert not lab.ssh("test -e %s0000:22:00.1" % PCI, check=False).returncode == 0
+
+
+def test_kernel_arguments_from_grub_apply_after_reboot(lab):
+    """What the roles rely on: /etc/default/grub + update-grub + a real reboot through the
+    image's own GRUB changes /proc/cmdline. Leaves the lab with intel_iommu=on iommu=pt,
+    as the roles would."""
+    lab.ssh('sed -i "s/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT='
+            '\\"intel_iommu=on iommu=pt\\"/" /etc/default/grub && update-grub', timeout=600)
+    lab.reboot()
+    cmdline = lab.read("/proc/cmdline").split()
+    assert "intel_iommu=on" in cmdline and "iommu=pt" in cmdline
+    assert "console=ttyS0,115200n8" in cmdline
+    # passthrough default domains: every group's type is identity
+    types = set(lab.ssh("cat /sys/kernel/iommu_groups/*/type").stdout.split())
+    assert types == {"identity"}
