@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -35,7 +34,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (  # n
 def median_ms(func, runs):
     """(median wall ms, median CPU ms): CPU time shows the cost on a busy machine."""
     walls, cpus = [], []
-    for _ in range(runs):
+    for dummy in range(runs):
         start, cpu_start = time.perf_counter(), time.process_time()
         func()
         walls.append((time.perf_counter() - start) * 1000.0)

@@ -60,7 +60,7 @@ def time_planner(runs=31, topology=None, out=sys.stdout):
     plan = plan_placement(topology, tenants)          # warm-up, and proof that it fits
     assert len(plan["tenants"]) == TENANTS
     samples = []
-    for _ in range(runs):
+    for dummy in range(runs):
         start = time.perf_counter()
         plan_placement(topology, tenants)
         samples.append((time.perf_counter() - start) * 1000.0)

@@ -76,8 +76,17 @@ class Recorder:
 
     def copy_file(self, rel, binary=False):
         try:
+            # procfs seq files (interrupts, cpuinfo, mountinfo) hand out one page per
+            # read(): read until EOF, or they are cut at 4 KiB.
+            chunks, size = [], 0
             with open("/" + rel, "rb", buffering=0) as handle:
-                data = handle.read(MAX_BYTES)
+                while size < MAX_BYTES:
+                    chunk = handle.read(MAX_BYTES - size)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+            data = b"".join(chunks)
         except OSError:
             self.counts["unreadable"] += 1
             return

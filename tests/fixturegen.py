@@ -137,10 +137,10 @@ def _cpulist(cpus):
         elif cpu == prev + 1:
             prev = cpu
         else:
-            parts.append(str(start) if start == prev else "%d-%d" % (start, prev))
+            parts.append(str(start) if start == prev else "%s-%s" % (start, prev))
             start = prev = cpu
     if start is not None:
-        parts.append(str(start) if start == prev else "%d-%d" % (start, prev))
+        parts.append(str(start) if start == prev else "%s-%s" % (start, prev))
     return ",".join(parts)
 
 

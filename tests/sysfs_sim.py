@@ -128,7 +128,7 @@ class SimulatedKernel(HostWriter):
             if attr == "driver_override":
                 # "echo > driver_override" clears it; reading an unset one gives
                 # "(null)" (drivers/pci/pci-sysfs.c driver_override_show).
-                name = text.split("\n")[0]
+                name = text.split("\n", maxsplit=1)[0]
                 return self._set_attr(addr, attr, name if name else "(null)")
         return super().write(host_path, value)
 
@@ -138,12 +138,15 @@ class SimulatedKernel(HostWriter):
             raise _oserror(errno.ENOENT, host_path)
         if not os.path.isdir(self.device_dir(addr)):
             raise _oserror(errno.ENODEV, host_path)
-        if self.driver_of(addr):
-            raise _oserror(errno.EBUSY, host_path)
         override = self._attr(addr, "driver_override", "(null)")
         if override not in ("(null)", "", drv):
-            # pci_match_device(): with driver_override set, only that driver matches.
+            # pci_match_device(): with driver_override set, only that driver matches;
+            # bind_store() asks for the match first, so this is ENODEV even when the
+            # device is bound (checked on the lab kernel, test_simulator_vs_kernel.py).
             raise _oserror(errno.ENODEV, host_path)
+        if self.driver_of(addr):
+            # __driver_probe_device(): "if (dev->driver) return -EBUSY" (lab: same).
+            raise _oserror(errno.EBUSY, host_path)
         self._attach(addr, drv)
 
     def _unbind(self, drv, addr, host_path):
@@ -156,13 +159,14 @@ class SimulatedKernel(HostWriter):
         group = self._group(addr)
         if drv == "vfio-pci" and group is not None and not any(
                 self.driver_of(a) == "vfio-pci" for a in self._group_members(group)):
-            node = self.path("/dev/vfio/%d" % group)
+            node = self.path("/dev/vfio/%s" % group)
             if os.path.exists(node):
                 os.unlink(node)
 
     def _probe(self, addr, host_path):
         if not os.path.isdir(self.device_dir(addr)):
-            raise _oserror(errno.EINVAL, host_path)
+            # drivers_probe_store(): bus_find_device_by_name() fails -> -ENODEV (lab: same)
+            raise _oserror(errno.ENODEV, host_path)
         if self.driver_of(addr):
             return   # device_attach() leaves a bound device alone
         override = self._attr(addr, "driver_override", "(null)")
@@ -180,7 +184,7 @@ class SimulatedKernel(HostWriter):
         if drv == "vfio-pci" and group is not None:
             # LAB.md: after binding 41:00.0 and 41:00.1, /dev/vfio/<group> appeared.
             os.makedirs(self.path("/dev/vfio"), exist_ok=True)
-            with open(self.path("/dev/vfio/%d" % group), "w"):
+            with open(self.path("/dev/vfio/%s" % group), "w"):
                 pass
 
     def _group(self, addr):
@@ -234,7 +238,11 @@ class SimulatedKernel(HostWriter):
         vf_dir = os.path.join(parent, addr)
         os.makedirs(vf_dir, exist_ok=True)
         numa = self._attr(pf, "numa_node", "-1")
-        files = {"vendor": self._attr(pf, "vendor"), "device": self._attr(pf, "sriov_vf_device"),
+        vf_device = self._attr(pf, "sriov_vf_device")
+        # sriov_vf_device reads "10" (%x), a device's "device" file "0x0010" (the lab's
+        # recordings show both)
+        files = {"vendor": self._attr(pf, "vendor"),
+                 "device": "0x%04x" % int(vf_device, 16) if vf_device else None,
                  "class": self._attr(pf, "class"), "numa_node": numa,
                  "local_cpulist": self._attr(pf, "local_cpulist", ""),
                  "driver_override": "(null)", "enable": "1"}
@@ -253,12 +261,12 @@ class SimulatedKernel(HostWriter):
         _relink(os.path.join(vf_dir, "iommu_group"),
                 self.path("/sys/kernel/iommu_groups/%d" % group))
         # sriov_drivers_autoprobe=0 leaves new VFs unbound (sysfs-bus-pci).
+        # vf_drivers[pf] = None: no driver keeps the VFs (the lab's NVMe VFs: nvme probes
+        # them and gives up, QEMU's secondary controllers being offline).
+        drv = self.vf_drivers[pf] if pf in self.vf_drivers else self.driver_of(pf)
+        self.native_drivers.setdefault(addr, drv)
         if self._attr(pf, "sriov_drivers_autoprobe", "1") == "1":
-            drv = self.vf_drivers.get(pf) or self.driver_of(pf)
-            self.native_drivers.setdefault(addr, drv)
             self._probe(addr, "/sys/bus/pci/drivers_probe")
-        else:
-            self.native_drivers.setdefault(addr, self.vf_drivers.get(pf) or self.driver_of(pf))
 
     def _remove_vf(self, pf, index):
         pf_dir = self.device_dir(pf)
@@ -331,6 +339,30 @@ class SimulatedKernel(HostWriter):
                                    hwirq=hwirq)
         if managed:
             self.managed_irqs.add(int(irq))
+
+
+# The NVMe driver allocates its I/O queue vectors with PCI_IRQ_AFFINITY and keeps the
+# admin queue's out of the spreading (irq_affinity.pre_vectors = 1), so the kernel manages
+# nvmeXq1.. and refuses their affinity writes with EIO, while nvmeXq0 takes a pin (checked
+# on the lab kernel, tests/lab/test_simulator_vs_kernel.py).
+_KERNEL_MANAGED = re.compile(r"^nvme\d+q[1-9]\d*$")
+
+
+def kernel_managed_irqs(root):
+    """The IRQs of ``root``'s /proc/interrupts the real kernel would manage: the NVMe I/O
+    queues. Pass the result as ``SimulatedKernel(managed_irqs=...)``."""
+    managed = []
+    try:
+        with open(os.path.join(str(root), "proc/interrupts")) as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return managed
+    for line in lines[1:]:
+        number, sep, rest = line.partition(":")
+        fields = rest.split()
+        if sep and number.strip().isdigit() and fields and _KERNEL_MANAGED.match(fields[-1]):
+            managed.append(int(number))
+    return sorted(managed)
 
 
 class TreeBuilder:
@@ -464,7 +496,7 @@ class TreeBuilder:
             self.write("/sys/bus/pci/devices/%s/msi_irqs/%d" % (device, irq), "msix\n")
         if not os.path.exists(self.p("/proc/interrupts")):
             self.write("/proc/interrupts", self._interrupts_header())
-        counts = "".join("%11d" % 0 for _ in online)
+        counts = "%11d" % 0 * len(online)
         line = "%4d:%s  %s %s-edge      %s\n" % (irq, counts, chip, hwirq or "%d" % irq, name)
         with open(self.p("/proc/interrupts"), "a") as handle:
             handle.write(line)

@@ -96,7 +96,7 @@ def parse_trtexec(text, batch_size=1):
             in_summary = False
         if not in_summary:
             continue
-        key, _, rest = line.partition(":")
+        key, dummy, rest = line.partition(":")
         if key == "Throughput":
             result["throughput_qps"] = float(rest.split()[0])
         elif key in _TRTEXEC_METRICS:
@@ -207,7 +207,8 @@ def parse_cyclictest(text):
     for line in text.splitlines():
         match = _CYCLICTEST_THREAD.match(line.strip())
         if match:
-            thread, _, priority, interval, cycles, low, _, avg, high = (int(v) for v in match.groups())
+            thread, dummy, priority, interval, cycles, low, dummy, avg, high = (
+                int(v) for v in match.groups())
             threads.append({"thread": thread, "priority": priority, "interval_us": interval, "cycles": cycles,
                             "min_us": low, "avg_us": avg, "max_us": high})
     if not threads:

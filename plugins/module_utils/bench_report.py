@@ -186,7 +186,7 @@ def report_svg(report, width=720, height=360):
     left, right, top, bottom = 60, 20, 40, 50
     plot_w, plot_h = width - left - right, height - top - bottom
     title = "%s on %s: %s latency (%s)" % (report["tenant"], report["host"], report["runner"],
-                                            "PASS" if report["gate"]["passed"] else "FAIL")
+                                           "PASS" if report["gate"]["passed"] else "FAIL")
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
            'font-family="sans-serif" font-size="11">' % (width, height, width, height),
            '<rect width="100%" height="100%" fill="white"/>',
@@ -196,7 +196,7 @@ def report_svg(report, width=720, height=360):
     if hist.get("counts"):
         edges, counts = hist["edges_ms"], hist["counts"]
         low = edges[0]
-        high = max([edges[-1]] + [limit for _, limit in ceilings])
+        high = max([edges[-1]] + [ceiling[1] for ceiling in ceilings])
         span = (high - low) or 1.0
         peak = max(counts) or 1
 
@@ -230,7 +230,7 @@ def report_svg(report, width=720, height=360):
     else:
         bars = [(key, latency[key]) for key in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")
                 if latency.get(key) is not None]
-        high = max([value for _, value in bars] + [limit for _, limit in ceilings] + [1e-9])
+        high = max([entry[1] for entry in bars] + [ceiling[1] for ceiling in ceilings] + [1e-9])
         slot = plot_w / float(max(len(bars), 1))
         for index, (key, value) in enumerate(bars):
             bar_h = value / high * plot_h
@@ -244,12 +244,12 @@ def report_svg(report, width=720, height=360):
         for label, limit in ceilings:
             y = top + plot_h - limit / high * plot_h
             out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="red"/>' % (left, y, left + plot_w, y))
-            out.append('<text x="%d" y="%.1f" fill="red">%s max %s ms</text>' % (left + 2, y - 3, escape(label),
-                                                                                  _num(limit)))
+            out.append('<text x="%d" y="%.1f" fill="red">%s max %s ms</text>'
+                       % (left + 2, y - 3, escape(label), _num(limit)))
         out.append('<text x="%d" y="%d">%s reports percentiles only (no per-request samples)</text>'
                    % (left, height - 12, escape(str(report["runner"]))))
-    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (left, top + plot_h, left + plot_w,
-                                                                            top + plot_h))
+    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
+               % (left, top + plot_h, left + plot_w, top + plot_h))
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

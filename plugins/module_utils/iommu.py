@@ -117,10 +117,11 @@ def _is_neutral(function):
 def _member(function, address):
     if function is None:
         return {"address": address, "class_code": None, "class_name": "Unknown device",
-                "vendor_device": None, "driver": None}
+                "vendor_device": None, "driver": None, "numa_node": None}
     return {"address": address, "class_code": format_class_code(function.class_code),
             "class_name": class_name(function.class_code),
-            "vendor_device": format_vendor_device(function), "driver": function.driver}
+            "vendor_device": format_vendor_device(function), "driver": function.driver,
+            "numa_node": function.numa_node}
 
 
 def _group_members(topo, group):

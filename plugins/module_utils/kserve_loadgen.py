@@ -205,7 +205,7 @@ class HttpConnection:
                 raise _ServerClosed("closed in the middle of the headers")
             if line in (b"\r\n", b"\n"):
                 break
-            name, _, value = line.decode("latin-1").partition(":")
+            name, dummy, value = line.decode("latin-1").partition(":")
             answer_headers[name.strip().lower()] = value.strip()
         if "chunked" in answer_headers.get("transfer-encoding", "").lower():
             payload = await self._read_chunked()
@@ -320,7 +320,8 @@ class LoadRun:
         where = "http://%s:%d%s" % (self.host, self.port, self.ready_path)
         try:
             await conn.open()
-            status, _, payload = await asyncio.wait_for(conn.request("GET", self.ready_path), self.timeout_s)
+            status, dummy, payload = await asyncio.wait_for(conn.request("GET", self.ready_path),
+                                                            self.timeout_s)
         except (OSError, asyncio.TimeoutError, _ServerClosed, _BadResponse) as exc:
             raise GpuhostError("the inference server does not answer at %s: %s" % (where, _describe(exc)),
                                field="url", fix="start the server (gpuhost-triton.service in the guest) and check "
@@ -415,7 +416,7 @@ class LoadRun:
                 if not conn.is_open:
                     await conn.open()
                 start = time.perf_counter()
-                status, _, payload = await asyncio.wait_for(
+                status, dummy, payload = await asyncio.wait_for(
                     conn.request("POST", self.path, self.body, {"Content-Type": "application/json"}),
                     self.timeout_s)
                 latency_ms = (time.perf_counter() - start) * 1000.0

@@ -37,6 +37,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
     TenantRequest,
     plan_placement,
+    tenant_request_from_dict,
     validate_tenant_name,
 )
 
@@ -287,8 +288,29 @@ def _housekeeping_of(data, housekeeping):
     return housekeeping
 
 
+def validate_tenants(tenants):
+    """Check every tenant definition the way the planner will (shape, names, counts) and
+    refuse a name given twice; needs neither the host nor the ledger, so callers run it
+    before they take the lock or create anything."""
+    seen = {}
+    for index, tenant in enumerate(tenants or []):
+        field = "tenants[%d]" % index
+        request = tenant_request_from_dict(planner_request(tenant, field), field=field)
+        if request.name in seen:
+            raise GpuhostError("tenant name %s is used twice (tenants[%d] and %s)"
+                               % (request.name, seen[request.name], field),
+                               field="%s.name" % field, fix="give every tenant its own name")
+        seen[request.name] = index
+
+
+def validate_names(names):
+    """Check the tenant names to release before anything is locked or created."""
+    for index, name in enumerate(names or []):
+        validate_tenant_name(name, field="names[%d]" % index)
+
+
 def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
-            hugepage_check="memory"):
+            hugepage_check="memory", allow_acs_override=False, vf_count=None):
     """Plan ``tenants`` around the ledger's tenants; return (new LedgerData, plan, added).
 
     Tenants already in the ledger keep their entries byte for byte (the planner copies
@@ -304,7 +326,8 @@ def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
     requests = [planner_request(t, "tenants[%d]" % i) for i, t in enumerate(tenants or [])]
     hk = _housekeeping_of(data, housekeeping)
     plan = plan_placement(topology, requests, housekeeping=hk or None, smt_policy=smt_policy,
-                          existing=data.tenants, hugepage_check=hugepage_check)
+                          existing=data.tenants, hugepage_check=hugepage_check,
+                          allow_acs_override=allow_acs_override, vf_count=vf_count)
     known = set(data.names())
     added = [t["name"] for t in plan["tenants"] if t["name"] not in known]
     new = dataclasses.replace(data, tenants=copy.deepcopy(plan["tenants"]),
@@ -314,8 +337,7 @@ def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
 
 def release(data, topology, names, hugepage_check="none"):
     """Drop ``names`` from the ledger; return (new LedgerData, plan of the rest, removed)."""
-    for index, name in enumerate(names):
-        validate_tenant_name(name, field="names[%d]" % index)
+    validate_names(names)
     removed = [n for n in data.names() if n in set(names)]
     kept = [t for t in data.tenants if t["name"] not in set(names)]
     plan = plan_placement(topology, [], housekeeping=data.housekeeping or None,

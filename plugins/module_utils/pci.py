@@ -60,6 +60,15 @@ class PciAddress:
         return (self.domain, self.bus, self.slot)
 
 
+def vf_address(pf, offset, stride, index):
+    """The address of VF ``index`` (0-based) of PF ``pf``: the PF's routing ID (bus,
+    device, function) plus ``offset`` plus ``index * stride`` (PCIe SR-IOV capability,
+    the sriov_offset and sriov_stride sysfs attributes)."""
+    pf_addr = PciAddress.parse(pf)
+    rid = (pf_addr.bus << 8 | pf_addr.slot << 3 | pf_addr.function) + offset + index * stride
+    return str(PciAddress(pf_addr.domain, rid >> 8, (rid >> 3) & 0x1F, rid & 7))
+
+
 def normalize_address(text, field="address"):
     """The canonical string form of a PCI address."""
     return str(PciAddress.parse(text, field=field))
@@ -114,6 +123,11 @@ class PciFunction:
     sriov_totalvfs: Optional[int] = None
     sriov_numvfs: Optional[int] = None
     sriov_drivers_autoprobe: Optional[bool] = None
+    # Routing-ID arithmetic of the SR-IOV capability (PCIe base spec 9.3.3.10): VF n
+    # (0-based) sits at the PF's routing ID + sriov_offset + n * sriov_stride, so the
+    # addresses of VFs not created yet can be known.
+    sriov_offset: Optional[int] = None
+    sriov_stride: Optional[int] = None
     bars: Tuple[Bar, ...] = ()
     reset_method: Tuple[str, ...] = ()
     parents: Tuple[str, ...] = ()        # bridge chain, root port first, direct parent last
@@ -376,12 +390,14 @@ def _read_function(root, address, dev_dir, node_cpus):
             target = link(entry)
             if target:
                 virtfns.append((int(match.group(1)), _canonical(target)))
-    function.virtfns = tuple(a for _, a in sorted(virtfns))
+    function.virtfns = tuple(address for index, address in sorted(virtfns))
     if "sriov_totalvfs" in entries:
         function.sriov_totalvfs = number("sriov_totalvfs")
         function.sriov_numvfs = number("sriov_numvfs")
         autoprobe = number("sriov_drivers_autoprobe")
         function.sriov_drivers_autoprobe = None if autoprobe is None else bool(autoprobe)
+        function.sriov_offset = number("sriov_offset")
+        function.sriov_stride = number("sriov_stride")
 
     function.bars = parse_resource(text("resource"))
     reset = text("reset_method")

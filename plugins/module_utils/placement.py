@@ -43,7 +43,11 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import group_members_verdict
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress, normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+    PciAddress,
+    normalize_address,
+    vf_address,
+)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     HostTopology,
     topology_from_dict,
@@ -177,8 +181,9 @@ def tenant_request_from_dict(data, field="tenants[0]"):
 class _Host:
     """What the planner needs from a HostTopology, indexed once (no rescans per tenant)."""
 
-    def __init__(self, topology):
+    def __init__(self, topology, vf_count=None):
         self.topology = topology
+        self.vf_count = vf_count
         cpus = topology.cpus
         self.online = frozenset(cpus.online)
         self.possible_count = (max(cpus.possible) + 1 if cpus.possible
@@ -252,23 +257,54 @@ class _Host:
             self._gpu_verdicts[key] = group_members_verdict(self.topology, list(addresses))
         return self._gpu_verdicts[key]
 
+    def vf_target(self, pf):
+        """How many VFs the PF will have when the tenants start: the count the SR-IOV
+        stage creates (``vf_count``), else every VF it can have (sriov_totalvfs)."""
+        function = self.pci[pf]
+        total = function.sriov_totalvfs or 0
+        wanted = self.vf_count.get(pf) if isinstance(self.vf_count, dict) else self.vf_count
+        if wanted is None:
+            return max(total, len(function.virtfns))
+        return min(wanted, total) if total else wanted
+
     def vf_candidates(self, node):
-        """Usable VFs of the node's PFs, best first: ready drivers, then by address."""
+        """Usable VFs of the node's PFs, best first: existing VFs with ready drivers,
+        other existing VFs, then VFs the SR-IOV stage will create, each by address.
+
+        A VF that does not exist yet is planned at the address the kernel will give it
+        (the PF's routing ID + sriov_offset + index * sriov_stride), and only when the
+        PF's own IOMMU group is clean: such VFs get groups of their own exactly when the
+        PF has one (ACS on the PF's path). Existing VFs beyond the count the SR-IOV stage
+        keeps are left out, since that stage removes them.
+        """
         if node not in self._vf_candidates:
             ranked = []
             for pf in self.pfs:
                 if self.device_node(pf) != node:
                     continue
-                for vf in self.pci[pf].virtfns:
+                function = self.pci[pf]
+                target = self.vf_target(pf)
+                for index, vf in enumerate(function.virtfns[:target]):
                     if vf in self.pci and self.vf_group_clean(vf):
-                        ranked.append((self.pci[vf].driver not in _READY_VF_DRIVERS,
-                                       self.address_key[pf], self.address_key[vf], pf, vf))
+                        rank = 0 if self.pci[vf].driver in _READY_VF_DRIVERS else 1
+                        ranked.append((rank, self.address_key[pf], PciAddress.parse(vf),
+                                       pf, vf))
+                if (len(function.virtfns) < target and function.sriov_offset is not None
+                        and function.sriov_stride is not None and self.vf_group_clean(pf)):
+                    for index in range(len(function.virtfns), target):
+                        vf = vf_address(pf, function.sriov_offset, function.sriov_stride,
+                                        index)
+                        if vf in self.pci:
+                            continue        # the address is taken by another function
+                        ranked.append((2, self.address_key[pf], PciAddress.parse(vf),
+                                       pf, vf))
             ranked.sort()
             self._vf_candidates[node] = tuple(entry[-2:] for entry in ranked)
         return self._vf_candidates[node]
 
     def vf_group_clean(self, address):
-        """A VF goes to a guest alone: its group must hold nothing but it and bridges."""
+        """A VF goes to a guest alone: its group must hold nothing but it and bridges
+        (for a PF: nothing but the PF and bridges, so its future VFs are alone too)."""
         group = self.pci[address].iommu_group
         if group is None:
             return False
@@ -569,7 +605,8 @@ def _cpu_fix(request, policy):
 # ---------------------------------------------------------------------------- the plan
 
 def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
-                   existing=None, hugepage_check="memory", allow_acs_override=False):
+                   existing=None, hugepage_check="memory", allow_acs_override=False,
+                   vf_count=None):
     """Place ``tenants`` on ``topology`` and return the plan (docs/plan-format.md).
 
     ``topology``: a HostTopology or its dict form. ``tenants``: request dicts or
@@ -579,7 +616,10 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     node's free hugepages plus free memory must hold the new tenants' pages, which the
     numa role reserves after planning), ``free`` (the pages must already be reserved
     and free) or ``none``. ``allow_acs_override``: place GPUs and VFs although
-    pcie_acs_override is active (its groups are not isolated by the hardware). Raises
+    pcie_acs_override is active (its groups are not isolated by the hardware).
+    ``vf_count``: how many VFs the SR-IOV stage gives each PF (an int for every PF, or
+    {pf address: count}); VFs that do not exist yet are planned at their predicted
+    addresses up to that count (sriov_totalvfs when None), existing VFs first. Raises
     GpuhostError; changes nothing.
     """
     if smt_policy not in SMT_POLICIES:
@@ -598,7 +638,8 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     if existing is not None and not isinstance(existing, (list, tuple)):
         raise GpuhostError("existing must be a list of plan tenants", field="existing",
                            fix="pass the tenants list of a previous plan")
-    host = _Host(_as_topology(topology))
+    vf_count = _vf_count_arg(vf_count)
+    host = _Host(_as_topology(topology), vf_count)
     if not host.cores_by_node:
         raise GpuhostError("the topology shows no online CPU on any NUMA node",
                            field="topology", fix="check that /sys/devices/system/cpu and "
@@ -650,6 +691,15 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     return _assemble(host, housekeeping_cpus, smt_policy, all_tenants, ledger, warnings)
 
 
+def _vf_count_arg(vf_count):
+    if vf_count is None or vf_count == "":
+        return None
+    if isinstance(vf_count, dict):
+        return {normalize_address(pf, field="vf_count"): _int_field(count, "vf_count.%s" % pf, 0)
+                for pf, count in sorted(vf_count.items())}
+    return _int_field(vf_count, "vf_count", 0)
+
+
 def _check_acs_override(host, requests, allowed):
     """A group split by pcie_acs_override is no isolation: refuse to hand out devices."""
     override = host.topology.iommu.acs_override
@@ -697,10 +747,14 @@ def _gpu_candidates(host, ledger, request, index):
                            % (address, verdict.group, "; ".join(verdict.reasons)
                               or "foreign devices"))
             continue
+        if host.pci[address].boot_vga:
+            # The console's VGA: handing it out by count would lock the operator out of
+            # the local console. Naming it explicitly is still possible (vfio_bind then
+            # refuses it unless allow_boot_vga is set).
+            skipped.append("%s (boot VGA with the console; name it explicitly to use it)"
+                           % address)
+            continue
         by_node.setdefault(node, []).append(address)
-    for node in by_node:
-        # The boot VGA carries the console: take it last.
-        by_node[node].sort(key=lambda a: (bool(host.pci[a].boot_vga), host.address_key[a]))
     return by_node, skipped
 
 
@@ -941,14 +995,24 @@ def _check_hugepages(host, ledger, node, size_kib, pages, request, mode, field, 
 def _choose_vf(host, ledger, node, field):
     for pf, vf in host.vf_candidates(node):
         if vf not in ledger.function_owner:
-            return {"pf": pf, "address": vf, "iommu_group": host.pci[vf].iommu_group}
+            # A VF still to be created has no IOMMU group yet (null until it exists).
+            group = host.pci[vf].iommu_group if vf in host.pci else None
+            return {"pf": pf, "address": vf, "iommu_group": group}
     summary = []
     for pf in host.pfs:
         if host.device_node(pf) == node:
-            vfs = host.pci[pf].virtfns
-            free = sum(1 for p, vf in host.vf_candidates(node)
-                       if p == pf and vf not in ledger.function_owner)
-            summary.append("%s: %d VFs, %d free" % (pf, len(vfs), free))
+            existing = host.pci[pf].virtfns
+            candidates = [vf for p, vf in host.vf_candidates(node) if p == pf]
+            free = sum(1 for vf in candidates if vf not in ledger.function_owner)
+            text = "%s: %d VFs, %d free" % (pf, len(existing), free)
+            later = host.vf_target(pf) - len(existing)
+            if later > 0:
+                created = sum(1 for vf in candidates if vf not in existing)
+                text += (" (%d more to be created)" % created if created else
+                         " (%d more possible, not plannable: the PF's IOMMU group is not "
+                         "clean or unknown, or sysfs shows no sriov_offset/sriov_stride)"
+                         % later)
+            summary.append(text)
     raise _NoFit(node, "VFs", "1 SR-IOV VF on node %s" % node,
                  "0 (%s)" % ("; ".join(summary) or "no SR-IOV PF on node %s" % node),
                  "%s.nic_vf" % field,

@@ -83,11 +83,11 @@ def cmdline_missing(cmdline, wanted):
     """The wanted ``name=value`` arguments that ``cmdline`` lacks (or has otherwise)."""
     have = {}
     for token in str(cmdline).split():
-        name, _, value = token.partition("=")
+        name, dummy, value = token.partition("=")
         have.setdefault(name, []).append(value)
     missing = []
     for arg in wanted:
-        name, _, value = str(arg).partition("=")
+        name, dummy, value = str(arg).partition("=")
         # hugepagesz/hugepages may repeat (one pair per size): any occurrence counts.
         if value not in have.get(name, []):
             missing.append(arg)

@@ -278,8 +278,7 @@ def render_svg(plan, layout=None, title="Placement plan"):
                   + len(pages) * 18 + _PAD)
         boxes.append((node, cores, devices, pages, y, height))
         y += height + 20
-    legend = [(HOUSEKEEPING, HOUSEKEEPING_COLOUR), (FREE, FREE_COLOUR)] + \
-        [(name, colour) for name, colour in colours.items()]
+    legend = [(HOUSEKEEPING, HOUSEKEEPING_COLOUR), (FREE, FREE_COLOUR)] + list(colours.items())
     width = max(node_w + 2 * _PAD, 140 * len(legend) + 2 * _PAD)
     height = y + 10
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '

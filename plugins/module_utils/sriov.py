@@ -32,11 +32,11 @@ from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
-    PciAddress, normalize_address)
+    normalize_address, vf_address)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     ChangeSet, HostWriter, python_library_files, wrapper_script)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
-    VFIO_PCI, current_driver, current_override, device_path)
+    VFIO_PCI, current_driver, current_override, device_path, driver_loaded)
 
 CONFIG_FILE = "/etc/gpuhost/sriov.json"
 UNIT_FILE = "/etc/systemd/system/gpuhost-sriov.service"
@@ -75,12 +75,6 @@ def _listdir(path):
 def _int_attr(writer, address, name):
     value = writer.read(device_path(address, name))
     return int(value) if value not in (None, "") else None
-
-
-def vf_address(pf, offset, stride, index):
-    pf_addr = PciAddress.parse(pf)
-    rid = (pf_addr.bus << 8 | pf_addr.slot << 3 | pf_addr.function) + offset + index * stride
-    return str(PciAddress(pf_addr.domain, rid >> 8, (rid >> 3) & 0x1F, rid & 7))
 
 
 def current_vfs(writer, pf):
@@ -190,6 +184,9 @@ class SriovPlan:
     changes: ChangeSet
     vfs: List[dict] = field(default_factory=list)
     settings_changed: List[int] = field(default_factory=list)
+    # VFs handed to vfio-pci need the driver loaded: the native PF driver does not pull it
+    # in, and drivers_probe of an unknown driver_override leaves the VF unbound.
+    needs_modprobe: bool = False
 
 
 def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_settings=None,
@@ -263,7 +260,9 @@ def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_setting
                 continue
             _vf_bind_step(changes, writer, address, index, vf)
 
-    plan = SriovPlan(address, netdev, changes)
+    plan = SriovPlan(address, netdev, changes,
+                     needs_modprobe=vf_driver == VFIO_PCI and num_vfs > 0
+                     and not driver_loaded(writer, VFIO_PCI))
     if settings:
         now = {i: dict(FRESH_VF) for i in range(num_vfs)} if recreate else None
         if now is None:
@@ -440,6 +439,8 @@ def boot_apply(argv, writer=None, runner=None):
             plan = plan_sriov(writer, pf, int(entry["num_vfs"]),
                               entry.get("vf_driver", "default"), force=True,
                               vf_settings=entry.get("vfs"), runner=runner)
+            if plan.needs_modprobe and plan.changes:
+                _run(runner, ["modprobe", VFIO_PCI])
             plan.changes.apply()
             sys.stderr.write("gpuhost-sriov: %s: %d VF(s) ready\n" % (pf, entry["num_vfs"]))
         except GpuhostError as err:

@@ -128,7 +128,7 @@ def resolve_dir(root, dir_path):
     """Follow ``dir_path`` while it is a link, inside ``root`` (bus/pci/devices/X leads
     to the device's place under sys/devices, whose path shows its bridges)."""
     current = dir_path
-    for _ in range(40):
+    for dummy in range(40):
         target = link_target(root, current)
         if target is None:
             break

@@ -121,7 +121,7 @@ def _read_cpuinfo_summary(root):
         with open(sysfs.path(root, "proc/cpuinfo"), encoding="utf-8",
                   errors="replace") as handle:
             for line in handle:
-                key, _, value = line.partition(":")
+                key, dummy, value = line.partition(":")
                 key = key.strip()
                 if key == "vendor_id" and vendor is None:
                     vendor = value.strip()

@@ -313,6 +313,10 @@ def python_library_files(module_names, dest="/usr/local/lib/gpuhost/python"):
         module = importlib.import_module(name)
         loader = getattr(module, "__loader__", None)
         source = loader.get_source(name) if loader is not None else None
+        if isinstance(source, bytes):
+            # Ansible's collection loader (ansible-test, controller-side imports) returns
+            # the source as bytes; importlib's file loaders return text.
+            source = source.decode("utf-8")
         if source is None:
             raise GpuhostError("cannot read the source of %s" % name,
                                fix="run the module from an installed gpuhost.kvm collection")

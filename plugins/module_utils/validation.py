@@ -167,7 +167,7 @@ def report_markdown(data):
              "", "| Check | Status | Detail |", "|---|---|---|"]
     for check in data["checks"]:
         lines.append("| %s | %s | %s |" % (check["title"], check["status"].upper(),
-                                            str(check["detail"]).replace("|", "\\|")))
+                                           str(check["detail"]).replace("|", "\\|")))
     return "\n".join(lines) + "\n"
 
 

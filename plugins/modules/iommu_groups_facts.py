@@ -25,7 +25,7 @@ description:
   - Also lists SR-IOV physical functions with their virtual functions.
   - The module only reads; it never changes the host.
 author:
-  - gpuhost.kvm contributors
+  - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
 options:
@@ -41,8 +41,10 @@ attributes:
     description: The module never changes anything, so check mode runs it unchanged.
   diff_mode:
     support: none
+    description: Nothing changes, so there is nothing to diff.
   facts:
     support: full
+    description: Returns the C(gpuhost_iommu) fact and nothing else.
 notes:
   - Interrupt remapping is taken from, in order, C(intremap=off) on the command line,
     C(IR-) interrupt chips in C(/proc/interrupts), then the IR bit of every Intel DMAR
@@ -139,7 +141,9 @@ ansible_facts:
           returned: always
           sample: proc_interrupts
         groups:
-          description: Every IOMMU group with its devices.
+          description: >-
+            Every IOMMU group with its devices; each device has address, class_code,
+            class_name, vendor_device, driver and numa_node (null when unknown).
           type: list
           elements: dict
           returned: always
@@ -152,6 +156,7 @@ ansible_facts:
                   class_name: 3D controller
                   vendor_device: "10de:20b5"
                   driver: nvidia
+                  numa_node: 0
         gpus:
           description: One verdict per GPU.
           type: list

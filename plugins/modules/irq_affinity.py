@@ -20,7 +20,7 @@ description:
   - Optionally sets irqbalance's ban list in its environment file and restarts
     irqbalance only when that file changed.
 author:
-  - gpuhost.kvm contributors
+  - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
   - gpuhost.kvm.host_change
@@ -278,8 +278,9 @@ def main():
     try:
         pinner.run()
     except GpuhostError as err:
-        module.fail_json(**dict(pinner.result, changed=bool(err.details.get("rollback_failed")),
-                                **err.to_result()))
+        failure = dict(pinner.result, **err.to_result())
+        failure["changed"] = bool(err.details.get("rollback_failed"))
+        module.fail_json(**failure)
     module.exit_json(**pinner.result)
 
 

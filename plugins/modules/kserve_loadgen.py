@@ -31,7 +31,7 @@ description:
   - The module checks that the model is ready before the run and fails with the server's
     answer if it is not.
 author:
-  - gpuhost.kvm contributors
+  - gpuhost.kvm contributors (@gpuhost)
 options:
   url:
     description:
@@ -119,9 +119,11 @@ options:
     default: false
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode no request is sent and the module says so in RV(msg).
   diff_mode:
+    description: Nothing on the target changes, so there is nothing to diff.
     support: none
 notes:
   - gRPC and Triton's binary tensor extension are not used. Large tensors, such as

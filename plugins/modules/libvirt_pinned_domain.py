@@ -293,8 +293,9 @@ options:
     default: /
   topology:
     description:
-      - The host topology as data (the dict form of
-        M(gpuhost.kvm.host_topology_facts)); when given, O(root) is not read.
+      - The host topology as data (the dict form of C(topology_to_dict), as in the
+        C(topology) key of M(gpuhost.kvm.capacity_facts)); when given, O(root) is not
+        read.
     type: dict
   allow_cpu_overlap:
     description: Accept vCPU pins that overlap another domain's (a warning instead of a

@@ -20,7 +20,7 @@ description:
   - Refuses to change the count while a VF is attached to a running libvirt domain,
     unless O(force=true).
 author:
-  - gpuhost.kvm contributors
+  - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
   - gpuhost.kvm.host_change
@@ -178,6 +178,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sriov import (
     UNIT_FILE, VF_DRIVERS, describe_vfs, plan_persistence, plan_sriov)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import VFIO_PCI, prepend_modprobe
 
 DEFAULT_LIBVIRT_URI = "qemu:///system"
 
@@ -228,6 +229,12 @@ class SriovConfigurator(object):
             self.module.warn("could not check running libvirt domains: %s" % err.message)
             return None
 
+    def _modprobe(self):
+        rc, out, err = self.module.run_command(["modprobe", VFIO_PCI])
+        if rc != 0:
+            raise GpuhostError("modprobe vfio-pci failed: %s" % (err or out).strip(),
+                               field="vf_driver", fix="install the kernel's vfio-pci module")
+
     def _systemctl(self, *args):
         rc, out, err = self.module.run_command(["systemctl"] + list(args))
         if rc != 0:
@@ -240,6 +247,11 @@ class SriovConfigurator(object):
                                params["vf_driver"], params["force"], params["vfs"],
                                self.runner, self._domain_devices())
         changes = self.plan.changes
+        if self.plan.needs_modprobe and changes:
+            if self.live:
+                prepend_modprobe(self.plan, self._modprobe)
+            else:
+                self.skipped.append("modprobe vfio-pci (root is not /)")
         if params["persistent"]:
             files_before = len(changes.files)
             plan_persistence(changes, self.writer, self.plan, params["num_vfs"],
@@ -281,9 +293,9 @@ def main():
     try:
         configurator.run()
     except GpuhostError as err:
-        module.fail_json(**dict(configurator.result,
-                                changed=bool(err.details.get("rollback_failed")),
-                                **err.to_result()))
+        failure = dict(configurator.result, **err.to_result())
+        failure["changed"] = bool(err.details.get("rollback_failed"))
+        module.fail_json(**failure)
     module.exit_json(**configurator.result)
 
 

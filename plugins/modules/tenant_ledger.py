@@ -72,19 +72,35 @@ options:
     description: Seconds to wait for another run's lock before failing.
     type: float
     default: 60
+  allow_acs_override:
+    description:
+      - Place GPUs and VFs although C(pcie_acs_override) is on the kernel command line.
+        Its IOMMU groups are split by the kernel, not isolated by the hardware, so this
+        is for single-tenant hosts only.
+    type: bool
+    default: false
+  vf_count:
+    description:
+      - How many VFs the SR-IOV stage gives each PF
+        (O(gpuhost.kvm.sriov_vfs#module:num_vfs)). VFs that do not exist yet are planned at the addresses the kernel
+        will give them (the PF's routing ID plus C(sriov_offset) and C(sriov_stride)),
+        existing VFs first. Default every VF the PF offers (C(sriov_totalvfs)).
+    type: int
 extends_documentation_fragment:
   - gpuhost.kvm.root
 notes:
   - The ledger O(path) is a host path; it is not resolved under O(root).
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Plans under the lock and reports the ledger it would write; writes nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the ledger's tenant names and their allocations before and after.
 author:
-  - gpuhost.kvm contributors
+  - gpuhost.kvm contributors (@gpuhost)
 """
 
 EXAMPLES = r"""
@@ -163,6 +179,8 @@ def build_module():
             hugepage_check=dict(type="str", choices=["memory", "free", "none"],
                                 default="memory"),
             lock_timeout=dict(type="float", default=60.0),
+            allow_acs_override=dict(type="bool", default=False),
+            vf_count=dict(type="int"),
             root=dict(type="path", default="/"),
         ),
         required_if=[("state", "present", ["tenants"]), ("state", "absent", ["names"])],
@@ -196,6 +214,12 @@ class TenantLedger:
 
     def run(self):
         params = self.params
+        # Bad input is refused before the lock: nothing (not even the ledger's folder or
+        # lock file) is created for a request that cannot be planned.
+        if params["state"] == "present":
+            ledger_core.validate_tenants(params["tenants"])
+        else:
+            ledger_core.validate_names(params["names"])
         topology = read_host_topology(params["root"], with_irqs=False)
         self.layout = layout_from_topology(topology)
         with ledger_core.locked(params["path"], timeout=params["lock_timeout"],
@@ -206,7 +230,9 @@ class TenantLedger:
                 new, self.plan, self.allocated = ledger_core.reserve(
                     current, topology, params["tenants"], smt_policy=params["smt_policy"],
                     housekeeping=params["housekeeping"],
-                    hugepage_check=params["hugepage_check"])
+                    hugepage_check=params["hugepage_check"],
+                    allow_acs_override=params["allow_acs_override"],
+                    vf_count=params["vf_count"])
             else:
                 new, self.plan, self.released = ledger_core.release(
                     current, topology, params["names"])

@@ -56,7 +56,8 @@ def ansible_playbook(playbook, *args):
                ANSIBLE_FORCE_COLOR="0", PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
     return subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", "localhost,", playbook,
                            "-e", "ansible_python_interpreter=%s" % sys.executable] + list(args),
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
+                          check=False)
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,7 @@ class Daemons:
         deadline = time.time() + 30
         while time.time() < deadline:
             proc = subprocess.run(["virsh", "-c", self.uri, "version"], capture_output=True,
-                                  text=True)
+                                  text=True, check=False)
             if proc.returncode == 0:
                 return None
             if any(p.poll() is not None for p in self.procs):
@@ -111,8 +111,10 @@ def libvirtd():
             pytest.skip("REAL LIBVIRTD TEST NOT RUN: " + failure)
         yield daemons
     finally:
-        subprocess.run(["virsh", "-c", daemons.uri, "destroy", NAME], capture_output=True)
-        subprocess.run(["virsh", "-c", daemons.uri, "undefine", NAME], capture_output=True)
+        subprocess.run(["virsh", "-c", daemons.uri, "destroy", NAME], capture_output=True,
+                       check=False)
+        subprocess.run(["virsh", "-c", daemons.uri, "undefine", NAME], capture_output=True,
+                       check=False)
         daemons.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -131,13 +133,13 @@ def hugetlbfs():
         return
     os.makedirs("/dev/hugepages", exist_ok=True)
     proc = subprocess.run(["mount", "-t", "hugetlbfs", "hugetlbfs", "/dev/hugepages"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         pytest.skip("REAL LIBVIRTD TEST NOT RUN: cannot mount hugetlbfs: %s" % proc.stderr)
     try:
         yield "/dev/hugepages"
     finally:
-        subprocess.run(["umount", "/dev/hugepages"], capture_output=True)
+        subprocess.run(["umount", "/dev/hugepages"], capture_output=True, check=False)
 
 
 @pytest.fixture
@@ -189,7 +191,7 @@ def host_cpus():
         text = handle.read().strip()
     cpus = []
     for part in text.split(","):
-        first, _, last = part.partition("-")
+        first, dummy, last = part.partition("-")
         cpus.extend(range(int(first), int(last or first) + 1))
     return cpus
 
@@ -232,7 +234,8 @@ def module(uri, images_dir, check=False, **args):
 
 
 def virsh(uri, *args):
-    proc = subprocess.run(["virsh", "-c", uri] + list(args), capture_output=True, text=True)
+    proc = subprocess.run(["virsh", "-c", uri] + list(args), capture_output=True, text=True,
+                          check=False)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -32,7 +32,7 @@ def adhoc(args, *extra, check=True):
                     "-a", json.dumps(args), *extra, env=env, check=check)
     marker = "localhost | "
     start = proc.stdout.index(marker) + len(marker)
-    status, _, body = proc.stdout[start:].partition(" => ")
+    status, dummy, body = proc.stdout[start:].partition(" => ")
     return proc.returncode, status.strip(), json.loads(body)
 
 

@@ -35,7 +35,7 @@ def test_galaxy_build_install_and_run_module_from_tarball(tmp_path):
     proc = run_tool("ansible", "localhost", "-c", "local", "-m",
                     "gpuhost.kvm.iommu_groups_facts", cwd=cwd, env=env)
     # The default callback prints "localhost | SUCCESS => {json}" for ad-hoc runs.
-    header, _, body = proc.stdout.partition("=>")
+    header, dummy, body = proc.stdout.partition("=>")
     assert "SUCCESS" in header, proc.stdout
     result = json.loads(body)
     assert result["changed"] is False

@@ -95,7 +95,7 @@ def test_site_check_mode_on_the_runbook_host_completes_without_failures(lab):
     assert recap["failed"] == 0 and recap["unreachable"] == 0
     assert recap["changed"] > 0            # a fresh host has work to do
     # Every stage ran, in the runbook's order.
-    stages = [m for m in re.findall(r"^TASK \[gpuhost\.kvm\.(\w+) :", proc.stdout, re.M)]
+    stages = re.findall(r"^TASK \[gpuhost\.kvm\.(\w+) :", proc.stdout, re.M)
     order = [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s]
     assert order == ["plan", "bios", "iommu", "vfio", "numa", "sriov_irq", "vm", "guest",
                      "benchmark", "validate"], order

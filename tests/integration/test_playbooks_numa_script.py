@@ -39,7 +39,7 @@ def test_pages_move_to_the_planned_nodes(tmp_path):
     n0_1g, n1_1g = _pool(sysfs, 0, 1048576, 32), _pool(sysfs, 1, 1048576, 32)
     n0_2m, n1_2m = _pool(sysfs, 0, 2048, 256), _pool(sysfs, 1, 2048, 256)
     proc = subprocess.run(["sh", str(script), str(conf)], capture_output=True, text=True,
-                          env=dict(os.environ, GPUHOST_SYSFS=str(sysfs)))
+                          env=dict(os.environ, GPUHOST_SYSFS=str(sysfs)), check=False)
     assert proc.returncode == 0, proc.stderr
     assert [p.read_text().strip() for p in (n0_1g, n1_1g, n0_2m, n1_2m)] == \
         ["64", "0", "0", "512"]
@@ -50,13 +50,13 @@ def test_missing_pool_fails_with_the_node_named(tmp_path):
     sysfs = tmp_path / "sys"
     _pool(sysfs, 0, 1048576, 64)
     proc = subprocess.run(["sh", str(script), str(conf)], capture_output=True, text=True,
-                          env=dict(os.environ, GPUHOST_SYSFS=str(sysfs)))
+                          env=dict(os.environ, GPUHOST_SYSFS=str(sysfs)), check=False)
     assert proc.returncode == 1
     assert "no 2048 kB pages on node 1" in proc.stderr
 
 
 def test_missing_configuration_fails(tmp_path):
-    _, script = _render(tmp_path)
+    script = _render(tmp_path)[1]
     proc = subprocess.run(["sh", str(script), str(tmp_path / "absent.conf")],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 1 and "missing" in proc.stderr

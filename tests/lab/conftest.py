@@ -56,7 +56,7 @@ class Lab:
         state = {}
         with open(os.path.join(run_dir, "state"), encoding="utf-8") as handle:
             for line in handle:
-                key, _, value = line.rstrip("\n").partition("=")
+                key, dummy, value = line.rstrip("\n").partition("=")
                 state[key] = value
         self.port = int(state["port"])
         self.key = state["key"]
@@ -75,7 +75,7 @@ class Lab:
     def ssh(self, command, check=True, timeout=300, input_text=None):
         """Run a shell command in the lab; returns the CompletedProcess (text)."""
         proc = subprocess.run(self.ssh_argv() + [command], capture_output=True, text=True,
-                              timeout=timeout, input=input_text)
+                              timeout=timeout, input=input_text, check=False)
         if check and proc.returncode != 0:
             raise LabError("lab command failed (rc=%d): %s\nstdout:\n%s\nstderr:\n%s\n"
                            "console log: %s" % (proc.returncode, command, proc.stdout,
@@ -119,7 +119,11 @@ class Lab:
         return env
 
     def module(self, name, args=None, check_mode=False, diff=False, timeout=600):
-        """One real ``ansible -m`` run on hk-gpu-01; returns (rc, result dict)."""
+        """One real ``ansible -m`` run on hk-gpu-01; returns (rc, result dict).
+
+        Every runner here reads stdin from /dev/null: the SSH master that lab/reboot
+        starts can leave an inherited stdin non-blocking, and ansible then refuses to
+        run ("requires blocking IO on stdin")."""
         argv = [os.path.join(VENV_BIN, "ansible"), HOST, "-i", INVENTORY, "-m", name]
         if args is not None:
             argv += ["-a", json.dumps(args) if isinstance(args, dict) else args]
@@ -128,7 +132,8 @@ class Lab:
         if diff:
             argv.append("--diff")
         proc = subprocess.run(argv, cwd=REPO, env=self.ansible_env(), capture_output=True,
-                              text=True, timeout=timeout)
+                              text=True, timeout=timeout, check=False,
+                              stdin=subprocess.DEVNULL)
         # ad-hoc output is "hk-gpu-01 | SUCCESS => {json}" (FAILED!/CHANGED/UNREACHABLE!)
         head, sep, payload = proc.stdout.partition(" => ")
         if not sep:
@@ -142,7 +147,8 @@ class Lab:
         argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY, "-l", HOST,
                 playbook] + list(args)
         proc = subprocess.run(argv, cwd=REPO, env=self.ansible_env(), capture_output=True,
-                              text=True, timeout=timeout)
+                              text=True, timeout=timeout, check=False,
+                              stdin=subprocess.DEVNULL)
         if check and proc.returncode != 0:
             raise LabError("ansible-playbook %s failed (rc=%d)\nstdout:\n%s\nstderr:\n%s\n"
                            "console log: %s" % (playbook, proc.returncode, proc.stdout[-20000:],
@@ -155,7 +161,8 @@ def run_lab_command(name, *args, timeout=BOOT_TIMEOUT):
     console_log = os.path.join(RUN_DIR, "console.log")
     try:
         proc = subprocess.run([os.path.join(LAB_DIR, name)] + list(args), cwd=REPO,
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=timeout, check=False,
+                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as err:
         raise LabError("lab/%s did not finish in %ss; console log: %s\n--- console tail\n%s"
                        % (name, timeout, console_log, _tail(console_log))) from err

@@ -284,7 +284,7 @@ def run_playbook(host, playbook, extra=None, check=True, limit="hk-gpu-01", verb
     if verbosity:
         argv.append("-" + "v" * verbosity)
     proc = subprocess.run(argv, cwd=REPO, env=env or ansible_env(), capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
     proc.output = proc.stdout + proc.stderr
     return proc
 

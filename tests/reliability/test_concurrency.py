@@ -113,7 +113,7 @@ def test_two_ansible_playbook_runs_reserve_the_last_gpu_at_once(tmp_path, tally)
                                        stderr=subprocess.STDOUT, text=True)
     results = {}
     for name, proc in procs.items():
-        output, _ = proc.communicate(timeout=300)
+        output = proc.communicate(timeout=300)[0]
         if proc.returncode == 0:
             results[name] = {"ok": True}
         else:

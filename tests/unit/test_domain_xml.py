@@ -61,12 +61,12 @@ def two_gpu_spec():
 
 
 def small_spec(**overrides):
-    values = dict(vcpu_pins=[1, 33, 2, 34], guest_topology={"sockets": 1, "dies": 1,
-                                                             "cores": 2, "threads": 2},
+    vcpu_pins = overrides.pop("vcpu_pins", [1, 33, 2, 34])
+    values = dict(guest_topology={"sockets": 1, "dies": 1, "cores": 2, "threads": 2},
                   memory_nodeset="0", emulator_cpus="0,32", iothreads=1,
                   iothread_cpus="0,32", hugepage_size_kib=2048)
     values.update(overrides)
-    return dx.spec_from_options("small", 4, values.pop("vcpu_pins"), 2, **values)
+    return dx.spec_from_options("small", 4, vcpu_pins, 2, **values)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

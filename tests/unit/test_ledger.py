@@ -49,7 +49,7 @@ def test_missing_ledger_is_empty_and_reserve_keeps_guest_keys_out_of_the_planner
 
 def test_write_then_read_round_trips_with_serial_and_prev_copy(runbook, tmp_path):
     path = str(tmp_path / "state" / "ledger.json")
-    new, _, _ = ledger.reserve(ledger.read_ledger(path), runbook, [TENANT_A])
+    new = ledger.reserve(ledger.read_ledger(path), runbook, [TENANT_A])[0]
     with ledger.locked(path):
         first = ledger.write_ledger(path, new, now="2026-01-01T00:00:00Z")
     assert first.serial == 1
@@ -74,7 +74,7 @@ def test_write_then_read_round_trips_with_serial_and_prev_copy(runbook, tmp_path
 def test_corrupt_ledger_is_detected_with_recovery_steps_never_reset(runbook, tmp_path,
                                                                     damage, why):
     path = str(tmp_path / "ledger.json")
-    new, _, _ = ledger.reserve(ledger.read_ledger(path), runbook, [TENANT_A])
+    new = ledger.reserve(ledger.read_ledger(path), runbook, [TENANT_A])[0]
     ledger.write_ledger(path, new)
     damaged = damage(open(path).read())
     with open(path, "w") as handle:
@@ -99,7 +99,7 @@ def test_existing_tenant_keeps_its_pins_when_another_is_added(eight_gpu, tmp_pat
     topo = read_host_topology(eight_gpu, with_irqs=False)
     first = {"name": "a", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}
     second = {"name": "b", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}
-    one, plan1, _ = ledger.reserve(ledger.LedgerData(), topo, [first])
+    one, plan1 = ledger.reserve(ledger.LedgerData(), topo, [first])[:2]
     two, plan2, added = ledger.reserve(one, topo, [first, second])
     assert added == ["b"]
     assert plan2["tenants"][0] == plan1["tenants"][0]
@@ -109,7 +109,7 @@ def test_existing_tenant_keeps_its_pins_when_another_is_added(eight_gpu, tmp_pat
 
 
 def test_conflicting_explicit_gpu_is_refused_naming_the_holder(runbook):
-    held, _, _ = ledger.reserve(ledger.LedgerData(), runbook, [TENANT_A])
+    held = ledger.reserve(ledger.LedgerData(), runbook, [TENANT_A])[0]
     thief = dict(TENANT_A, name="tenant-b", nic_vf=False, vcpus=2, memory_gib=1)
     with pytest.raises(GpuhostError) as info:
         ledger.reserve(held, runbook, [thief])
@@ -117,7 +117,7 @@ def test_conflicting_explicit_gpu_is_refused_naming_the_holder(runbook):
 
 
 def test_changed_request_and_changed_policy_are_refused(runbook):
-    held, _, _ = ledger.reserve(ledger.LedgerData(), runbook, [TENANT_A])
+    held = ledger.reserve(ledger.LedgerData(), runbook, [TENANT_A])[0]
     with pytest.raises(GpuhostError, match="request differs"):
         ledger.reserve(held, runbook, [dict(TENANT_A, vcpus=28)])
     with pytest.raises(GpuhostError, match="SMT policy"):
@@ -128,9 +128,9 @@ def test_changed_request_and_changed_policy_are_refused(runbook):
 
 def test_release_drops_only_the_named_tenant(eight_gpu):
     topo = read_host_topology(eight_gpu, with_irqs=False)
-    both, plan, _ = ledger.reserve(ledger.LedgerData(), topo, [
+    both, plan = ledger.reserve(ledger.LedgerData(), topo, [
         {"name": "a", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"},
-        {"name": "b", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}])
+        {"name": "b", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}])[:2]
     rest, plan_rest, removed = ledger.release(both, topo, ["b", "nobody"])
     assert removed == ["b"]
     assert [t["name"] for t in plan_rest["tenants"]] == ["a"]
@@ -168,7 +168,7 @@ def _onboard(root, path, name, queue):
     try:
         with ledger.locked(path, timeout=30):
             current = ledger.read_ledger(path)
-            new, plan, _ = ledger.reserve(current, topo, [request])
+            new, plan = ledger.reserve(current, topo, [request])[:2]
             ledger.write_ledger(path, new)
         entry = [t for t in plan["tenants"] if t["name"] == name][0]
         queue.put((name, entry["gpus"][0]["address"], tuple(entry["vcpu_pins"])))
@@ -184,7 +184,7 @@ def test_concurrent_onboardings_get_different_gpus_and_cores(eight_gpu, tmp_path
                for i in range(4)]
     for worker in workers:
         worker.start()
-    results = [queue.get(timeout=60) for _ in workers]
+    results = [queue.get(timeout=60) for dummy in workers]
     for worker in workers:
         worker.join(10)
     assert all(r[1] != "error" for r in results), results
@@ -194,3 +194,25 @@ def test_concurrent_onboardings_get_different_gpus_and_cores(eight_gpu, tmp_path
     assert len(cpus) == len(set(cpus))
     final = ledger.read_ledger(path)
     assert sorted(final.names()) == ["t0", "t1", "t2", "t3"] and final.serial == 4
+
+
+def test_bad_tenant_is_refused_before_the_lock_creates_anything(eight_gpu, tmp_path):
+    """tenant_ledger validates its input first: a refused request leaves no ledger
+    folder and no lock file behind."""
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
+
+    folder = tmp_path / "gpuhost"
+    cases = [({"state": "present", "tenants": [dict(TENANT_A, vcpus=0)]}, "tenants[0].vcpus"),
+             ({"state": "present", "tenants": [dict(TENANT_A), dict(TENANT_A)]},
+              "tenants[1].name"),
+             ({"state": "absent", "names": ["../etc"]}, "names[0]")]
+    for args, field in cases:
+        args = dict(args, path=str(folder / "ledger.json"), root=eight_gpu,
+                    _ansible_check_mode=False, _ansible_diff=False)
+        with patch_module_args(args):
+            module = tenant_ledger.build_module()
+        with pytest.raises(GpuhostError) as excinfo:
+            tenant_ledger.TenantLedger(module).run()
+        assert excinfo.value.field == field, excinfo.value.message
+        assert not folder.exists()

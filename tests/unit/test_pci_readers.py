@@ -6,7 +6,7 @@
 import os
 import re
 import sys
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 import pytest
 

@@ -4,9 +4,11 @@
 """The placement planner on literal topologies (no sysfs), one behaviour per test."""
 
 import copy
+import dataclasses
 import json
 
 import pytest
+from sysfs_sim import SimulatedKernel, build_sim_host, run_module
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import Bar, PciFunction
@@ -23,7 +25,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     HugepagePool,
     IommuState,
     NumaNode,
+    read_host_topology,
 )
+from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs
 
 GIB_KIB = 1048576
 A100_BARS = (Bar(0, 0xD0000000, 0xD0FFFFFF, 0x40200),
@@ -118,9 +122,10 @@ def runbook_host(**kwargs):
 
 
 def lab_host(**kwargs):
-    """The QEMU lab: 2 nodes x 2 cores x 2 threads, siblings adjacent (0-1, 2-3)."""
+    """The QEMU lab: 2 nodes x 2 cores x 2 threads, siblings adjacent (0-1, 2-3); its
+    "GPUs" are not the boot VGA (00:01.0 is, lab/README.md)."""
     cores = {0: [(0, 1), (2, 3)], 1: [(4, 5), (6, 7)]}
-    functions = [gpu("0000:41:00.0", 1, 12, boot_vga=True), hda("0000:41:00.1", 1, 12)]
+    functions = [gpu("0000:41:00.0", 1, 12), hda("0000:41:00.1", 1, 12)]
     return build_host(cores, functions, mem_total_gib=1, mem_free_gib=1, **kwargs)
 
 
@@ -131,7 +136,7 @@ def two_node_gpu_host(gpus_per_node=2, threads=2, cores_per_node=8):
     total = 2 * cores_per_node
     for node in (0, 1):
         cores[node] = []
-        for _ in range(cores_per_node):
+        for dummy in range(cores_per_node):
             cores[node].append(tuple(cpu + t * total for t in range(threads)))
             cpu += 1
     functions = []
@@ -750,3 +755,125 @@ def test_a_failure_leaves_the_inputs_untouched():
 def _cpus(text):
     from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
     return parse_cpulist(text)
+
+
+# ------------------------------------------------- VFs the SR-IOV stage will create
+
+def pf_without_vfs(address, node, group, offset=2, stride=1, total=8):
+    """A PF whose VFs are not created yet (sriov_numvfs 0), as on a fresh host."""
+    return PciFunction(address=address, class_code=0x020000, vendor_id=0x15B3,
+                       device_id=0x101D, driver="mlx5_core", numa_node=node,
+                       numa_node_source="numa_node", iommu_group=group,
+                       sriov_totalvfs=total, sriov_numvfs=0, sriov_offset=offset,
+                       sriov_stride=stride)
+
+
+def fresh_host(*pfs):
+    cores = {0: [(n, n + 8) for n in range(0, 4)], 1: [(n, n + 8) for n in range(4, 8)]}
+    functions = [gpu("0000:65:00.0", 0, 27), hda("0000:65:00.1", 0, 27)] + list(pfs)
+    return build_host(cores, functions, hugepages={0: {GIB_KIB: (8, 8)}})
+
+
+SMALL = dict(gpus=0, vcpus=2, memory_gib=1, hugepage_size="2M", iothreads=0)
+
+
+def test_vf_not_created_yet_is_planned_at_its_routing_id_address():
+    plan = plan_placement(fresh_host(pf_without_vfs("0000:41:00.0", 0, 39)),
+                          [tenant(**SMALL)], vf_count=2)
+    # routing ID 0x4100 + offset 2 + 0 * stride 1 = 0x4102 -> 41:00.2
+    assert plan["tenants"][0]["vf"] == {"pf": "0000:41:00.0", "address": "0000:41:00.2",
+                                        "iommu_group": None}
+
+
+def test_predicted_vf_addresses_cross_the_device_boundary_with_the_stride():
+    host = fresh_host(pf_without_vfs("0000:41:00.0", 0, 39, offset=7, stride=2))
+    plan = plan_placement(host, [tenant(name="a", **SMALL), tenant(name="b", **SMALL)])
+    # 0x4100 + 7 = 41:00.7, then + 2 = 0x4109 = 41:01.1
+    assert [t["vf"]["address"] for t in plan["tenants"]] == ["0000:41:00.7", "0000:41:01.1"]
+
+
+def test_vf_count_caps_the_vfs_planned_before_they_exist():
+    host = fresh_host(pf_without_vfs("0000:41:00.0", 0, 39))
+    with pytest.raises(GpuhostError) as excinfo:
+        plan_placement(host, [tenant(name="a", **SMALL), tenant(name="b", **SMALL)],
+                       vf_count=1)
+    fails("tenants[1].nic_vf", "not enough VFs",
+          "0000:41:00.0: 0 VFs, 0 free (1 more to be created)")(excinfo.value)
+    plan = plan_placement(host, [tenant(name="a", **SMALL), tenant(name="b", **SMALL)],
+                          vf_count={"41:00.0": 2})
+    assert [t["vf"]["address"] for t in plan["tenants"]] == ["0000:41:00.2", "0000:41:00.3"]
+
+
+def test_existing_vfs_are_preferred_to_vfs_still_to_be_created():
+    functions = sriov_pf("0000:41:00.0", 0, 39, ["0000:41:00.2"], 40)
+    pf = dataclasses.replace(functions[0], sriov_totalvfs=8, sriov_offset=2, sriov_stride=1)
+    host = fresh_host(pf, *functions[1:])
+    plan = plan_placement(host, [tenant(name="a", **SMALL), tenant(name="b", **SMALL)],
+                          vf_count=4)
+    assert [t["vf"] for t in plan["tenants"]] == [
+        {"pf": "0000:41:00.0", "address": "0000:41:00.2", "iommu_group": 40},
+        {"pf": "0000:41:00.0", "address": "0000:41:00.3", "iommu_group": None}]
+
+
+def test_vfs_of_a_pf_in_a_shared_group_are_not_planned_before_they_exist():
+    nic = pf_without_vfs("0000:41:00.0", 0, 39)
+    neighbour = PciFunction(address="0000:41:00.1", class_code=0x020000, vendor_id=0x15B3,
+                            device_id=0x101D, driver="mlx5_core", numa_node=0,
+                            numa_node_source="numa_node", iommu_group=39)
+    with pytest.raises(GpuhostError) as excinfo:
+        plan_placement(fresh_host(nic, neighbour), [tenant(**SMALL)], vf_count=2)
+    fails("tenants[0].nic_vf", "not plannable", "IOMMU group")(excinfo.value)
+
+
+def test_vfs_predicted_by_the_plan_are_the_ones_sriov_vfs_creates(tmp_path):
+    """The plan's address for a VF not created yet and the address the kernel gives it
+    when sriov_vfs creates it (the simulator follows sriov_offset/sriov_stride) agree."""
+    root = build_sim_host(str(tmp_path / "host"))
+    kernel = SimulatedKernel(root, vf_drivers={"0000:03:00.0": "mlx5_core"})
+    before = read_host_topology(root)
+    assert before.pci["0000:03:00.0"].sriov_offset == 2
+    assert before.pci["0000:03:00.0"].sriov_stride == 1
+    # The NVMe PF 01:00.0 keeps no VFs (count 0): the NIC's are the ones planned.
+    plan = plan_placement(before, [tenant(name="a", **SMALL), tenant(name="b", **SMALL)],
+                          housekeeping={"0": "0", "1": "4"}, smt_policy="prefer",
+                          hugepage_check="none",
+                          vf_count={"0000:03:00.0": 2, "0000:01:00.0": 0})
+    planned = [t["vf"]["address"] for t in plan["tenants"] if t["node"] == 0]
+    assert planned == ["0000:03:00.2", "0000:03:00.3"][:len(planned)] and planned
+    run_module(sriov_vfs, "SriovConfigurator",
+               {"pf": "0000:03:00.0", "num_vfs": 2, "vf_driver": "vfio-pci", "root": root},
+               kernel)
+    after = read_host_topology(root)
+    assert set(planned) <= set(after.pci["0000:03:00.0"].virtfns)
+    assert all(after.pci[vf].physfn == "0000:03:00.0" for vf in planned)
+
+
+# ------------------------------------------------------------------- the boot VGA
+
+def test_boot_vga_is_never_chosen_by_count_but_can_be_named():
+    cores = {0: [(0, 1), (2, 3)], 1: [(4, 5), (6, 7)]}
+    functions = [gpu("0000:41:00.0", 1, 12, boot_vga=True), hda("0000:41:00.1", 1, 12)]
+    host = build_host(cores, functions, hugepages={1: {2048: (512, 512)}})
+    request = tenant(vcpus=2, memory_gib=1, hugepage_size="2M", nic_vf=False)
+    with pytest.raises(GpuhostError) as excinfo:
+        plan_placement(host, [request])
+    fails("tenants[0].gpus", "not enough GPUs", "0000:41:00.0 (boot VGA")(excinfo.value)
+    named = plan_placement(host, [dict(request, gpus=["0000:41:00.0"])])
+    assert named["tenants"][0]["gpus"][0]["address"] == "0000:41:00.0"
+
+
+def test_lab_tenant_gets_the_same_vf_before_and_after_the_vfs_exist():
+    """The lab's recorded first boot (no VFs yet) and its boot with 2 VFs plan the lab
+    tenant's VF at the same address: the one sriov_vfs then creates."""
+    import os
+    recording = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures",
+                             "lab-recording")
+    lab_tenant = {"name": "tenant-lab0", "gpus": ["0000:21:00.0"], "vcpus": 2,
+                  "memory_gib": 1, "hugepage_size": "2M", "nic_vf": True}
+    vfs = {}
+    for boot in ("first-boot", "iommu-pt-vfs"):
+        topology = read_host_topology(os.path.join(recording, boot), with_irqs=False)
+        vfs[boot] = plan_placement(topology, [lab_tenant], vf_count=2)["tenants"][0]["vf"]
+    assert vfs["first-boot"]["address"] == vfs["iommu-pt-vfs"]["address"] == "0000:22:00.1"
+    assert vfs["first-boot"]["iommu_group"] is None
+    assert vfs["iommu-pt-vfs"]["iommu_group"] is not None

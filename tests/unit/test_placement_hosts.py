@@ -18,6 +18,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     topology_to_dict,
 )
 
+
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
     """Each synthetic host written once and read once through the real readers."""

@@ -27,7 +27,7 @@ def runbook(tmp_path_factory):
 
 
 def test_layout_lists_nodes_cores_gpus_pfs_and_irq_devices(runbook):
-    _, layout = runbook
+    layout = runbook[1]
     assert sorted(layout["nodes"]) == ["0", "1"]
     assert layout["nodes"]["0"]["cores"][0] == [0, 32]
     assert len(layout["nodes"]["0"]["cores"]) == 16
@@ -85,7 +85,7 @@ def test_rendering_is_deterministic_and_escapes_text(runbook):
 
 
 def test_empty_plan_without_layout_still_renders(runbook):
-    plan, _ = runbook
+    plan = runbook[0]
     empty = dict(plan, tenants=[], hugepages={})
     text = plan_render.render_markdown(empty)
     assert "## NUMA node 0" in text and "housekeeping" in text

@@ -24,7 +24,7 @@ def runbook(tmp_path_factory):
 
 
 def test_hugepage_totals_and_rows(runbook):
-    plan, _ = runbook
+    plan = runbook[0]
     assert plan_query.hugepages_total(plan, 1048576) == 64
     assert plan_query.hugepages_total(plan, 2048) == 4096
     rows = plan_query.hugepages_per_node(plan)
@@ -33,7 +33,7 @@ def test_hugepage_totals_and_rows(runbook):
 
 
 def test_kernel_args_by_vendor_with_hugepages_and_isolation(runbook):
-    plan, _ = runbook
+    plan = runbook[0]
     intel = plan_query.kernel_args(plan, "GenuineIntel")
     assert intel == ["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "hugepagesz=1G",
                      "hugepages=64"]
@@ -68,7 +68,7 @@ def test_devices_scope_and_irq_groups(runbook):
 
 
 def test_tenant_summary_names_everything_the_sre_needs(runbook):
-    plan, _ = runbook
+    plan = runbook[0]
     lines = plan_query.tenant_summary(plan, "tenant-a100")
     assert lines[0] == "tenant tenant-a100 on NUMA node 0"
     assert "0000:65:00.1" in lines[1]
@@ -82,7 +82,7 @@ def _vcpupin_text(pins):
 
 
 def test_validation_passes_on_matching_evidence_and_fails_naming_the_fault(runbook):
-    plan, _ = runbook
+    plan = runbook[0]
     a100 = plan["tenants"][0]
     groups = [{"group": 4, "devices": [{"address": "0000:65:00.0", "driver": "vfio-pci"},
                                        {"address": "0000:65:00.1", "driver": "vfio-pci"}]},

@@ -194,3 +194,33 @@ def test_parse_vfinfo_reads_iproute_json():
          "spoofchk": False, "trust": True, "link_state": "disable"}]}]))
     assert info == {3: {"mac": "aa:bb:cc:dd:ee:ff", "vlan": 12, "trust": True,
                         "spoofchk": False, "link_state": "disable"}}
+
+
+def test_boot_apply_loads_vfio_pci_before_binding_vfs(sim):
+    # At boot nothing has loaded vfio-pci yet (on the lab it only worked because vfio_bind
+    # had loaded it); the unit must load it before the VFs are handed to it.
+    configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci", persistent=True)
+    sim.write("/sys/bus/pci/devices/%s/sriov_numvfs" % PF, "0")      # the reboot
+    driver_dir = sim.path("/sys/bus/pci/drivers/vfio-pci")
+    moved = driver_dir + ".unloaded"
+    os.rename(driver_dir, moved)
+    calls = []
+
+    def runner(argv):
+        calls.append(list(argv))
+        if argv == ["modprobe", "vfio-pci"]:
+            os.rename(moved, driver_dir)                               # the driver appears
+        return 0, "", ""
+
+    plan = sriov.plan_sriov(sim, PF, 2, "vfio-pci", force=True, runner=runner)
+    assert plan.needs_modprobe is True
+    assert sriov.boot_apply([sriov.CONFIG_FILE], writer=sim, runner=runner) == 0
+    assert calls[0] == ["modprobe", "vfio-pci"]
+    assert [v["driver"] for v in sriov.describe_vfs(sim, PF)] == ["vfio-pci", "vfio-pci"]
+
+
+def test_module_reports_modprobe_it_cannot_run_on_a_test_root(sim):
+    driver_dir = sim.path("/sys/bus/pci/drivers/vfio-pci")
+    os.rename(driver_dir, driver_dir + ".unloaded")
+    result = configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci", check_mode=True).result
+    assert "modprobe vfio-pci (root is not /)" in result["skipped_actions"]

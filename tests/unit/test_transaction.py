@@ -52,7 +52,7 @@ def test_failed_undo_is_reported_and_the_rest_still_undone():
     def bad_undo():
         raise OSError(errno.EIO, "io")
     changes.add("b", lambda: log.append("b"), bad_undo)
-    changes.add("c", lambda: (_ for _ in ()).throw(GpuhostError("nope", field="x", fix="y")))
+    changes.add("c", lambda: (x for x in ()).throw(GpuhostError("nope", field="x", fix="y")))
     with pytest.raises(ChangeSetError) as info:
         changes.apply()
     assert log == ["a", "b", "undo a"]
@@ -69,7 +69,7 @@ def test_put_file_creates_updates_removes_and_rolls_back(tmp_path):
     assert changes.put_file(writer, "/etc/b.conf", "b\n")
     assert not changes.put_file(writer, "/etc/missing", None)
     assert not changes.put_file(writer, "/etc/b2", None)
-    changes.add("fail", lambda: (_ for _ in ()).throw(OSError(errno.EIO, "io")))
+    changes.add("fail", lambda: (x for x in ()).throw(OSError(errno.EIO, "io")))
     with pytest.raises(ChangeSetError):
         changes.apply()
     assert (tmp_path / "etc/a.conf").read_text() == "old\n"

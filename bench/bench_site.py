@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark of the site playbook on the lab (issue 6 target: the idempotent re-run takes
+at most 40 % of the first converge's wall time).
+
+Each round starts from the lab's first boot (lab/reset, lab/up), then times:
+
+- ``converge``: ``site.yml -l hk-gpu-01`` (includes the iommu role's reboot);
+- ``rerun``: the same command again (nothing to change);
+- ``plan``: ``playbooks/plan.yml`` (read-only).
+
+For every run it counts, per host, the tasks that ran (PLAY RECAP ok + changed +
+failed), the tasks skipped, and the module invocations on the host: the entries
+AnsibleModule logs to the host's journal (SYSLOG_IDENTIFIER ``ansible-<module>``), so
+action plugins that run on the controller (set_fact, debug, assert) are not counted.
+Medians over the rounds go to stdout and everything to bench/results/site-<date>.json.
+
+    .venv/bin/python bench/bench_site.py [--rounds N] [--keep]
+
+A round costs two lab boots and a reboot (about 15 to 25 minutes on 2 cores under
+TCG); one round is the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+LAB = os.path.join(REPO, "lab")
+RUN_DIR = os.environ.get("GPUHOST_LAB_RUN", os.path.join(LAB, ".run"))
+INVENTORY = os.path.join(REPO, "inventories", "lab", "hosts.yml")
+HOST = "hk-gpu-01"
+VENV_BIN = os.path.join(REPO, ".venv", "bin")
+TARGET_RATIO = 0.40
+RECAP_RE = re.compile(r"^(?P<host>[\w.-]+)\s*:\s*(?P<counts>(?:\w+=\d+\s*)+)$", re.M)
+
+
+def lab_command(name, timeout=1800):
+    subprocess.run([os.path.join(LAB, name)], cwd=REPO, check=True, timeout=timeout)
+
+
+def lab_state():
+    state = {}
+    with open(os.path.join(RUN_DIR, "state"), encoding="utf-8") as handle:
+        for line in handle:
+            key, dummy, value = line.rstrip("\n").partition("=")
+            state[key] = value
+    return state
+
+
+def lab_ssh(state, command):
+    argv = ["ssh", "-i", state["key"], "-p", state["port"], "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o",
+            "BatchMode=yes", "root@127.0.0.1", command]
+    return subprocess.run(argv, capture_output=True, text=True, check=True,
+                          timeout=300).stdout
+
+
+def module_invocations(state, since):
+    """Modules AnsibleModule ran on the host since ``since`` (host epoch), by name."""
+    out = lab_ssh(state, "journalctl --since=@%d -o json --output-fields=SYSLOG_IDENTIFIER"
+                  " --no-pager -q" % since)
+    counts = {}
+    for line in out.splitlines():
+        try:
+            ident = json.loads(line).get("SYSLOG_IDENTIFIER", "")
+        except ValueError:
+            continue
+        if isinstance(ident, str) and ident.startswith("ansible-"):
+            name = ident[len("ansible-"):]
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def playbook(state, name, *args):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+               ANSIBLE_NOCOLOR="1", GPUHOST_LAB_PORT=state["port"],
+               GPUHOST_LAB_SSH_KEY=state["key"],
+               PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
+    since = int(lab_ssh(state, "date +%s").strip())
+    start = time.monotonic()
+    proc = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY,
+                           "-l", HOST, os.path.join(REPO, name)] + list(args), cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=3600, check=False)
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        sys.exit("%s failed (rc=%d):\n%s\nconsole log: %s"
+                 % (name, proc.returncode, proc.stdout[-8000:],
+                    os.path.join(RUN_DIR, "console.log")))
+    state = lab_state()                     # a reboot keeps the port; read it again
+    recap = {}
+    for match in RECAP_RE.finditer(proc.stdout):
+        recap[match.group("host")] = {k: int(v) for k, v in
+                                      (p.split("=") for p in match.group("counts").split())}
+    host = recap.get(HOST, {})
+    modules = module_invocations(state, since)
+    return {"wall_s": round(wall, 1),
+            "tasks_run": host.get("ok", 0) + host.get("changed", 0) + host.get("failed", 0),
+            "tasks_skipped": host.get("skipped", 0), "changed": host.get("changed", 0),
+            "module_invocations": sum(modules.values()), "modules": modules}
+
+
+def one_round():
+    lab_command("reset", timeout=300)
+    lab_command("up", timeout=900)
+    state = lab_state()
+    result = {"converge": playbook(state, "site.yml")}
+    state = lab_state()
+    result["rerun"] = playbook(state, "site.yml")
+    result["plan"] = playbook(state, "playbooks/plan.yml")
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--keep", action="store_true", help="leave the lab running")
+    args = parser.parse_args(argv)
+    lab_command("build")
+    rounds = []
+    try:
+        for dummy in range(args.rounds):
+            rounds.append(one_round())
+    finally:
+        if not args.keep:
+            lab_command("down", timeout=300)
+    medians = {run: {key: statistics.median(r[run][key] for r in rounds)
+                     for key in ("wall_s", "tasks_run", "tasks_skipped",
+                                 "module_invocations", "changed")}
+               for run in ("converge", "rerun", "plan")}
+    ratio = medians["rerun"]["wall_s"] / medians["converge"]["wall_s"]
+    report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+              "host": HOST, "rounds": rounds, "medians": medians,
+              "rerun_ratio": round(ratio, 3), "target_ratio": TARGET_RATIO,
+              "met": ratio <= TARGET_RATIO,
+              "load_average": os.getloadavg()}
+    out_dir = os.path.join(HERE, "results")
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "site-%s.json" % datetime.date.today().isoformat())
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=2, sort_keys=True)
+    for run, values in medians.items():
+        print("%-9s median %7.1f s  tasks %3d run / %3d skipped  modules %3d  changed %d"
+              % (run, values["wall_s"], values["tasks_run"], values["tasks_skipped"],
+                 values["module_invocations"], values["changed"]))
+    print("re-run / converge = %.0f %% (target <= %.0f %%): %s; %s"
+          % (ratio * 100, TARGET_RATIO * 100, "met" if report["met"] else "NOT met", path))
+    return 0 if report["met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fleet view: what each host has left, and which host a new tenant should go to.
+
+Pure functions over plain data. A host is described by its topology (a HostTopology or
+the dict of ``topology.topology_to_dict``) and its ledger (``ledger.LedgerData`` or its
+dict: ``tenants``, ``housekeeping``, ``smt_policy``). The capacity numbers come from the
+planner's own view of the host (``placement.plan_placement`` and its host index), so a
+GPU, core or VF counted free here is one the planner would hand out.
+
+``host_capacity``   free GPUs per NUMA node (clean IOMMU group or not), free whole cores,
+                    free hugepages per node and size, free VFs, the host's tenants.
+``fleet_report``    every host's capacity plus fleet totals; hosts without data are
+                    listed with the reason.
+``evaluate_host``   would a tenant fit on this host, where, and how well (on the host).
+``rank_candidates`` the best host of a group for one tenant request, with the reasons:
+                    a clean GPU IOMMU group first, then a node that already has the
+                    hugepages free, then the least fragmentation left behind.
+``choose_host``     both together, from topologies or from hosts' evaluations.
+``render_markdown`` / ``render_svg``: the report for people.
+"""
+
+from __future__ import annotations
+
+from xml.sax.saxutils import escape
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import (
+    LedgerData,
+    reserve,
+)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
+    _Host as PlannerHost,
+    _as_topology as as_topology,
+    plan_placement,
+)
+
+REPORT_FORMAT = "gpuhost.kvm/fleet-report"
+REPORT_VERSION = 1
+PAGE_SIZE_NAMES = {2048: "2M", 1048576: "1G"}
+
+
+def as_ledger(ledger):
+    """A LedgerData from a LedgerData, its dict form, or None (no ledger: no tenants)."""
+    if ledger is None:
+        return LedgerData()
+    if isinstance(ledger, LedgerData):
+        return ledger
+    if not isinstance(ledger, dict):
+        raise GpuhostError("a ledger must be a mapping, got %r" % (type(ledger).__name__,),
+                           field="ledger", fix="pass the ledger's tenants, housekeeping "
+                                               "and smt_policy as a mapping")
+    return LedgerData(tenants=list(ledger.get("tenants") or []),
+                      housekeeping=dict(ledger.get("housekeeping") or {}),
+                      smt_policy=ledger.get("smt_policy"),
+                      serial=int(ledger.get("serial") or 0),
+                      updated_at=ledger.get("updated_at"))
+
+
+def _ledger_plan(host_topology, data):
+    return plan_placement(host_topology, [], housekeeping=data.housekeeping or None,
+                          smt_policy=data.smt_policy or "require", existing=data.tenants,
+                          hugepage_check="none")
+
+
+def _page_name(size_kib):
+    return PAGE_SIZE_NAMES.get(int(size_kib), "%dK" % int(size_kib))
+
+
+def _capacity_from_plan(topo, host, plan):
+    taken = set(parse_cpulist(plan["tenant_cpus"])) | set(parse_cpulist(plan["housekeeping_cpus"]))
+    held_functions = {}
+    for tenant in plan["tenants"]:
+        for gpu in tenant.get("gpus") or []:
+            for function in gpu.get("functions") or [gpu["address"]]:
+                held_functions[function] = tenant["name"]
+        if tenant.get("vf"):
+            held_functions[tenant["vf"]["address"]] = tenant["name"]
+
+    nodes = {}
+    for node_id in sorted(set(host.cores_by_node) | set(topo.nodes)):
+        cores = host.cores_by_node.get(node_id, ())
+        free_cores = [c for c in cores if not any(t in taken for t in c)]
+        partial = [c for c in cores if any(t in taken for t in c)
+                   and not all(t in taken for t in c)]
+        node = topo.nodes.get(node_id)
+        pages = {}
+        if node is not None:
+            for size, pool in sorted(node.hugepages.items()):
+                pages[_page_name(size)] = {"total": pool.nr, "free": pool.free}
+        nodes[node_id] = {
+            "cores_total": len(cores),
+            "cores_free": len(free_cores),
+            "cores_partly_used": len(partial),
+            "cpus_free": sum(1 for c in cores for t in c if t not in taken),
+            "mem_free_kib": node.mem_free_kib if node is not None else None,
+            "hugepages": pages,
+            "gpus": [],
+            "gpus_free": 0,
+            "gpus_free_clean": 0,
+            "vfs_total": 0,
+            "vfs_free": 0,
+        }
+    unknown_node_gpus = []
+    for address in host.gpus:
+        node_id = host.device_node(address)
+        verdict = host.gpu_verdict((address,))
+        entry = {"address": address, "iommu_group": host.pci[address].iommu_group,
+                 "clean": verdict.clean, "tenant": held_functions.get(address)}
+        if node_id is None or node_id not in nodes:
+            unknown_node_gpus.append(entry)
+            continue
+        nodes[node_id]["gpus"].append(entry)
+        if entry["tenant"] is None:
+            nodes[node_id]["gpus_free"] += 1
+            nodes[node_id]["gpus_free_clean"] += int(verdict.clean)
+    for node_id, node in nodes.items():
+        usable = {pair[1] for pair in host.vf_candidates(node_id)}
+        node["vfs_total"] = len(usable)
+        node["vfs_free"] = sum(1 for vf in usable if vf not in held_functions)
+
+    tenants = [{
+        "name": t["name"], "node": t.get("node"),
+        "gpus": [g["address"] for g in t.get("gpus") or []],
+        "vcpus": t.get("vcpus"), "memory_gib": t.get("memory_gib"),
+        "hugepage_size": _page_name(t["hugepage_size_kib"]) if t.get("hugepage_size_kib") else None,
+        "vf": (t.get("vf") or {}).get("address"),
+    } for t in plan["tenants"]]
+    totals = {key: sum(n[key] for n in nodes.values())
+              for key in ("cores_total", "cores_free", "gpus_free", "gpus_free_clean",
+                          "vfs_total", "vfs_free")}
+    totals["gpus_total"] = len(host.gpus)
+    totals["tenants"] = len(tenants)
+    # A free GPU on a node without a free whole core cannot take a tenant: stranded.
+    totals["gpus_stranded"] = sum(n["gpus_free_clean"] for n in nodes.values()
+                                  if n["cores_free"] == 0)
+    totals["cores_partly_used"] = sum(n["cores_partly_used"] for n in nodes.values())
+    return {
+        "smt_policy": plan["smt_policy"],
+        "threads_per_core": plan["threads_per_core"],
+        "nodes": {str(k): v for k, v in nodes.items()},
+        "gpus_unknown_node": unknown_node_gpus,
+        "tenants": tenants,
+        "totals": totals,
+        "warnings": list(plan.get("warnings") or []),
+    }
+
+
+def host_capacity(topology, ledger=None):
+    """What one host has left, per NUMA node. Raises GpuhostError on unusable input."""
+    topo = as_topology(topology)
+    data = as_ledger(ledger)
+    plan = _ledger_plan(topo, data)
+    return _capacity_from_plan(topo, PlannerHost(topo), plan)
+
+
+def fleet_report(hosts):
+    """Every host's capacity plus fleet totals.
+
+    ``hosts``: {name: data}. ``data`` is a ``capacity_facts`` fact (its ``capacity``
+    key, computed on the host), or {"topology": ..., "ledger": ...} to compute it here,
+    or {"error": why} / None for a host that gave no data (unreachable, failed).
+    """
+    report_hosts = {}
+    totals = {"hosts": 0, "hosts_without_data": 0, "tenants": 0, "gpus_total": 0,
+              "gpus_free": 0, "gpus_free_clean": 0, "gpus_stranded": 0, "cores_total": 0,
+              "cores_free": 0, "vfs_free": 0}
+    for name in sorted(hosts):
+        data = hosts[name] or {}
+        totals["hosts"] += 1
+        try:
+            if "capacity" in data:
+                capacity = data["capacity"]
+            elif "topology" in data:
+                capacity = host_capacity(data["topology"], data.get("ledger"))
+            else:
+                raise GpuhostError(data.get("error")
+                                   or "no data (host unreachable or its facts task failed)")
+        except GpuhostError as err:
+            report_hosts[name] = {"error": str(err)}
+            totals["hosts_without_data"] += 1
+            continue
+        report_hosts[name] = capacity
+        for key in totals:
+            if key in capacity["totals"]:
+                totals[key] += capacity["totals"][key]
+    return {"format": REPORT_FORMAT, "version": REPORT_VERSION, "totals": totals,
+            "hosts": report_hosts}
+
+
+# ------------------------------------------------------------------ host choice
+
+def evaluate_host(topology, ledger, request, hugepage_check="memory"):
+    """Would ``request`` fit on this host, where, and how well? Pure; runs on the host
+    (capacity_facts with a tenant) or on the controller (choose_host).
+
+    Plans the tenant exactly as ``tenant_ledger`` would (the ledger's own SMT policy and
+    housekeeping) and returns a candidate: {fits, why} and, when it fits, the node, the
+    GPUs and the ranking numbers (clean_iommu_group, hugepages_ready, gpus_stranded,
+    cores_partly_used, cores_left_on_node) of the host as it would be afterwards.
+    """
+    try:
+        topo = as_topology(topology)
+        data = as_ledger(ledger)
+        if request.get("name") in data.names():
+            return {"fits": False, "why": "tenant %s is already on this host" % request["name"]}
+        plan, added = reserve(data, topo, [request], smt_policy=data.smt_policy or "require",
+                              housekeeping=data.housekeeping or None,
+                              hugepage_check=hugepage_check)[1:]
+    except GpuhostError as err:
+        return {"fits": False, "why": str(err)}
+    host = PlannerHost(topo)
+    tenant = next(t for t in plan["tenants"] if t["name"] == added[0])
+    gpus = [g["address"] for g in tenant.get("gpus") or []]
+    functions = tuple(f for g in tenant.get("gpus") or [] for f in g.get("functions") or [])
+    clean = host.gpu_verdict(functions).clean if functions else True
+    node = tenant["node"]
+    size = int(tenant["hugepage_size_kib"])
+    pages_needed = int((tenant.get("hugepages") or {}).get(str(node), 0) or 0)
+    pool = topo.nodes[node].hugepages.get(size) if node in topo.nodes else None
+    after = _capacity_from_plan(topo, host, plan)
+    candidate = {
+        "fits": True, "node": node, "gpus": gpus, "clean_iommu_group": clean,
+        "hugepages_ready": pool is not None and pool.free >= pages_needed,
+        "gpus_stranded": after["totals"]["gpus_stranded"],
+        "cores_partly_used": after["totals"]["cores_partly_used"],
+        "cores_left_on_node": after["nodes"][str(node)]["cores_free"],
+    }
+    candidate["why"] = (
+        "node %s, GPU %s: IOMMU group %s; %d %s hugepages %s; leaves %d stranded GPU(s), "
+        "%d partly used core(s), %d whole core(s) free on node %s"
+        % (node, ", ".join(gpus) or "none", "clean" if clean else "NOT clean",
+           pages_needed, _page_name(size),
+           "already free" if candidate["hugepages_ready"] else "to reserve",
+           candidate["gpus_stranded"], candidate["cores_partly_used"],
+           candidate["cores_left_on_node"], node))
+    return candidate
+
+
+def _rank_key(item):
+    # Lower sorts first: clean group, hugepages already free, least fragmentation
+    # (stranded GPUs, then partly used cores, then best fit: the fewest whole cores
+    # left on the node, which keeps bigger holes elsewhere for bigger tenants), name.
+    name, candidate = item
+    return (not candidate["clean_iommu_group"], not candidate["hugepages_ready"],
+            candidate["gpus_stranded"], candidate["cores_partly_used"],
+            candidate["cores_left_on_node"], name)
+
+
+def rank_candidates(candidates, tenant_name):
+    """Choose among hosts already evaluated (``evaluate_host``), ``{name: candidate}``;
+    a None or {"error": why} candidate is a host that gave no data.
+
+    Returns {"host", "node", "gpus", "why", "candidates"}, the candidates best first
+    (each with its ``host``), those that do not fit last. Raises GpuhostError listing
+    every host's reason when the tenant fits nowhere.
+    """
+    if not candidates:
+        raise GpuhostError("no host to choose from", field="hosts",
+                           fix="name an inventory group with at least one GPU host")
+    normalised = {}
+    for name, candidate in candidates.items():
+        if not candidate or "fits" not in candidate:
+            candidate = {"fits": False, "why": (candidate or {}).get("error")
+                         or "no data for this host"}
+        normalised[name] = candidate
+    fitting = sorted(((n, c) for n, c in normalised.items() if c["fits"]), key=_rank_key)
+    if not fitting:
+        raise GpuhostError(
+            "tenant %s fits on no host: %s" % (tenant_name, "; ".join(
+                "%s: %s" % (n, normalised[n]["why"]) for n in sorted(normalised))),
+            field="request",
+            fix="free resources (offboard a tenant), add hosts to the group, or make the "
+                "request smaller")
+    best_name, best = fitting[0]
+    why = "%s chosen for %s: %s" % (best_name, tenant_name, best["why"])
+    if len(fitting) > 1:
+        why += "; next best %s: %s" % (fitting[1][0], fitting[1][1]["why"])
+    ranked = fitting + sorted((n, c) for n, c in normalised.items() if not c["fits"])
+    return {"host": best_name, "node": best["node"], "gpus": list(best["gpus"]), "why": why,
+            "candidates": [dict(c, host=n) for n, c in ranked]}
+
+
+def choose_host(hosts, request, hugepage_check="memory"):
+    """Choose the host for one tenant ``request`` (a gpuhost_tenants entry).
+
+    ``hosts``: {name: data} with data {"topology": ..., "ledger": ...} (evaluated here),
+    a ``capacity_facts`` fact that already holds the host's ``candidate`` for this
+    request, or None / {"error": why}. Among the hosts where the tenant fits, the order
+    is: the GPUs' IOMMU group is clean, the node already has the hugepages free, fewer
+    GPUs stranded without a free core, fewer partly used cores, fewer whole cores left
+    on the node (best fit), then the name. See ``rank_candidates`` for the result.
+    """
+    if not isinstance(request, dict) or not request.get("name"):
+        raise GpuhostError("the tenant request must be a mapping with a name",
+                           field="request", fix="give name, gpus, vcpus and memory_gib")
+    candidates = {}
+    for name, data in (hosts or {}).items():
+        data = data or {}
+        if "topology" in data:
+            candidates[name] = evaluate_host(data["topology"], data.get("ledger"), request,
+                                             hugepage_check)
+        elif "candidate" in data:
+            candidate = data["candidate"]
+            if candidate.get("tenant") not in (None, request["name"]):
+                candidate = {"fits": False,
+                             "why": "evaluated for tenant %s, not %s"
+                                    % (candidate["tenant"], request["name"])}
+            candidates[name] = candidate
+        else:
+            candidates[name] = data or None
+    return rank_candidates(candidates, request["name"])
+
+
+# ------------------------------------------------------------------ rendering
+
+def render_markdown(report):
+    totals = report["totals"]
+    lines = ["# Fleet capacity", "",
+             "%d hosts (%d without data), %d tenants; GPUs: %d free of %d (%d with a clean "
+             "IOMMU group, %d stranded on nodes without a free core); whole cores: %d free "
+             "of %d; VFs free: %d."
+             % (totals["hosts"], totals["hosts_without_data"], totals["tenants"],
+                totals["gpus_free"], totals["gpus_total"], totals["gpus_free_clean"],
+                totals["gpus_stranded"], totals["cores_free"], totals["cores_total"],
+                totals["vfs_free"]), "",
+             "| host | node | free GPUs (clean) | free whole cores | free hugepages | free VFs |",
+             "|---|---|---|---|---|---|"]
+    for name, host in report["hosts"].items():
+        if "error" in host:
+            lines.append("| %s | - | no data: %s | | | |" % (name, host["error"].replace("|", "/")))
+            continue
+        for node_id, node in host["nodes"].items():
+            pages = ", ".join("%s %d/%d" % (size, p["free"], p["total"])
+                              for size, p in node["hugepages"].items()) or "-"
+            lines.append("| %s | %s | %d (%d) | %d/%d | %s | %d/%d |"
+                         % (name, node_id, node["gpus_free"], node["gpus_free_clean"],
+                            node["cores_free"], node["cores_total"], pages,
+                            node["vfs_free"], node["vfs_total"]))
+    lines += ["", "## Tenants", "", "| host | tenant | node | GPUs | vCPUs | memory GiB | VF |",
+              "|---|---|---|---|---|---|---|"]
+    for name, host in report["hosts"].items():
+        for tenant in host.get("tenants", ()):
+            lines.append("| %s | %s | %s | %s | %s | %s | %s |"
+                         % (name, tenant["name"], tenant["node"],
+                            ", ".join(tenant["gpus"]) or "-", tenant["vcpus"],
+                            tenant["memory_gib"], tenant["vf"] or "-"))
+    warnings = [(name, w) for name, host in report["hosts"].items()
+                for w in host.get("warnings", ())]
+    if warnings:
+        lines += ["", "## Warnings", ""] + ["- %s: %s" % item for item in warnings]
+    return "\n".join(lines) + "\n"
+
+
+def render_svg(report):
+    """One row per host, one block per NUMA node: a square per GPU (green free with a
+    clean group, amber free but not clean, grey taken) and a bar of free whole cores."""
+    row_h, label_w, node_w, square = 28, 160, 230, 12
+    rows = list(report["hosts"].items())
+    max_nodes = max([len(host.get("nodes", {})) for name, host in rows] + [1])
+    width = label_w + max_nodes * node_w + 10
+    height = 40 + row_h * len(rows) + 10
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+           'font-family="monospace" font-size="11">' % (width, height),
+           '<text x="5" y="16" font-size="13">Fleet capacity: %d free GPUs, %d free whole '
+           'cores, %d tenants</text>' % (report["totals"]["gpus_free"],
+                                         report["totals"]["cores_free"],
+                                         report["totals"]["tenants"]),
+           '<text x="5" y="32" fill="#555">green: free GPU, clean IOMMU group; amber: free, '
+           'group not clean; grey: taken; bar: free whole cores</text>']
+    for index, (name, host) in enumerate(rows):
+        y = 40 + index * row_h
+        out.append('<text x="5" y="%d">%s</text>' % (y + 16, escape(name)))
+        if "error" in host:
+            out.append('<text x="%d" y="%d" fill="#b00">no data</text>' % (label_w, y + 16))
+            continue
+        for position, (node_id, node) in enumerate(host["nodes"].items()):
+            x = label_w + position * node_w
+            out.append('<text x="%d" y="%d" fill="#555">n%s</text>' % (x, y + 16, node_id))
+            gx = x + 22
+            for gpu in node["gpus"]:
+                color = "#999" if gpu["tenant"] else ("#2a2" if gpu["clean"] else "#e90")
+                out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="%s"><title>%s'
+                           '</title></rect>' % (gx, y + 6, square, square, color,
+                                                escape(gpu["address"] + (
+                                                    " " + gpu["tenant"] if gpu["tenant"] else ""))))
+                gx += square + 2
+            bar_x = x + 22 + 8 * (square + 2)
+            bar_w = node_w - (bar_x - x) - 10
+            share = node["cores_free"] / node["cores_total"] if node["cores_total"] else 0
+            out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="#eee"/>'
+                       % (bar_x, y + 6, bar_w, square))
+            out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="#36c"><title>%d/%d '
+                       'whole cores free</title></rect>'
+                       % (bar_x, y + 6, int(bar_w * share), square, node["cores_free"],
+                          node["cores_total"]))
+    out.append("</svg>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,194 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: fleet_report
+short_description: Write the fleet capacity report (Markdown, JSON and SVG) from every host's capacity facts
+version_added: 0.1.0
+description:
+  - Takes the C(gpuhost_capacity) fact of every host (M(gpuhost.kvm.capacity_facts)) and
+    writes a fleet report into a directory, usually on the controller.
+  - The report has, per host and NUMA node, the free GPUs (and how many have a clean
+    IOMMU group), the free whole cores, the free hugepages per size and the free VFs,
+    plus the tenants per host and the fleet totals. Hosts without data (unreachable, or
+    their facts task failed) are listed as such, never dropped silently.
+  - The files are C(fleet-capacity.md), C(fleet-capacity.json) and C(fleet-capacity.svg).
+    They carry no timestamp, so an unchanged fleet rewrites nothing and reports no
+    change. Each file is written through a temporary file and renamed into place.
+author:
+  - gpuhost.kvm contributors (@gpuhost)
+options:
+  hosts:
+    description:
+      - Host name to that host's C(gpuhost_capacity) fact (its C(topology) and C(ledger)
+        keys are used), or to null for a host that gave no data.
+    type: dict
+    required: true
+  dest:
+    description: Directory to write the report files into; created when missing.
+    type: path
+    required: true
+  formats:
+    description: Which files to write.
+    type: list
+    elements: str
+    choices: [markdown, json, svg]
+    default: [markdown, json, svg]
+attributes:
+  check_mode:
+    support: full
+    description: Computes the report and says which files would change, writes nothing.
+  diff_mode:
+    support: full
+    description: Shows the Markdown and JSON files before and after.
+seealso:
+  - module: gpuhost.kvm.capacity_facts
+  - module: gpuhost.kvm.fleet_place
+"""
+
+EXAMPLES = r"""
+- name: Write the fleet report on the controller
+  gpuhost.kvm.fleet_report:
+    hosts: >-
+      {{ dict(groups['gpu_hosts'] | zip(groups['gpu_hosts'] | map('extract', hostvars)
+         | map(attribute='ansible_facts.gpuhost_capacity', default=None))) }}
+    dest: "{{ playbook_dir }}/../reports/fleet"
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+report:
+  description:
+    - The fleet report as data (format C(gpuhost.kvm/fleet-report), version 1).
+    - C(totals) sums the fleet; C(hosts) maps each host to its capacity (see
+      M(gpuhost.kvm.capacity_facts)) or to C({error}) when it gave no data.
+  type: dict
+  returned: success
+  sample:
+    format: gpuhost.kvm/fleet-report
+    version: 1
+    totals: {hosts: 2, hosts_without_data: 0, tenants: 1, gpus_total: 9, gpus_free: 8,
+             gpus_free_clean: 8, gpus_stranded: 0, cores_total: 96, cores_free: 88,
+             vfs_free: 40}
+    hosts: {}
+files:
+  description: The report files, each with its path and whether it changed.
+  type: list
+  elements: dict
+  returned: success
+  sample: [{path: /srv/reports/fleet/fleet-capacity.md, changed: true}]
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import (
+    fleet_report, render_markdown, render_svg)
+
+FILES = {
+    "markdown": "fleet-capacity.md",
+    "json": "fleet-capacity.json",
+    "svg": "fleet-capacity.svg",
+}
+
+
+def _read(path):
+    try:
+        with open(path, "r", encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+class FleetReport(object):
+    """Computes the report, then writes the files whose content differs."""
+
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.report = None
+        self.files = []
+        self.diff = []
+
+    def run(self):
+        hosts = self.params["hosts"]
+        for name, data in hosts.items():
+            if data is not None and not isinstance(data, dict):
+                raise GpuhostError("hosts.%s must be a capacity fact or null" % name,
+                                   field="hosts.%s" % name,
+                                   fix="pass ansible_facts.gpuhost_capacity of each host")
+        self.report = fleet_report(hosts)
+        texts = {
+            "markdown": render_markdown(self.report),
+            "json": json.dumps(self.report, indent=2, sort_keys=True) + "\n",
+            "svg": render_svg(self.report),
+        }
+        dest = self.params["dest"]
+        wanted = [(fmt, os.path.join(dest, FILES[fmt]), texts[fmt])
+                  for fmt in self.params["formats"]]
+        for fmt, path, text in wanted:
+            before = _read(path)
+            changed = before != text
+            self.files.append({"path": path, "changed": changed})
+            if changed and fmt != "svg":
+                self.diff.append({"before": before or "", "after": text,
+                                  "before_header": path, "after_header": path})
+        if self.module.check_mode:
+            return
+        for (fmt, path, text), entry in zip(wanted, self.files):
+            if entry["changed"]:
+                self._write(dest, path, text)
+
+    def _write(self, dest, path, text):
+        try:
+            os.makedirs(dest, exist_ok=True)
+        except OSError as exc:
+            raise GpuhostError("cannot create %s: %s" % (dest, exc.strerror), field="dest",
+                               fix="give a directory this user can write")
+        tmp = "%s.tmp.%d" % (path, os.getpid())
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        self.module.atomic_move(tmp, path)
+
+    @property
+    def result(self):
+        result = {"changed": any(f["changed"] for f in self.files), "files": self.files}
+        if self.report is not None:
+            result["report"] = self.report
+        if self.module._diff and self.diff:
+            result["diff"] = self.diff
+        return result
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec={
+            "hosts": {"type": "dict", "required": True},
+            "dest": {"type": "path", "required": True},
+            "formats": {"type": "list", "elements": "str",
+                        "choices": sorted(FILES), "default": ["markdown", "json", "svg"]},
+        },
+        supports_check_mode=True,
+    )
+
+
+def main():
+    module = build_module()
+    report = FleetReport(module)
+    try:
+        report.run()
+    except GpuhostError as err:
+        module.fail_json(**dict(report.result, **err.to_result()))
+    module.exit_json(**report.result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The site playbook's proofs on the lab (issue 6, "Proof on the lab"), in one lab boot:
+
+1. check mode on a fresh lab changes nothing (/sys, /proc, /etc and libvirt before/after);
+2. site.yml converges hk-gpu-01: the iommu role adds the kernel arguments and reboots
+   (inventories/lab sets gpuhost_reboot_ok), validate passes;
+3. a second run reports changed=0 across the play;
+4. a reboot without re-running: validate.yml still passes;
+5. two onboardings started at the same time: a second tenant gets the free GPU or the
+   race's loser fails naming the conflict, and the first tenant's domain XML stays
+   byte-for-byte the same.
+
+The tests run in this order and each needs the one before (a failed step fails the
+next ones with its name). Every failure names the lab's serial console log. The lab has
+no tenant guest OS image, so the tenants' domains are defined with blank disks and not
+started (inventories/lab says why); the guest and benchmark stages have nothing to reach.
+"""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from conftest import HOST, INVENTORY, REPO, VENV_BIN
+
+pytestmark = pytest.mark.lab
+
+SITE = os.path.join(REPO, "site.yml")
+VALIDATE = os.path.join(REPO, "playbooks", "validate.yml")
+ONBOARD = os.path.join(REPO, "playbooks", "tenant_onboard.yml")
+FIRST_TENANT = "tenant-lab0"
+GPU_NODE1 = "0000:41:00.0"
+RECAP_RE = re.compile(r"^%s\s*:\s*(?P<counts>(?:\w+=\d+\s*)+)$" % re.escape(HOST), re.M)
+
+# What check mode must leave alone: the kernel state the roles change and the files
+# they write. One SSH round trip; each section is named.
+SNAPSHOT = r"""
+sec() { echo "=== $1"; }
+sec cmdline; cat /proc/cmdline
+sec grub; cat /etc/default/grub 2>&1
+sec grub.d; ls -la /etc/default/grub.d 2>&1
+sec modprobe.d; for f in /etc/modprobe.d/*; do echo "-- $f"; cat "$f"; done 2>&1
+sec initramfs-modules; cat /etc/initramfs-tools/modules 2>&1
+sec drivers; for d in /sys/bus/pci/devices/*; do
+  printf '%s %s %s\n' "${d##*/}" "$(basename "$(readlink "$d/driver" 2>/dev/null)" 2>/dev/null)" \
+    "$(cat "$d/driver_override" 2>/dev/null)"; done
+sec sriov; cat /sys/bus/pci/devices/0000:22:00.0/sriov_numvfs
+sec hugepages; cat /sys/devices/system/node/node*/hugepages/hugepages-*/nr_hugepages
+sec sysctl; cat /proc/sys/vm/nr_hugepages; ls /etc/sysctl.d 2>&1
+sec irq; for i in /proc/irq/[0-9]*; do printf '%s %s\n' "${i##*/}" \
+  "$(cat "$i/smp_affinity_list" 2>/dev/null)"; done
+sec irqbalance; cat /etc/default/irqbalance 2>&1
+sec units; ls -la /etc/systemd/system 2>&1
+sec gpuhost; find /etc/gpuhost /var/lib/gpuhost /usr/local/libexec/gpuhost 2>&1 | sort
+sec libvirt-qemu; ls -la /etc/libvirt/qemu /etc/libvirt/hooks 2>&1
+sec images; ls -la /var/lib/libvirt/images 2>&1
+sec tuned; cat /etc/tuned/active_profile 2>&1
+"""
+
+
+def _recap(proc):
+    """{ok, changed, failed, ...} of hk-gpu-01 from the PLAY RECAP."""
+    matches = RECAP_RE.findall(proc.stdout)
+    assert matches, "no PLAY RECAP for %s in:\n%s" % (HOST, proc.stdout[-5000:])
+    return {k: int(v) for k, v in (p.split("=") for p in matches[-1].split())}
+
+
+def _changed_tasks(stdout):
+    """Names of the tasks that reported a change (default callback output)."""
+    changed, task = [], None
+    for line in stdout.splitlines():
+        if line.startswith("TASK ["):
+            task = line[6:line.rfind("]")]
+        elif line.startswith("changed:") and task:
+            changed.append(task)
+    return sorted(set(changed))
+
+
+def _snapshot(lab):
+    return lab.ssh(SNAPSHOT, timeout=300).stdout
+
+
+def _diff(before, after):
+    import difflib
+    return "\n".join(difflib.unified_diff(before.splitlines(), after.splitlines(),
+                                          "before", "after", lineterm="", n=1))
+
+
+def _dumpxml(lab, name):
+    return lab.ssh("virsh -c qemu:///system dumpxml --inactive %s" % name).stdout
+
+
+class _Steps:
+    """Which steps passed, so a later step fails with the name of the one it needs."""
+
+    done = set()
+    timings = {}
+
+    @classmethod
+    def need(cls, step):
+        if step not in cls.done:
+            pytest.fail("needs the step %r, which did not pass in this session" % step,
+                        pytrace=False)
+
+
+def _timed(name, func, *args, **kwargs):
+    start = time.monotonic()
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _Steps.timings[name] = round(time.monotonic() - start, 1)
+        print("[site-on-lab] %s: %.1f s" % (name, _Steps.timings[name]))
+
+
+def test_check_mode_on_a_fresh_lab_changes_nothing(lab):
+    if lab.boot_count() != 1:
+        lab.reset_to_first_boot()
+    before = _snapshot(lab)
+    proc = _timed("check", lab.playbook, SITE, "--check", "--diff", timeout=1800)
+    after = _snapshot(lab)
+    assert after == before, ("check mode changed the lab:\n%s\nconsole log: %s"
+                             % (_diff(before, after), lab.console_log))
+    assert _recap(proc)["failed"] == 0
+    assert lab.boot_count() == 1, "check mode rebooted the lab"
+    _Steps.done.add("check")
+
+
+def test_site_converges_reboots_for_the_kernel_arguments_and_validates(lab):
+    _Steps.need("check")
+    boots = lab.boot_count()
+    proc = _timed("converge", lab.playbook, SITE, timeout=3600)
+    recap = _recap(proc)
+    assert recap["failed"] == 0 and recap["changed"] > 0, recap
+    cmdline = lab.read("/proc/cmdline").split()
+    assert "intel_iommu=on" in cmdline and "iommu=pt" in cmdline, (
+        "the iommu role's arguments are not active: %s; console log: %s"
+        % (cmdline, lab.console_log))
+    assert lab.boot_count() == boots + 1, "the iommu role did not reboot exactly once"
+    # validate ran as the last play of site.yml; its report says so.
+    report = json.loads(lab.ssh("cat /var/lib/gpuhost/reports/validate.json 2>/dev/null || "
+                                "cat /var/lib/gpuhost/validate.json", check=False).stdout
+                        or "{}")
+    assert "Validate" in proc.stdout
+    if report:
+        failed = [c for c in report.get("checks", []) if c.get("status") == "fail"]
+        assert not failed, failed
+    _Steps.done.add("converge")
+
+
+def test_second_run_changes_nothing(lab):
+    _Steps.need("converge")
+    proc = _timed("rerun", lab.playbook, SITE, timeout=1800)
+    recap = _recap(proc)
+    assert recap["changed"] == 0, ("second run changed: %s\n%s\nconsole log: %s"
+                                   % (recap, _changed_tasks(proc.stdout), lab.console_log))
+    assert recap["failed"] == 0
+    _Steps.done.add("rerun")
+
+
+def test_validate_passes_after_a_reboot_without_rerunning(lab):
+    _Steps.need("converge")
+    boots = lab.boot_count()
+    _timed("reboot", lab.reboot)
+    assert lab.boot_count() == boots + 1
+    _timed("validate", lab.playbook, VALIDATE, timeout=1800)
+    # What validate checks, read here from the kernel as well.
+    assert lab.ssh("readlink /sys/bus/pci/devices/0000:21:00.0/driver").stdout.strip() \
+        .endswith("vfio-pci")
+    assert lab.read("/sys/bus/pci/devices/0000:22:00.0/sriov_numvfs").strip() == "2"
+    assert int(lab.read("/sys/devices/system/node/node0/hugepages/hugepages-2048kB/"
+                        "nr_hugepages")) >= 512
+    assert FIRST_TENANT in lab.ssh("virsh -c qemu:///system list --all --name").stdout
+    _Steps.done.add("reboot")
+
+
+def test_concurrent_onboardings_get_the_free_gpu_once_and_keep_the_first_tenant(lab, tmp_path):
+    _Steps.need("converge")
+    host_vars = os.path.join(REPO, "inventories", "lab", "host_vars", "hk-gpu-01.yml")
+    with open(host_vars, encoding="utf-8") as handle:
+        tenants = yaml.safe_load(handle)["gpuhost_tenants"]
+    # Two more tenants, each asking for "a GPU": only 41:00.0 (node 1) is free.
+    for name in ("tenant-lab1", "tenant-lab2"):
+        tenants.append({"name": name, "gpus": 1, "vcpus": 2, "memory_gib": 1,
+                        "hugepage_size": "2M", "nic_vf": False, "iothreads": 0,
+                        "emulator_policy": "housekeeping"})
+    extra = tmp_path / "tenants.yml"
+    extra.write_text(yaml.safe_dump({"gpuhost_tenants": tenants}), encoding="utf-8")
+    before = _dumpxml(lab, FIRST_TENANT)
+
+    procs = {}
+    start = time.monotonic()
+    for name in ("tenant-lab1", "tenant-lab2"):
+        argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY, "-l", HOST,
+                ONBOARD, "-e", "@%s" % extra, "-e", "tenant=%s" % name]
+        procs[name] = subprocess.Popen(argv, cwd=REPO, env=lab.ansible_env(), text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    outputs = {name: p.communicate(timeout=1800)[0] for name, p in procs.items()}
+    _Steps.timings["onboard_pair"] = round(time.monotonic() - start, 1)
+    codes = {name: procs[name].returncode for name in procs}
+
+    ledger = json.loads(lab.ssh("cat /var/lib/gpuhost/ledger.json").stdout)
+    placed = {t["name"]: [g["address"] for g in t.get("gpus") or ()]
+              for t in ledger["tenants"]}
+    winners = [n for n, rc in codes.items() if rc == 0]
+    assert len(winners) >= 1, outputs
+    if len(winners) == 1:
+        loser = [n for n in codes if n not in winners][0]
+        assert re.search(r"not enough GPUs|taken by|already given|locked by another run",
+                         outputs[loser]), ("the loser failed without naming the conflict:\n%s"
+                                           % outputs[loser][-5000:])
+        assert loser not in placed
+    gpus = [a for n in winners for a in placed[n]]
+    assert len(gpus) == len(set(gpus)), placed
+    assert placed[winners[0]] == [GPU_NODE1]
+    after = _dumpxml(lab, FIRST_TENANT)
+    assert after == before, "onboarding changed %s's domain:\n%s" % (
+        FIRST_TENANT, _diff(before, after))
+    _Steps.done.add("onboard")
