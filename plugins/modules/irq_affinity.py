@@ -166,7 +166,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
     format_for_version, plan_config)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_cpu_state, read_irqs)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+    HostWriter, run_host_change)
 
 
 def build_module():
@@ -274,14 +275,7 @@ class IrqPinner(object):
 
 def main():
     module = build_module()
-    pinner = IrqPinner(module)
-    try:
-        pinner.run()
-    except GpuhostError as err:
-        failure = dict(pinner.result, **err.to_result())
-        failure["changed"] = bool(err.details.get("rollback_failed"))
-        module.fail_json(**failure)
-    module.exit_json(**pinner.result)
+    run_host_change(module, IrqPinner(module))
 
 
 if __name__ == "__main__":

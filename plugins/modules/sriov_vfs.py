@@ -177,7 +177,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     running_domain_devices)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sriov import (
     UNIT_FILE, VF_DRIVERS, describe_vfs, plan_persistence, plan_sriov)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+    HostWriter, run_host_change)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import VFIO_PCI, prepend_modprobe
 
 DEFAULT_LIBVIRT_URI = "qemu:///system"
@@ -289,14 +290,7 @@ class SriovConfigurator(object):
 
 def main():
     module = build_module()
-    configurator = SriovConfigurator(module)
-    try:
-        configurator.run()
-    except GpuhostError as err:
-        failure = dict(configurator.result, **err.to_result())
-        failure["changed"] = bool(err.details.get("rollback_failed"))
-        module.fail_json(**failure)
-    module.exit_json(**configurator.result)
+    run_host_change(module, SriovConfigurator(module))
 
 
 if __name__ == "__main__":

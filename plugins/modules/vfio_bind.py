@@ -233,7 +233,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     read_context, running_domain_devices)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+    HostWriter, run_host_change)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
     OVERRIDES, current_driver, plan_vfio, prepend_modprobe, select_devices)
 
@@ -338,14 +339,7 @@ class VfioBinder(object):
 
 def main():
     module = build_module()
-    binder = VfioBinder(module)
-    try:
-        binder.run()
-    except GpuhostError as err:
-        failure = dict(binder.result, **err.to_result())
-        failure["changed"] = bool(err.details.get("rollback_failed"))
-        module.fail_json(**failure)
-    module.exit_json(**binder.result)
+    run_host_change(module, VfioBinder(module))
 
 
 if __name__ == "__main__":
