@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
 
 _PCI_COMPONENT = re.compile(r"^[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -400,3 +401,24 @@ def read_context(root="/", functions=None, ssh_connection=None, ip_addr_json=Non
         domain_devices=domain_devices, acs_override=iommu.acs_override,
         open_users=lambda address, driver: open_users(root, device_nodes(root, address,
                                                                          driver)))
+
+
+def running_domain_devices_or_skip(module, libvirt_uri, live, skipped):
+    """The PCI devices of running domains, for the modules that must not pull one away.
+
+    With a test root and no URI the check is skipped and listed in ``skipped``. The
+    default URI failing (a host without libvirtd yet) is a warning; a URI the user gave
+    failing is an error.
+    """
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import DEFAULT_URI
+    uri = libvirt_uri or (DEFAULT_URI if live else None)
+    if uri is None:
+        skipped.append("running-domain check (no libvirt_uri with a test root)")
+        return None
+    try:
+        return running_domain_devices(uri)
+    except GpuhostError as err:
+        if libvirt_uri:
+            raise
+        module.warn("could not check running libvirt domains: %s" % err.message)
+        return None

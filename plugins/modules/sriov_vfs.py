@@ -174,14 +174,12 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    running_domain_devices)
+    running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sriov import (
     UNIT_FILE, VF_DRIVERS, describe_vfs, plan_persistence, plan_sriov)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     HostWriter, run_host_change)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import VFIO_PCI, prepend_modprobe
-
-DEFAULT_LIBVIRT_URI = "qemu:///system"
 
 
 def build_module():
@@ -218,17 +216,8 @@ class SriovConfigurator(object):
         return self.module.run_command(argv)
 
     def _domain_devices(self):
-        uri = self.params["libvirt_uri"] or (DEFAULT_LIBVIRT_URI if self.live else None)
-        if uri is None:
-            self.skipped.append("running-domain check (no libvirt_uri with a test root)")
-            return None
-        try:
-            return running_domain_devices(uri)
-        except GpuhostError as err:
-            if self.params["libvirt_uri"]:
-                raise
-            self.module.warn("could not check running libvirt domains: %s" % err.message)
-            return None
+        return running_domain_devices_or_skip(self.module, self.params["libvirt_uri"],
+                                              self.live, self.skipped)
 
     def _modprobe(self):
         rc, out, err = self.module.run_command(["modprobe", VFIO_PCI])

@@ -231,14 +231,12 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    read_context, running_domain_devices)
+    read_context, running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     HostWriter, run_host_change)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
     OVERRIDES, current_driver, plan_vfio, prepend_modprobe, select_devices)
-
-DEFAULT_LIBVIRT_URI = "qemu:///system"
 
 
 def build_module():
@@ -275,17 +273,8 @@ class VfioBinder(object):
         self.skipped = []
 
     def _domain_devices(self):
-        uri = self.params["libvirt_uri"] or (DEFAULT_LIBVIRT_URI if self.live else None)
-        if uri is None:
-            self.skipped.append("running-domain check (no libvirt_uri with a test root)")
-            return None
-        try:
-            return running_domain_devices(uri)
-        except GpuhostError as err:
-            if self.params["libvirt_uri"]:
-                raise
-            self.module.warn("could not check running libvirt domains: %s" % err.message)
-            return None
+        return running_domain_devices_or_skip(self.module, self.params["libvirt_uri"],
+                                              self.live, self.skipped)
 
     def _ip_addr_json(self):
         ip = self.module.get_bin_path("ip") if self.live else None
