@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
+from sysfs_sim import (SimulatedKernel, TreeBuilder, build_sim_host, kernel_managed_irqs,
+                       run_module, snapshot)
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import irq_pinning, irqbalance
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpumask
@@ -27,7 +28,9 @@ RHEL_CONFIG = ('# irqbalance is a daemon process that distributes interrupts\n'
 @pytest.fixture
 def sim(tmp_path):
     root = build_sim_host(str(tmp_path / "host"))
-    return SimulatedKernel(root, managed_irqs=[40, 41, 42, 43])   # the NVMe queues
+    # As on the lab kernel: the NVMe I/O queues (41-43) are kernel-managed, the admin
+    # queue nvme0q0 (40) takes a pin.
+    return SimulatedKernel(root, managed_irqs=kernel_managed_irqs(root))
 
 
 def pin(sim, check_mode=False, **args):
@@ -67,9 +70,12 @@ def test_effective_inside_but_mask_different_is_rewritten(sim):
 def test_managed_irqs_are_skipped_not_failed(sim):
     result = pin(sim, pci_devices=["0000:01:00.0"], cpus="0-1").result
     assert result["selected"] == [40, 41, 42, 43]
-    assert result["skipped_managed"] == [40, 41, 42, 43]
-    assert result["changed_irqs"] == []
-    assert result["changed"] is False
+    assert result["skipped_managed"] == [41, 42, 43]
+    assert result["changed_irqs"] == [40]
+    assert result["changed"] is True
+    assert affinity(sim, 40)[0] == (0, 1)
+    again = pin(sim, pci_devices=["0000:01:00.0"], cpus="0-1").result
+    assert again["changed"] is False and again["skipped_managed"] == [41, 42, 43]
 
 
 def test_check_mode_changes_nothing_and_shows_the_diff(sim):

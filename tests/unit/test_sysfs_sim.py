@@ -9,7 +9,7 @@ import os
 import pytest
 
 import fixturegen
-from sysfs_sim import SimulatedKernel, build_sim_host
+from sysfs_sim import SimulatedKernel, build_sim_host, kernel_managed_irqs
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpumask
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
@@ -18,7 +18,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_i
 
 @pytest.fixture
 def sim(tmp_path):
-    return SimulatedKernel(build_sim_host(str(tmp_path)), managed_irqs=[40])
+    root = build_sim_host(str(tmp_path))
+    return SimulatedKernel(root, managed_irqs=kernel_managed_irqs(root))
 
 
 def test_numvfs_creates_vfs_like_the_lab_nvme(sim):
@@ -88,9 +89,13 @@ def test_bind_is_refused_while_override_names_another_driver(sim):
 
 
 def test_managed_irq_write_is_eio(sim):
+    # nvme0q1 is an I/O queue (kernel-managed); nvme0q0, the admin queue, is not.
+    assert kernel_managed_irqs(sim.root) == [41, 42, 43]
     with pytest.raises(OSError) as info:
-        sim.write("/proc/irq/40/smp_affinity_list", "0-1")
+        sim.write("/proc/irq/41/smp_affinity_list", "0-1")
     assert info.value.errno == errno.EIO
+    sim.write("/proc/irq/40/smp_affinity_list", "0-1")
+    assert read_irqs(sim.root)["40"].smp_affinity_list == (0, 1)
 
 
 def test_irq_write_updates_affinity_and_effective(sim):
