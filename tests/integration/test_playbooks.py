@@ -23,7 +23,7 @@ INVENTORY = os.path.join(REPO, "inventories", "example", "hosts.yml")
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def runbook_host(tmp_path_factory):
     """The synthetic runbook host and the extra vars that point hk-gpu-01 at it."""
     base = tmp_path_factory.mktemp("runbook")
     root = str(base / "root")
@@ -61,11 +61,11 @@ def _recap(stdout, host="hk-gpu-01"):
     return dict(zip(("ok", "changed", "unreachable", "failed"), map(int, match.groups())))
 
 
-def test_plan_playbook_writes_tables_and_picture_without_touching_the_ledger(lab):
+def test_plan_playbook_writes_tables_and_picture_without_touching_the_ledger(runbook_host):
     proc = run_tool("ansible-playbook", "playbooks/plan.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
-                    "-e", lab["extra"])
+                    "-e", runbook_host["extra"])
     assert _recap(proc.stdout)["failed"] == 0
-    out = lab["base"] / "reports" / "hk-gpu-01"
+    out = runbook_host["base"] / "reports" / "hk-gpu-01"
     markdown = (out / "plan.md").read_text()
     assert "# Placement plan of hk-gpu-01" in markdown
     assert "| GPU | 0000:65:00.0 | tenant-a100 |" in markdown
@@ -74,7 +74,7 @@ def test_plan_playbook_writes_tables_and_picture_without_touching_the_ledger(lab
     assert [g.get("id") for g in tree.iter("{http://www.w3.org/2000/svg}g")] == ["node0", "node1"]
     assert (out / "plan.html").read_text().startswith("<!DOCTYPE html>")
     # plan.yml is read-only: no ledger, no lock file.
-    assert not os.path.exists(os.path.dirname(lab["vars"]["gpuhost_ledger_path"]))
+    assert not os.path.exists(os.path.dirname(runbook_host["vars"]["gpuhost_ledger_path"]))
 
 
 def _tree_state(root):
@@ -87,10 +87,10 @@ def _tree_state(root):
     return state
 
 
-def test_site_check_mode_on_the_runbook_host_completes_without_failures(lab):
-    before = _tree_state(lab["root"])
+def test_site_check_mode_on_the_runbook_host_completes_without_failures(runbook_host):
+    before = _tree_state(runbook_host["root"])
     proc = run_tool("ansible-playbook", "site.yml", "--check", "-i", INVENTORY, "-l", "hk-gpu-01",
-                    "-e", lab["extra"], timeout=900)
+                    "-e", runbook_host["extra"], timeout=900)
     recap = _recap(proc.stdout)
     assert recap["failed"] == 0 and recap["unreachable"] == 0
     assert recap["changed"] > 0            # a fresh host has work to do
@@ -104,13 +104,13 @@ def test_site_check_mode_on_the_runbook_host_completes_without_failures(lab):
     assert "SKIPPING the NVIDIA driver" in proc.stdout
     assert "check mode: no benchmark ran on tenant tenant-a100" in proc.stdout
     # Check mode wrote nothing: no ledger, no state, the fixture tree untouched.
-    assert not os.path.exists(os.path.dirname(lab["vars"]["gpuhost_ledger_path"]))
-    assert not os.path.exists(lab["vars"]["gpuhost_state_dir"])
-    assert _tree_state(lab["root"]) == before
+    assert not os.path.exists(os.path.dirname(runbook_host["vars"]["gpuhost_ledger_path"]))
+    assert not os.path.exists(runbook_host["vars"]["gpuhost_state_dir"])
+    assert _tree_state(runbook_host["root"]) == before
 
 
-def test_tenant_ledger_module_reserves_then_is_idempotent(lab, tmp_path):
-    args = json.dumps({"path": str(tmp_path / "ledger.json"), "root": lab["root"],
+def test_tenant_ledger_module_reserves_then_is_idempotent(runbook_host, tmp_path):
+    args = json.dumps({"path": str(tmp_path / "ledger.json"), "root": runbook_host["root"],
                        "tenants": [{"name": "t1", "gpus": 1, "vcpus": 4, "memory_gib": 4,
                                     "hugepage_size": "2M", "ssh_authorized_keys": ["k"]}]})
     results = []

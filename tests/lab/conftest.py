@@ -30,8 +30,10 @@ BOOT_TIMEOUT = int(os.environ.get("GPUHOST_LAB_BOOT_TIMEOUT", "600"))
 def pytest_collection_modifyitems(items):
     # Every test that uses the lab carries the marker, whether or not its module says so,
     # so that -m "not lab" never boots it.
+    # Only tests below tests/lab/ see this fixture, so only they are marked.
     for item in items:
-        if "lab" in getattr(item, "fixturenames", ()):
+        if "lab" in getattr(item, "fixturenames", ()) and \
+                str(item.path).startswith(os.path.dirname(os.path.abspath(__file__)) + os.sep):
             item.add_marker(pytest.mark.lab)
 
 
