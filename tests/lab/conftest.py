@@ -35,6 +35,11 @@ def pytest_collection_modifyitems(items):
         if "lab" in getattr(item, "fixturenames", ()) and \
                 str(item.path).startswith(os.path.dirname(os.path.abspath(__file__)) + os.sep):
             item.add_marker(pytest.mark.lab)
+    # The lab tests run last: every other result is in before the first boot, and the
+    # session fixture stops the lab right after the last lab test instead of leaving
+    # QEMU running through the rest of the run.
+    items[:] = ([i for i in items if i.get_closest_marker("lab") is None]
+                + [i for i in items if i.get_closest_marker("lab") is not None])
 
 
 class LabError(AssertionError):
