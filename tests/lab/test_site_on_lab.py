@@ -29,7 +29,7 @@ import yaml
 
 from conftest import HOST, INVENTORY, REPO, VENV_BIN
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.lab_converge]
 
 SITE = os.path.join(REPO, "site.yml")
 VALIDATE = os.path.join(REPO, "playbooks", "validate.yml")
