@@ -76,30 +76,65 @@ lab_ssh_close() {
   ssh "${opts[@]}" -O exit root@127.0.0.1 >/dev/null 2>&1 || true
 }
 
+# Sends one command to the QEMU monitor (quit, system_reset, ...).
+lab_monitor() {
+  python3 - "$lab_monitor_sock" "$1" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+s.close()
+PY
+}
+
 # Waits until SSH answers with a boot id other than $1 (empty: any). Returns 0 when it
-# does, 2 when QEMU exited first, 3 on timeout; callers name the console log.
+# does, 2 when QEMU exited first, 3 on timeout, 4 when the guest stalled: no SSH and no
+# new console output for GPUHOST_LAB_STALL_TIMEOUT seconds (default 240; a healthy boot
+# under load prints something at least every minute or so). Callers name the console log.
 lab_try_wait_boot() {
   local old_boot=$1 timeout=${2:-${GPUHOST_LAB_BOOT_TIMEOUT:-600}} deadline boot
+  local stall=${GPUHOST_LAB_STALL_TIMEOUT:-240} size last_size=-1 last_change now
   deadline=$(( $(date +%s) + timeout ))
+  last_change=$(date +%s)
   while :; do
     boot=$(lab_ssh cat /proc/sys/kernel/random/boot_id 2>/dev/null) || boot=
     if [ -n "$boot" ] && [ "$boot" != "$old_boot" ]; then return 0; fi
     [ -z "$boot" ] && lab_ssh_close
     lab_running || return 2
-    [ "$(date +%s)" -lt "$deadline" ] || return 3
+    now=$(date +%s)
+    size=$(stat -c %s "$lab_console_log" 2>/dev/null || echo 0)
+    if [ "$size" != "$last_size" ]; then last_size=$size; last_change=$now; fi
+    [ -z "$boot" ] && [ $(( now - last_change )) -ge "$stall" ] && return 4
+    [ "$now" -lt "$deadline" ] || return 3
     sleep 3
   done
+}
+
+# The same, but a stalled guest is reset once (QEMU 7.2's multi-threaded TCG hung one
+# boot of the lab's kernel for good right after "sched_clock: Marking stable"; a reset
+# boots it normally). The stalled boot's console is kept as console-stall.log.
+lab_try_wait_boot_resetting() {
+  local rc=0
+  lab_try_wait_boot "$@" || rc=$?
+  [ "$rc" -eq 4 ] || return "$rc"
+  cp -f "$lab_console_log" "$lab_run_dir/console-stall.log" || true
+  lab_log "the guest stalled (no SSH and no console output for ${GPUHOST_LAB_STALL_TIMEOUT:-240}s; its console is kept as $lab_run_dir/console-stall.log); resetting it once"
+  lab_monitor system_reset || true
+  rc=0
+  lab_try_wait_boot "$@" || rc=$?
+  return "$rc"
 }
 
 # The same, failing with the console log's tail and path.
 lab_wait_boot() {
   local rc=0 timeout=${2:-${GPUHOST_LAB_BOOT_TIMEOUT:-600}}
-  lab_try_wait_boot "$1" "$timeout" || rc=$?
+  lab_try_wait_boot_resetting "$1" "$timeout" || rc=$?
+  [ "$rc" -eq 0 ] && return 0
+  tail -n 30 "$lab_console_log" >&2 || true
   case $rc in
-    0) return 0 ;;
-    2) tail -n 30 "$lab_console_log" >&2 || true
-       lab_die "QEMU exited while waiting for the lab; console log: $lab_console_log (QEMU stderr: $lab_run_dir/qemu.stderr)" ;;
-    *) tail -n 30 "$lab_console_log" >&2 || true
-       lab_die "no SSH on 127.0.0.1:$lab_port after ${timeout}s; console log: $lab_console_log" ;;
+    2) lab_die "QEMU exited while waiting for the lab; console log: $lab_console_log (QEMU stderr: $lab_run_dir/qemu.stderr)" ;;
+    4) lab_die "the guest stalled again after a reset; console log: $lab_console_log" ;;
+    *) lab_die "no SSH on 127.0.0.1:$lab_port after ${timeout}s; console log: $lab_console_log" ;;
   esac
 }

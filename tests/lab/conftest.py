@@ -25,6 +25,9 @@ VENV_BIN = os.path.dirname(sys.executable)
 
 BUILD_TIMEOUT = 1800
 BOOT_TIMEOUT = int(os.environ.get("GPUHOST_LAB_BOOT_TIMEOUT", "600"))
+# lab/up and lab/reboot reset a stalled guest once (lab/lib.sh), so a boot may take two
+# boot timeouts before they give up themselves.
+WAIT_BOOT_TIMEOUT = 2 * BOOT_TIMEOUT + 120
 
 
 def pytest_collection_modifyitems(items):
@@ -104,13 +107,13 @@ class Lab:
 
     def reboot(self):
         """Reboot through GRUB and wait for SSH from the new boot (lab/reboot)."""
-        run_lab_command("reboot", timeout=BOOT_TIMEOUT + 120)
+        run_lab_command("reboot", timeout=WAIT_BOOT_TIMEOUT)
 
     def reset_to_first_boot(self):
         """Throw the overlay away and boot the image's first boot again (lab/reset,
         lab/up), for checks that need it when a reused lab has been rebooted."""
         run_lab_command("reset", timeout=300)
-        run_lab_command("up", timeout=BOOT_TIMEOUT + 60)
+        run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT)
         self.__init__(self.run_dir)
 
     # -- Ansible -----------------------------------------------------------------------
@@ -205,11 +208,11 @@ def lab():
             timings["build_s"] = round(time.monotonic() - t0, 1)
             run_lab_command("reset", timeout=300)
             t0 = time.monotonic()
-            run_lab_command("up", timeout=BOOT_TIMEOUT + 60)
+            run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT)
             timings["boot_to_ssh_s"] = round(time.monotonic() - t0, 1)
             started_here = True
         else:
-            run_lab_command("up", timeout=BOOT_TIMEOUT + 60)   # waits for SSH if booting
+            run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT)   # waits for SSH if booting
         instance = Lab()
     except LabError as err:
         pytest.fail(str(err), pytrace=False)
