@@ -26,6 +26,7 @@ NVME_PF = "0000:22:00.0"
 ROOT_DISK = "0000:00:02.0"      # virtio-blk, holds /
 ROUTE_NIC = "0000:00:03.0"      # virtio-net, default route and SSH
 DIRTY_BRIDGE, DIRTY_DISPLAY, DIRTY_USB = "0000:00:04.0", "0000:01:01.0", "0000:01:02.0"
+CONSOLE_VGA = "0000:00:01.0"      # boot_vga=1, fb0 and the framebuffer console on it
 PCI = "/sys/bus/pci/devices/"
 TENANT = "tenant-modlab"
 HOUSEKEEPING_NODE0 = "0-1"      # numa_cpuset's default: the node's first core + sibling
@@ -172,6 +173,23 @@ def test_vfio_bind_refuses_the_root_disk_and_the_default_route_nic(lab):
     assert result["field"] == "allow_host_critical"
     assert _driver(lab, ROOT_DISK) == "virtio-pci"
     assert _driver(lab, ROUTE_NIC) == "virtio-pci"
+
+
+def test_vfio_bind_refuses_the_boot_vga_that_holds_the_console(lab):
+    # The lab's console VGA (00:01.0, boot_vga=1) carries fb0 and the bound framebuffer
+    # console (vtcon0), like a BMC VGA at the rack: taking it blanks the local console.
+    rc, result = lab.module("gpuhost.kvm.vfio_bind", {"devices": [CONSOLE_VGA],
+                                                      "with_companions": False})
+    assert rc != 0, _why(lab, "console VGA was bound", result)
+    assert result["field"] == "allow_boot_vga", result
+    assert result["msg"] == (
+        "allow_boot_vga: refusing to bind: %s boot VGA with an active console (framebuffer "
+        "fb0 (bochs-drmdrmfb); vtconsole (M) frame buffer device) (set allow_boot_vga: true "
+        "to override). Fix: set allow_boot_vga only if you accept the risk, or leave the "
+        "device(s) out" % CONSOLE_VGA), result
+    assert result["changed"] is False
+    assert _driver(lab, CONSOLE_VGA) == "bochs-drm"
+    assert lab.read(PCI + CONSOLE_VGA + "/driver_override").strip() == "(null)"
 
 
 def test_vfio_bind_binds_gpu_and_hda_and_dev_vfio_appears(lab):
