@@ -1,0 +1,39 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The molecule scenario molecule/host_modules on the running lab: the whole sequence
+(syntax, create, prepare, check, converge, idempotence, verify, cleanup, destroy) with
+the real molecule, reusing this session's lab (GPUHOST_LAB_KEEP=1: create finds it
+running, destroy leaves it). Runs after test_modules_on_lab.py, whose last test gives
+the devices back; the scenario's cleanup gives them back again for the tests after it.
+
+The default scenario (site.yml converged on the lab) is in tests/lab/test_site_on_lab.py's
+league: longer than CI's budget under TCG, run by hand (lab/README.md)."""
+
+import os
+import subprocess
+
+from conftest import REPO, RUN_DIR, VENV_BIN
+
+SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "idempotence",
+                  "verify", "cleanup", "destroy"]
+
+
+def test_host_modules_scenario_passes_its_whole_sequence(lab):
+    env = lab.ansible_env(GPUHOST_LAB_KEEP="1", GPUHOST_LAB_RUN=RUN_DIR,
+                          MOLECULE_NO_LOG="false", NO_COLOR="1")
+    proc = subprocess.run([os.path.join(VENV_BIN, "molecule"), "test", "-s", "host_modules"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1500,
+                          check=False, stdin=subprocess.DEVNULL)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, "molecule failed (rc=%d); console log: %s\n%s" % (
+        proc.returncode, lab.console_log, output[-15000:])
+    # Every step of the sequence ran and succeeded, in order.
+    positions = [output.find("[host_modules > %s] Executed: Successful" % step)
+                 for step in SCENARIO_STEPS]
+    missing = [s for s, p in zip(SCENARIO_STEPS, positions) if p < 0]
+    assert not missing and positions == sorted(positions), (missing, output[-5000:])
+    # The lab is as the scenario found it: GPU back on its native driver, no VFs.
+    assert os.path.basename(lab.ssh("readlink /sys/bus/pci/devices/0000:41:00.0/driver")
+                            .stdout.strip()) == "bochs-drm"
+    assert lab.read("/sys/bus/pci/devices/0000:22:00.0/sriov_numvfs").strip() == "0"
