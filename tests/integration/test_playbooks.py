@@ -127,3 +127,37 @@ def test_tenant_ledger_module_reserves_then_is_idempotent(runbook_host, tmp_path
 def test_ansible_doc_renders_tenant_ledger():
     proc = run_tool("ansible-doc", "gpuhost.kvm.tenant_ledger")
     assert "allocation ledger" in proc.stdout and "EXAMPLES" in proc.stdout
+
+
+def test_site_check_mode_before_the_vfs_exist_reports_instead_of_failing(tmp_path):
+    # A fresh host: the PF offers 8 VFs but none is created yet, so the tenant's VF is
+    # planned at its future address. Check mode creates no VF and reserves no hugepages,
+    # so the vm stage reports the domain it cannot preflight yet instead of failing.
+    import fixturegen
+    root = str(tmp_path / "root")
+    fixturegen.build_runbook_host(root, devices=(
+        fixturegen.gpu(fixturegen.RUNBOOK_GPU, 0)
+        + fixturegen.sriov_pf(fixturegen.RUNBOOK_PF, 0, vfs=0, totalvfs=8)
+        + fixturegen.endpoint("0000:b1:00.0", 1, 0x010802, 0x144D, 0xA80A, "nvme",
+                              msi=["nvme0q%d" % q for q in range(4)])))
+    image = str(tmp_path / "base.qcow2")
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", image, "1G"], check=True)
+    extra = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+             "gpuhost_sysfs_root": root,
+             "gpuhost_ledger_path": str(tmp_path / "ledger" / "ledger.json"),
+             "gpuhost_state_dir": str(tmp_path / "state"),
+             "gpuhost_libvirt_uri": "test:///default",
+             "plan_output_dir": str(tmp_path / "reports"),
+             "validate_report_dir": str(tmp_path / "reports"),
+             "vm_base_image": image, "vm_image_dir": str(tmp_path / "images"),
+             "vm_domain_type": "test"}
+    (tmp_path / "extra.json").write_text(json.dumps(extra))
+    proc = run_tool("ansible-playbook", "site.yml", "--check", "-i", INVENTORY, "-l",
+                    "hk-gpu-01", "--tags", "plan,vm", "-e", "@%s" % (tmp_path / "extra.json"),
+                    check=False, timeout=900)
+    recap = _recap(proc.stdout)
+    assert recap["failed"] == 0, proc.stdout[-6000:]
+    printed = " ".join(proc.stdout.split())
+    assert "Check mode: tenant-a100 is not defined yet:" in printed
+    assert "PCI function 0000:41:00.2 does not exist on this host" in printed
+    assert "the sriov_irq stage creates the VF first" in printed
