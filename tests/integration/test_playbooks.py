@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+import fixturegen
 from fixturegen import build_runbook_host
 from helpers import REPO, run_tool
 
@@ -22,12 +23,11 @@ PLAYBOOKS = ["site.yml"] + sorted(os.path.relpath(p, REPO) for p in
 INVENTORY = os.path.join(REPO, "inventories", "example", "hosts.yml")
 
 
-@pytest.fixture(scope="module")
-def runbook_host(tmp_path_factory):
-    """The synthetic runbook host and the extra vars that point hk-gpu-01 at it."""
-    base = tmp_path_factory.mktemp("runbook")
+def _point_hk_gpu_01_at(base, build=build_runbook_host, **overrides):
+    """Build a synthetic host below ``base`` and the extra vars that point hk-gpu-01 at
+    it (local connection, test:///default libvirt, state and ledger below ``base``)."""
     root = str(base / "root")
-    build_runbook_host(root)
+    build(root, **overrides)
     image = str(base / "base.qcow2")
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", image, "1G"], check=True)
     extra = {
@@ -46,6 +46,12 @@ def runbook_host(tmp_path_factory):
     path = base / "extra.json"
     path.write_text(json.dumps(extra))
     return {"base": base, "root": root, "extra": "@%s" % path, "vars": extra}
+
+
+@pytest.fixture(scope="module")
+def runbook_host(tmp_path_factory):
+    """The synthetic runbook host and the extra vars that point hk-gpu-01 at it."""
+    return _point_hk_gpu_01_at(tmp_path_factory.mktemp("runbook"))
 
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS)
@@ -133,27 +139,13 @@ def test_site_check_mode_before_the_vfs_exist_reports_instead_of_failing(tmp_pat
     # A fresh host: the PF offers 8 VFs but none is created yet, so the tenant's VF is
     # planned at its future address. Check mode creates no VF and reserves no hugepages,
     # so the vm stage reports the domain it cannot preflight yet instead of failing.
-    import fixturegen
-    root = str(tmp_path / "root")
-    fixturegen.build_runbook_host(root, devices=(
+    host = _point_hk_gpu_01_at(tmp_path, devices=(
         fixturegen.gpu(fixturegen.RUNBOOK_GPU, 0)
         + fixturegen.sriov_pf(fixturegen.RUNBOOK_PF, 0, vfs=0, totalvfs=8)
         + fixturegen.endpoint("0000:b1:00.0", 1, 0x010802, 0x144D, 0xA80A, "nvme",
                               msi=["nvme0q%d" % q for q in range(4)])))
-    image = str(tmp_path / "base.qcow2")
-    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", image, "1G"], check=True)
-    extra = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-             "gpuhost_sysfs_root": root,
-             "gpuhost_ledger_path": str(tmp_path / "ledger" / "ledger.json"),
-             "gpuhost_state_dir": str(tmp_path / "state"),
-             "gpuhost_libvirt_uri": "test:///default",
-             "plan_output_dir": str(tmp_path / "reports"),
-             "validate_report_dir": str(tmp_path / "reports"),
-             "vm_base_image": image, "vm_image_dir": str(tmp_path / "images"),
-             "vm_domain_type": "test"}
-    (tmp_path / "extra.json").write_text(json.dumps(extra))
     proc = run_tool("ansible-playbook", "site.yml", "--check", "-i", INVENTORY, "-l",
-                    "hk-gpu-01", "--tags", "plan,vm", "-e", "@%s" % (tmp_path / "extra.json"),
+                    "hk-gpu-01", "--tags", "plan,vm", "-e", host["extra"],
                     check=False, timeout=900)
     recap = _recap(proc.stdout)
     assert recap["failed"] == 0, proc.stdout[-6000:]
