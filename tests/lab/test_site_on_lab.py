@@ -10,24 +10,31 @@
 4. a reboot without re-running: validate.yml still passes;
 5. two onboardings started at the same time: a second tenant gets the free GPU or the
    race's loser fails naming the conflict, and the first tenant's domain XML stays
-   byte-for-byte the same.
+   byte-for-byte the same;
+6. issue 8's interrupted converge, per seed (GPUHOST_LAB_FAULT_SEEDS, default 1,2,3):
+   from a fresh lab, ansible-playbook is killed (SIGKILL) when it starts a task picked
+   by the seed among the tasks of step 2's run; a re-run then converges to the state
+   step 2 reached (files, drivers, VFs, hugepages, IRQ pins, domains, ledger) and the
+   ledger holds exactly the inventory's tenants.
 
-The tests run in this order and each needs the one before (a failed step fails the
-next ones with its name). Every failure names the lab's serial console log. The lab has
+The tests run in this order; steps 3 to 6 need step 2 in the same session (they fail
+naming it otherwise), step 2 starts from a first boot itself. Every failure names the lab's serial console log. The lab has
 no tenant guest OS image, so the tenants' domains are defined with blank disks and not
 started (inventories/lab says why); the guest and benchmark stages have nothing to reach.
 """
 
 import json
 import os
+import random
 import re
+import signal
 import subprocess
 import time
 
 import pytest
 import yaml
 
-from conftest import HOST, INVENTORY, REPO, VENV_BIN
+from conftest import HOST, INVENTORY, REPO, VENV_BIN, WAIT_BOOT_TIMEOUT, run_lab_command
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_converge]
 
@@ -62,6 +69,38 @@ sec libvirt-qemu; ls -la /etc/libvirt/qemu /etc/libvirt/hooks 2>&1
 sec images; ls -la /var/lib/libvirt/images 2>&1
 sec tuned; cat /etc/tuned/active_profile 2>&1
 """
+
+
+# What a converge leaves behind, as content (not timestamps): the files the roles write,
+# with mode, owner and a checksum; the kernel state; the domains, with what libvirt
+# generates per definition (uuid, MAC addresses) taken out; the ledger's body.
+CONVERGED_STATE = r"""
+sec() { echo "=== $1"; }
+sec cmdline; cat /proc/cmdline
+sec files; find /etc/default/grub /etc/default/grub.d /etc/default/irqbalance /etc/modprobe.d \
+  /etc/modules-load.d /etc/initramfs-tools/modules /etc/sysctl.d /etc/systemd/system \
+  /etc/gpuhost /etc/libvirt/hooks /etc/libvirt/qemu /usr/local/libexec/gpuhost \
+  /etc/tuned/active_profile /etc/udev/rules.d -xdev \( -type f -o -type l \) 2>/dev/null \
+  | grep -v '^/etc/libvirt/qemu/.*\.xml$' | sort | while read -r f; do
+  if [ -L "$f" ]; then printf 'link %s -> %s\n' "$f" "$(readlink "$f")"
+  else printf '%s %s %s\n' "$(stat -c '%a %U:%G' "$f")" "$(sha256sum < "$f" | cut -c1-16)" "$f"; fi
+done
+sec drivers; for d in /sys/bus/pci/devices/*; do
+  printf '%s %s %s\n' "${d##*/}" "$(basename "$(readlink "$d/driver" 2>/dev/null)" 2>/dev/null)" \
+    "$(cat "$d/driver_override" 2>/dev/null)"; done
+sec sriov; cat /sys/bus/pci/devices/0000:22:00.0/sriov_numvfs
+sec hugepages; for f in /sys/devices/system/node/node*/hugepages/hugepages-*/nr_hugepages; do
+  echo "$f $(cat "$f")"; done
+sec irq; for i in /proc/irq/[0-9]*; do printf '%s %s\n' "${i##*/}" \
+  "$(cat "$i/smp_affinity_list" 2>/dev/null)"; done
+sec domains; for d in $(virsh -c qemu:///system list --all --name); do
+  virsh -c qemu:///system dominfo "$d" | grep -E '^(Name|Autostart|Persistent):'
+  virsh -c qemu:///system dumpxml --inactive "$d" | grep -vE '<uuid>|<mac address='; done
+sec images; ls -1 /var/lib/libvirt/images
+sec ledger; python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["body"], sort_keys=True, indent=1))' \
+  /var/lib/gpuhost/ledger.json
+"""
+FAULT_SEEDS = [int(s) for s in os.environ.get("GPUHOST_LAB_FAULT_SEEDS", "1,2,3").split(",") if s]
 
 
 def _recap(proc):
@@ -132,7 +171,9 @@ def test_check_mode_on_a_fresh_lab_changes_nothing(lab):
 
 
 def test_site_converges_reboots_for_the_kernel_arguments_and_validates(lab):
-    _Steps.need("check")
+    # From the image's first boot, whether or not step 1 ran (-k picks steps).
+    if lab.boot_count() != 1:
+        lab.reset_to_first_boot()
     boots = lab.boot_count()
     proc = _timed("converge", lab.playbook, SITE, timeout=3600)
     recap = _recap(proc)
@@ -150,6 +191,8 @@ def test_site_converges_reboots_for_the_kernel_arguments_and_validates(lab):
     if report:
         failed = [c for c in report.get("checks", []) if c.get("status") == "fail"]
         assert not failed, failed
+    _Steps.converged_state = lab.ssh(CONVERGED_STATE, timeout=300).stdout
+    _Steps.converge_tasks = proc.stdout.count("\nTASK [")
     _Steps.done.add("converge")
 
 
@@ -206,7 +249,7 @@ def test_concurrent_onboardings_get_the_free_gpu_once_and_keep_the_first_tenant(
 
     ledger = json.loads(lab.ssh("cat /var/lib/gpuhost/ledger.json").stdout)
     placed = {t["name"]: [g["address"] for g in t.get("gpus") or ()]
-              for t in ledger["tenants"]}
+              for t in ledger["body"]["tenants"]}
     winners = [n for n, rc in codes.items() if rc == 0]
     assert len(winners) >= 1, outputs
     if len(winners) == 1:
@@ -222,3 +265,54 @@ def test_concurrent_onboardings_get_the_free_gpu_once_and_keep_the_first_tenant(
     assert after == before, "onboarding changed %s's domain:\n%s" % (
         FIRST_TENANT, _diff(before, after))
     _Steps.done.add("onboard")
+
+
+def _converge_killed_at_task(lab, task_number, timeout=3600):
+    """site.yml, killed with SIGKILL (the whole process group: ansible-playbook and its
+    workers, as a lost terminal or an OOM kill would) when it starts its Nth task.
+    Returns the name of that task, or None when the run ended before it."""
+    argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY, "-l", HOST, SITE]
+    proc = subprocess.Popen(argv, cwd=REPO, env=lab.ansible_env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    seen = 0
+    try:
+        for line in proc.stdout:
+            if line.startswith("TASK ["):
+                seen += 1
+                if seen == task_number:
+                    # Let the task reach the host before the kill.
+                    time.sleep(random.Random(task_number).uniform(0.5, 3.0))
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    return line[6:line.rfind("]")]
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pytest.fail("site.yml did not reach task %d in %d s" % (task_number, timeout))
+        return None
+    finally:
+        proc.stdout.close()
+        proc.wait(timeout=60)
+
+
+@pytest.mark.parametrize("seed", FAULT_SEEDS)
+def test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state(lab, seed):
+    _Steps.need("converge")
+    task_number = random.Random(seed).randint(1, _Steps.converge_tasks)
+    _timed("fault%d_reset" % seed, lab.reset_to_first_boot)
+    killed_at = _timed("fault%d_killed_run" % seed, _converge_killed_at_task, lab, task_number)
+    print("[site-on-lab] seed %d: killed at task %d of %d: %s"
+          % (seed, task_number, _Steps.converge_tasks, killed_at))
+    # A kill during the iommu role's reboot leaves the lab booting: wait for SSH.
+    run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT)
+    lab.__init__(lab.run_dir)
+    proc = _timed("fault%d_rerun" % seed, lab.playbook, SITE, timeout=3600)
+    recap = _recap(proc)
+    assert recap["failed"] == 0 and recap["unreachable"] == 0, recap
+    state = lab.ssh(CONVERGED_STATE, timeout=300).stdout
+    assert state == _Steps.converged_state, (
+        "seed %d (killed at task %d, %r): the re-run did not reach the state of an "
+        "uninterrupted converge:\n%s\nconsole log: %s"
+        % (seed, task_number, killed_at, _diff(_Steps.converged_state, state), lab.console_log))
+    ledger = json.loads(lab.ssh("cat /var/lib/gpuhost/ledger.json").stdout)
+    assert sorted(t["name"] for t in ledger["body"]["tenants"]) == [FIRST_TENANT], ledger
