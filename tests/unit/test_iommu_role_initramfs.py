@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The iommu role's "load vfio early" file, per OS family, against what the initramfs
+tools read and what vfio_bind's persistent binding writes: the role and the module must
+never fight over one file (RHEL), and on Debian they share /etc/initramfs-tools/modules
+so that the module finds its lines already there."""
+
+import os
+
+import jinja2
+import yaml
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import vfio
+
+ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "iommu")
+
+
+def _vars(name):
+    with open(os.path.join(ROLE, "vars", name), encoding="utf-8") as handle:
+        data = yaml.safe_load(handle)
+    with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as handle:
+        data.update(yaml.safe_load(handle))
+    return data
+
+
+def _render(data, key):
+    return jinja2.Template(data[key]).render(**data)
+
+
+def test_debian_block_goes_where_mkinitramfs_reads_and_holds_vfio_binds_modules():
+    data = _vars("Debian.yml")
+    # mkinitramfs (initramfs-tools 0.142) reads ${CONFDIR}/modules and the package's
+    # /usr/share/initramfs-tools/modules.d/*, and no modules.d below /etc.
+    assert data["__iommu_initramfs_path"] == vfio.INITRAMFS_TOOLS_MODULES
+    lines = _render(data, "__iommu_initramfs_block").splitlines()
+    assert lines == list(vfio.EARLY_MODULES)
+
+
+def test_rhel_snippet_is_not_vfio_binds_file():
+    data = _vars("RedHat.yml")
+    assert data["__iommu_initramfs_path"].startswith("/etc/dracut.conf.d/")
+    assert data["__iommu_initramfs_path"].endswith(".conf")
+    assert data["__iommu_initramfs_path"] != vfio.DRACUT_CONF
+    assert _render(data, "__iommu_initramfs_block") == 'force_drivers+=" vfio vfio_iommu_type1 vfio_pci "'
