@@ -20,6 +20,13 @@ MSI-X. So the wanted pins are stored in /etc/gpuhost/irq-affinity.json and
 * a NetworkManager dispatcher script on "up", where NetworkManager is installed;
 * a libvirt qemu hook (/etc/libvirt/hooks/qemu.d/) on "started", which forks and
   watches for a while, because the guest enables MSI-X only after it boots.
+
+irqbalance rewrites the affinity of every IRQ it balances, every ten seconds, among the
+CPUs it may use, so a running irqbalance undoes the pins (seen on the lab: the NIC's and
+the NVMe admin queue's IRQs moved off node 0's housekeeping CPUs within a minute). Its
+policy script (``--policyscript``, gpuhost-irqbalance-policy, ``irqbalance_policy_main``)
+answers ``ban=true`` for the IRQs the stored pins cover, so irqbalance leaves them alone
+and balances the rest away from the banned tenant CPUs.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
 
 CONFIG_FILE = "/etc/gpuhost/irq-affinity.json"
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-irq-reapply"
+POLICY_SCRIPT = "/usr/local/libexec/gpuhost/gpuhost-irqbalance-policy"
 UDEV_RULE_FILE = "/etc/udev/rules.d/90-gpuhost-irq-affinity.rules"
 LIBVIRT_HOOK = "/etc/libvirt/hooks/qemu.d/gpuhost-irq-affinity"
 NM_DISPATCHER_DIR = "/etc/NetworkManager/dispatcher.d"
@@ -239,10 +247,13 @@ def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
     rules = [r for r in config["rules"] if IrqRule.from_dict(r).key != rule.key]
     rules.append(rule.to_dict())
     config["rules"] = rules
-    changes.put_file(writer, CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    config_changed = changes.put_file(writer, CONFIG_FILE,
+                                      json.dumps(config, indent=2, sort_keys=True) + "\n")
     module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning"
     changes.put_file(writer, HELPER, wrapper_script(module, "reapply_main",
                                                     interpreter=interpreter), mode=0o755)
+    changes.put_file(writer, POLICY_SCRIPT, wrapper_script(module, "irqbalance_policy_main",
+                                                           interpreter=interpreter), mode=0o755)
     changes.put_file(writer, LIBVIRT_HOOK, wrapper_script(module, "libvirt_hook_main",
                                                           interpreter=interpreter), mode=0o755)
     changes.put_file(writer, UDEV_RULE_FILE, udev_rule_text())
@@ -250,6 +261,7 @@ def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
         changes.put_file(writer, NM_DISPATCHER, nm_dispatcher_text(interpreter), mode=0o755)
     for path, source in python_library_files(LIBRARY).items():
         changes.put_file(writer, path, source, summarize=True)
+    return config_changed
 
 
 # -- re-apply --------------------------------------------------------------------------
@@ -306,6 +318,34 @@ def reapply_main(argv, writer=None, sleep=time.sleep, clock=time.monotonic):
         if clock() >= deadline:
             return 1 if report["errors"] else 0
         sleep(2)
+
+
+def pinned_irqs(root, config):
+    """The IRQ numbers the stored pins cover now (rules that no longer parse are left out)."""
+    irqs = read_irqs(root)
+    numbers = set()
+    for data in config.get("rules", []):
+        try:
+            numbers.update(select_irqs(root, irqs, IrqRule.from_dict(data), strict=False))
+        except GpuhostError:
+            continue
+    return numbers
+
+
+def irqbalance_policy_main(argv, root="/", out=None):
+    """irqbalance's --policyscript, called as ``SCRIPT DEVPATH IRQ`` for every IRQ it
+    finds: ``ban=true`` for the IRQs gpuhost.kvm pins, nothing for the others (irqbalance
+    then balances them as usual). Never fails: a broken config bans nothing."""
+    out = out or sys.stdout
+    try:
+        irq = int(argv[1])
+        with open(os.path.join(root, CONFIG_FILE.lstrip("/")), encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (IndexError, ValueError, OSError):
+        return 0
+    if irq in pinned_irqs(root, config):
+        out.write("ban=true\n")
+    return 0
 
 
 def libvirt_hook_main(argv, fork=os.fork):

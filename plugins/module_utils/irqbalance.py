@@ -9,11 +9,16 @@ read IRQBALANCE_BANNED_CPUS, a hex mask written as comma-separated 32-bit words
 isolcpus/nohz_full CPUs, so those are added to the ban list. The file is
 /etc/sysconfig/irqbalance on RHEL and /etc/default/irqbalance on Debian; the caller
 gives the path. Every other line of the file is kept as it is.
+
+With pins to protect, IRQBALANCE_ARGS also names gpuhost.kvm's policy script
+(irq_pinning.POLICY_SCRIPT), which bans the pinned IRQs from balancing; the other
+arguments in it are kept, and someone else's policy script is refused, not replaced.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, format_cpumask)
@@ -21,6 +26,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 
 CPULIST_KEY = "IRQBALANCE_BANNED_CPULIST"
 MASK_KEY = "IRQBALANCE_BANNED_CPUS"
+ARGS_KEY = "IRQBALANCE_ARGS"
+POLICY_OPTION = "--policyscript"
 _ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -75,8 +82,10 @@ def banned_value(cpus, fmt, nr_cpus=None):
     return format_cpumask(cpus, nr_cpus)
 
 
-def render(text, key, value, drop_keys=()):
-    """The file with ``key=value`` set in place (or appended) and ``drop_keys`` removed."""
+def render(text, key, value, drop_keys=(),
+           comment="# Managed by gpuhost.kvm irq_affinity: keep IRQs off tenant CPUs."):
+    """The file with ``key=value`` set in place (or appended after ``comment``) and
+    ``drop_keys`` removed."""
     lines = text.splitlines()
     out = []
     placed = False
@@ -91,7 +100,7 @@ def render(text, key, value, drop_keys=()):
             continue
         out.append(line)
     if not placed:
-        out.append("# Managed by gpuhost.kvm irq_affinity: keep IRQs off tenant CPUs.")
+        out.append(comment)
         out.append("%s=%s" % (key, value))
     return "\n".join(out) + "\n"
 
@@ -108,12 +117,61 @@ def banned_cpus(wanted, cpu_state):
     return tuple(sorted(banned))
 
 
-def plan_config(changes, writer, path, wanted_cpus, cpu_state, fmt):
-    """Add the config file change; returns (changed, banned CPUs)."""
+def _value(text, key):
+    """The last value given to ``key`` in the file, unquoted as the shell would."""
+    value = None
+    for line in text.splitlines():
+        match = _ASSIGNMENT.match(line)
+        if match and match.group(1) == key:
+            value = match.group(2)
+    return value
+
+
+def args_with_policy_script(current, script, path):
+    """IRQBALANCE_ARGS (its file value, quoted or not) with ``--policyscript=script``."""
+    try:
+        words = shlex.split(current or "")
+    except ValueError as err:
+        raise GpuhostError("%s in %s cannot be read as shell words: %s" % (ARGS_KEY, path, err),
+                           field="irqbalance_config", fix="fix the quoting of that line")
+    if len(words) == 1 and " " in words[0]:
+        words = shlex.split(words[0])
+    words = [w for w in words if w]
+    kept, theirs = [], []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word.startswith(POLICY_OPTION + "="):
+            theirs.append(word.split("=", 1)[1])
+        elif word in (POLICY_OPTION, "-l") and index + 1 < len(words):
+            theirs.append(words[index + 1])
+            index += 1
+        else:
+            kept.append(word)
+        index += 1
+    foreign = [s for s in theirs if s != script]
+    if foreign:
+        raise GpuhostError(
+            "%s in %s already names the policy script %s; gpuhost.kvm needs its own (%s) "
+            "so that irqbalance leaves the pinned IRQs alone" % (ARGS_KEY, path, foreign[0], script),
+            field="irqbalance_config",
+            fix="fold that script's rules into a wrapper that also runs %s, or stop "
+                "irqbalance on this host" % script)
+    return '"%s"' % " ".join(kept + ["%s=%s" % (POLICY_OPTION, script)])
+
+
+def plan_config(changes, writer, path, wanted_cpus, cpu_state, fmt, policy_script=None):
+    """Add the config file change; returns (changed, banned CPUs). ``policy_script``:
+    also make irqbalance ask that script which IRQs to leave alone."""
     text = read_config(writer, path)
     banned = banned_cpus(wanted_cpus, cpu_state)
     nr_cpus = len(cpu_state.possible) if cpu_state.possible else None
     key, other = (CPULIST_KEY, MASK_KEY) if fmt == "cpulist" else (MASK_KEY, CPULIST_KEY)
     new = render(text, key, banned_value(banned, fmt, nr_cpus), drop_keys=(other,))
+    if policy_script:
+        new = render(new, ARGS_KEY, args_with_policy_script(_value(new, ARGS_KEY),
+                                                            policy_script, path),
+                     comment="# Managed by gpuhost.kvm irq_affinity: irqbalance leaves the "
+                             "IRQs it pins alone.")
     changed = changes.put_file(writer, path, new)
     return changed, banned

@@ -78,8 +78,11 @@ notes:
     C(started), watches for a few minutes in the background for the guest's MSI-X IRQs."
   - Check mode cannot know which IRQs the kernel manages; it lists them as changing, and
     the real run reports them in RV(skipped_managed).
-  - irqbalance moves the IRQs it balances among all CPUs it may use; for pins to hold,
-    ban every CPU outside O(cpus), or keep irqbalance stopped.
+  - irqbalance moves the IRQs it balances among all CPUs it may use. With
+    O(persistent=true) and O(irqbalance_banned_cpus), its C(IRQBALANCE_ARGS) names the
+    policy script C(/usr/local/libexec/gpuhost/gpuhost-irqbalance-policy), which bans the
+    pinned IRQs from balancing; a policy script of someone else's is refused. Without
+    them, irqbalance undoes the pins within seconds unless it is stopped.
 seealso:
   - module: gpuhost.kvm.vfio_bind
 """
@@ -132,7 +135,7 @@ irqbalance_banned_cpus:
   type: str
   sample: "2-31,34-63"
 irqbalance_restarted:
-  description: Whether irqbalance was restarted (only when its config changed, on the live host).
+  description: Whether irqbalance was restarted (only when its config or, with its policy script in place, the stored pins changed; on the live host).
   returned: always
   type: bool
 steps:
@@ -161,9 +164,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning import (
-    build_rule, plan_persistence, plan_pins, select_irqs, validate_cpus)
+    POLICY_SCRIPT, build_rule, plan_persistence, plan_pins, select_irqs, validate_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
-    format_for_version, plan_config)
+    format_for_version, plan_config, read_config)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_cpu_state, read_irqs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
@@ -211,6 +214,12 @@ class IrqPinner(object):
         rc, out, err = self.module.run_command([binary, "--version"])
         return format_for_version(out + err if rc == 0 else "")
 
+    def _irqbalance_asks_policy(self):
+        try:
+            return POLICY_SCRIPT in read_config(self.writer, self.params["irqbalance_config"])
+        except GpuhostError:
+            return False
+
     def _restart_irqbalance(self):
         rc, out, err = self.module.run_command(["systemctl", "try-restart", "irqbalance"])
         if rc != 0:
@@ -240,14 +249,18 @@ class IrqPinner(object):
                     fix="ban only the tenant CPUs, not the ones the IRQs are pinned to")
             self.irqbalance_changed, self.banned = plan_config(
                 changes, self.writer, params["irqbalance_config"], wanted, cpu_state,
-                self._irqbalance_format())
-            if self.irqbalance_changed:
-                if self.live:
-                    changes.add("systemctl try-restart irqbalance", self._restart_irqbalance)
-                else:
-                    self.skipped.append("systemctl try-restart irqbalance (root is not /)")
+                self._irqbalance_format(),
+                policy_script=POLICY_SCRIPT if params["persistent"] else None)
+        pins_changed = False
         if params["persistent"]:
-            plan_persistence(changes, self.writer, rule, sys.executable)
+            pins_changed = plan_persistence(changes, self.writer, rule, sys.executable)
+        # irqbalance asks its policy script about each IRQ when it starts: new stored pins
+        # reach it only through a restart.
+        if self.irqbalance_changed or (pins_changed and self._irqbalance_asks_policy()):
+            if self.live:
+                changes.add("systemctl try-restart irqbalance", self._restart_irqbalance)
+            else:
+                self.skipped.append("systemctl try-restart irqbalance (root is not /)")
         if self.module.check_mode or not changes:
             return
         changes.apply()

@@ -231,3 +231,66 @@ def test_libvirt_hook_only_acts_on_started():
     assert irq_pinning.libvirt_hook_main(["tenant-a", "started", "begin", "-"],
                                          fork=lambda: forks.append(1) or 1) == 0
     assert forks == [1]     # the parent returns at once; the child does the watching
+
+
+# -- irqbalance leaves the pinned IRQs alone (its policy script) ---------------------------
+
+def test_persistent_pins_make_irqbalance_ask_the_policy_script_and_restart(sim):
+    TreeBuilder(sim.root).write("/etc/default/irqbalance",
+                                "#IRQBALANCE_ONESHOT=\nIRQBALANCE_ARGS=\"--journal\"\n")
+    args = dict(pci_devices=["0000:01:00.0"], cpus="0-1", irqbalance_banned_cpus="2-3",
+                irqbalance_config="/etc/default/irqbalance", irqbalance_format="cpulist",
+                persistent=True)
+    result = pin(sim, **args).result
+    text = sim.read_file("/etc/default/irqbalance")
+    assert ('IRQBALANCE_ARGS="--journal --policyscript=%s"\n' % irq_pinning.POLICY_SCRIPT) in text
+    assert "IRQBALANCE_BANNED_CPULIST=2-3\n" in text
+    assert os.access(sim.path(irq_pinning.POLICY_SCRIPT), os.X_OK)
+    assert "irqbalance_policy_main" in sim.read_file(irq_pinning.POLICY_SCRIPT)
+    assert "systemctl try-restart irqbalance (root is not /)" in result["skipped_actions"]
+    again = pin(sim, **args)
+    assert again.result["changed"] is False and again.skipped == []
+    # Another node's pins, later, in a task that does not manage the ban list: irqbalance
+    # must hear of them (it asks the policy script only when it starts).
+    other = pin(sim, name_regex="^mlx5_comp", cpus="4-5", persistent=True,
+                irqbalance_config="/etc/default/irqbalance").result
+    assert "systemctl try-restart irqbalance (root is not /)" in other["skipped_actions"]
+
+
+def test_someone_elses_policy_script_is_refused_not_replaced(sim):
+    TreeBuilder(sim.root).write("/etc/sysconfig/irqbalance", RHEL_CONFIG)
+    error = failed(sim, irqs=[60], cpus="0-1", irqbalance_banned_cpus="4-5",
+                   irqbalance_config="/etc/sysconfig/irqbalance", irqbalance_format="cpulist",
+                   persistent=True)
+    assert error.field == "irqbalance_config"
+    assert "already names the policy script /etc/irqbalance.d/policy" in error.message
+    # Without stored pins there is nothing for a policy script to protect: left alone.
+    pin(sim, irqs=[60], cpus="0-1", irqbalance_banned_cpus="4-5",
+        irqbalance_config="/etc/sysconfig/irqbalance", irqbalance_format="cpulist")
+    assert '--policyscript=/etc/irqbalance.d/policy"' in sim.read_file("/etc/sysconfig/irqbalance")
+
+
+@pytest.mark.parametrize("current, expected", [
+    (None, '"--policyscript=/p"'),
+    ('""', '"--policyscript=/p"'),
+    ('"--journal --policyscript=/p"', '"--journal --policyscript=/p"'),
+    ("--journal", '"--journal --policyscript=/p"'),
+    ('"-l /p --hintpolicy=ignore"', '"--hintpolicy=ignore --policyscript=/p"'),
+])
+def test_irqbalance_args_with_policy_script(current, expected):
+    assert irqbalance.args_with_policy_script(current, "/p", "f") == expected
+
+
+def test_policy_script_bans_exactly_the_pinned_irqs(sim, capsys):
+    pin(sim, pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True)
+    answers = {}
+    for irq in (40, 41, 50, 60):
+        irq_pinning.irqbalance_policy_main(["/sys/devices/x", str(irq)], root=sim.root)
+        answers[irq] = capsys.readouterr().out
+    # The NVMe controller's IRQs (the managed queues too: irqbalance cannot move them
+    # anyway); not the NIC's or the others.
+    assert answers == {40: "ban=true\n", 41: "ban=true\n", 50: "", 60: ""}
+    # A config that does not parse bans nothing and never fails irqbalance's scan.
+    TreeBuilder(sim.root).write(irq_pinning.CONFIG_FILE, "{not json")
+    assert irq_pinning.irqbalance_policy_main(["/sys/x", "40"], root=sim.root) == 0
+    assert capsys.readouterr().out == ""
