@@ -211,8 +211,10 @@ class IrqPinner(object):
         binary = self.module.get_bin_path("irqbalance") if self.live else None
         if not binary:
             return "mask"
-        rc, out, err = self.module.run_command([binary, "--version"])
-        return format_for_version(out + err if rc == 0 else "")
+        # irqbalance 1.9.2 (Debian 12) prints its version and exits 1: read the text,
+        # whatever the exit status; no version in it means the mask form.
+        dummy, out, err = self.module.run_command([binary, "--version"])
+        return format_for_version(out + err)
 
     def _irqbalance_asks_policy(self):
         try:
