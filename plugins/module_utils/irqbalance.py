@@ -118,7 +118,7 @@ def banned_cpus(wanted, cpu_state):
 
 
 def _value(text, key):
-    """The last value given to ``key`` in the file, unquoted as the shell would."""
+    """The last value given to ``key`` in the file, as written (quotes included)."""
     value = None
     for line in text.splitlines():
         match = _ASSIGNMENT.match(line)
