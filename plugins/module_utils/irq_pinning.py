@@ -19,7 +19,10 @@ MSI-X. So the wanted pins are stored in /etc/gpuhost/irq-affinity.json and
 * a udev rule on net "add"/"move" events;
 * a NetworkManager dispatcher script on "up", where NetworkManager is installed;
 * a libvirt qemu hook (/etc/libvirt/hooks/qemu.d/) on "started", which forks and
-  watches for a while, because the guest enables MSI-X only after it boots.
+  watches for a while, because the guest enables MSI-X only after it boots;
+* gpuhost-irq-reapply.service at boot, which watches for a while as the drivers request
+  their IRQs: a block device's queues have no udev net event (seen on the lab: after a
+  reboot the NVMe admin queue's IRQ was back on all CPUs).
 
 irqbalance rewrites the affinity of every IRQ it balances, every ten seconds, among the
 CPUs it may use, so a running irqbalance undoes the pins (seen on the lab: the NIC's and
@@ -56,6 +59,8 @@ UDEV_RULE_FILE = "/etc/udev/rules.d/90-gpuhost-irq-affinity.rules"
 LIBVIRT_HOOK = "/etc/libvirt/hooks/qemu.d/gpuhost-irq-affinity"
 NM_DISPATCHER_DIR = "/etc/NetworkManager/dispatcher.d"
 NM_DISPATCHER = NM_DISPATCHER_DIR + "/90-gpuhost-irq-affinity"
+UNIT_NAME = "gpuhost-irq-reapply.service"
+UNIT_FILE = "/etc/systemd/system/" + UNIT_NAME
 LIBRARY = ("irq_pinning",)
 WATCH_SECONDS = 180
 
@@ -169,8 +174,13 @@ class PinPlan:
     previous: dict = field(default_factory=dict)
 
 
-def plan_pins(writer, irqs, numbers, cpus):
-    """One step per IRQ not in place; EIO (kernel-managed) is recorded, not raised."""
+def plan_pins(writer, irqs, numbers, cpus, known_managed=()):
+    """One step per IRQ not in place; EIO (kernel-managed) is recorded, not raised.
+
+    An IRQ whose action name is in ``known_managed`` (names an earlier run saw refuse
+    the write) is reported as managed without a step: check mode's prediction, since
+    nothing but the write tells a managed IRQ apart.
+    """
     changes = ChangeSet()
     plan = PinPlan(changes, list(numbers), [])
     wanted = format_cpulist(cpus)
@@ -179,6 +189,9 @@ def plan_pins(writer, irqs, numbers, cpus):
         if irq is None:
             irq = _read_one(writer, number)
         if in_place(irq, cpus):
+            continue
+        if irq.name and irq.name in known_managed:
+            plan.skipped_managed.append(number)
             continue
         plan.to_change.append(number)
         before = format_cpulist(irq.smp_affinity_list or ())
@@ -227,6 +240,50 @@ def read_config(writer):
     return data
 
 
+def known_managed_names(writer):
+    """Action names of the IRQs that refused a pin before (stored by a real run)."""
+    try:
+        return frozenset(read_config(writer).get("kernel_managed", ()))
+    except GpuhostError:
+        return frozenset()
+
+
+def add_managed_record(changes, writer, plan, irqs):
+    """A last step: store the action names of the IRQs that refused their pin (EIO), so
+    that check mode, validate.yml on its own included, can tell a kernel-managed IRQ from
+    one out of place (IRQ numbers move between boots, names do not). Returns a list that
+    holds True once the step changed the file."""
+    wrote = []
+    previous = []
+
+    def apply():
+        names = {irqs[str(n)].name for n in plan.skipped_managed
+                 if str(n) in irqs and irqs[str(n)].name}
+        config = read_config(writer)
+        known = set(config.get("kernel_managed", ()))
+        if names <= known:
+            return
+        previous.append(writer.read_file(CONFIG_FILE))
+        config["kernel_managed"] = sorted(known | names)
+        writer.write_file(CONFIG_FILE, _config_text(config))
+        wrote.append(True)
+
+    def undo():
+        if not wrote:
+            return
+        if previous[0] is None:
+            writer.remove_file(CONFIG_FILE)
+        else:
+            writer.write_file(CONFIG_FILE, previous[0])
+    changes.add("record the IRQs that refuse a pin (kernel-managed) in %s" % CONFIG_FILE,
+                apply, undo)
+    return wrote
+
+
+def _config_text(config):
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"
+
+
 def udev_rule_text():
     return ("# Managed by gpuhost.kvm irq_affinity: the kernel requests a NIC's IRQs again\n"
             "# when it appears, so re-apply the pins from %s.\n"
@@ -242,13 +299,28 @@ def nm_dispatcher_text(interpreter):
             "    subprocess.call([%r])\n" % (interpreter, HELPER))
 
 
+def unit_text():
+    return ("# Managed by gpuhost.kvm irq_affinity: re-apply the pins from %s at boot and\n"
+            "# for a while after, as the drivers request their IRQs.\n"
+            "[Unit]\n"
+            "Description=gpuhost.kvm IRQ pins\n"
+            "After=systemd-modules-load.service local-fs.target irqbalance.service\n"
+            "ConditionPathExists=%s\n\n"
+            "[Service]\n"
+            "Type=exec\n"
+            "ExecStart=%s --watch %d\n\n"
+            "[Install]\n"
+            "WantedBy=multi-user.target\n") % (CONFIG_FILE, CONFIG_FILE, HELPER, WATCH_SECONDS)
+
+
 def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
+    """Store ``rule`` and put the re-apply paths in place; returns whether the stored
+    pins changed (irqbalance's policy script answers from them)."""
     config = read_config(writer)
     rules = [r for r in config["rules"] if IrqRule.from_dict(r).key != rule.key]
     rules.append(rule.to_dict())
     config["rules"] = rules
-    config_changed = changes.put_file(writer, CONFIG_FILE,
-                                      json.dumps(config, indent=2, sort_keys=True) + "\n")
+    config_changed = changes.put_file(writer, CONFIG_FILE, _config_text(config))
     module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning"
     changes.put_file(writer, HELPER, wrapper_script(module, "reapply_main",
                                                     interpreter=interpreter), mode=0o755)
@@ -257,6 +329,7 @@ def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
     changes.put_file(writer, LIBVIRT_HOOK, wrapper_script(module, "libvirt_hook_main",
                                                           interpreter=interpreter), mode=0o755)
     changes.put_file(writer, UDEV_RULE_FILE, udev_rule_text())
+    changes.put_file(writer, UNIT_FILE, unit_text())
     if writer.exists(NM_DISPATCHER_DIR):
         changes.put_file(writer, NM_DISPATCHER, nm_dispatcher_text(interpreter), mode=0o755)
     for path, source in python_library_files(LIBRARY).items():

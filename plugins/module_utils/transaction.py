@@ -183,6 +183,12 @@ class ChangeSet:
     def add(self, description, apply, undo=None):
         self.steps.append(Step(description, apply, undo))
 
+    def extend(self, other):
+        """Append ``other``'s steps after this set's, with their diff."""
+        self.steps.extend(other.steps)
+        self.value_changes.extend(other.value_changes)
+        self.files.extend(other.files)
+
     def set_value(self, writer, host_path, after, before, undo_value=None, undo=None):
         """Write a kernel attribute; by default the undo writes ``before`` back."""
         self.value_changes.append((host_path, before, after))

@@ -75,7 +75,9 @@ notes:
     udev rule on net add/move events (C(/etc/udev/rules.d/90-gpuhost-irq-affinity.rules)),
     a NetworkManager dispatcher script on link up where NetworkManager is installed, and a
     libvirt qemu hook (C(/etc/libvirt/hooks/qemu.d/gpuhost-irq-affinity)) that, on
-    C(started), watches for a few minutes in the background for the guest's MSI-X IRQs."
+    C(started), watches for a few minutes in the background for the guest's MSI-X IRQs,
+    and the enabled boot unit C(gpuhost-irq-reapply.service), which watches for a few
+    minutes after boot (a block device's queues have no udev net event)."
   - Check mode cannot know which IRQs the kernel manages; it lists them as changing, and
     the real run reports them in RV(skipped_managed).
   - irqbalance moves the IRQs it balances among all CPUs it may use. With
@@ -164,13 +166,14 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning import (
-    POLICY_SCRIPT, build_rule, plan_persistence, plan_pins, select_irqs, validate_cpus)
+    POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, add_managed_record, build_rule, known_managed_names,
+    plan_persistence, plan_pins, select_irqs, validate_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
     format_for_version, plan_config, read_config)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_cpu_state, read_irqs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    HostWriter, run_host_change)
+    ChangeSet, HostWriter, run_host_change)
 
 
 def build_module():
@@ -199,6 +202,9 @@ class IrqPinner(object):
         self.writer = writer or HostWriter(self.params["root"])
         self.live = self.params["root"] in ("/", None)
         self.pins = None
+        self.changes = None
+        self.recorded_managed = []
+        self.setup_steps = 0
         self.banned = None
         self.irqbalance_changed = False
         self.restarted = False
@@ -229,6 +235,28 @@ class IrqPinner(object):
                                field="irqbalance_config", fix="check systemctl status irqbalance")
         self.restarted = True
 
+    def _systemctl(self, *args):
+        rc, out, err = self.module.run_command(["systemctl"] + list(args))
+        if rc != 0:
+            raise GpuhostError("systemctl %s failed: %s" % (" ".join(args), (err or out).strip()),
+                               field="persistent", fix="check systemd on the host")
+
+    def _plan_unit_enabled(self, changes, unit_changed):
+        if not self.live:
+            if unit_changed:
+                self.skipped.append("systemctl enable %s (root is not /)" % UNIT_NAME)
+            return
+        if unit_changed:
+            changes.add("systemctl daemon-reload", lambda: self._systemctl("daemon-reload"))
+        else:
+            # The unit is in place; someone may have disabled it since.
+            rc, dummy, dummy = self.module.run_command(["systemctl", "is-enabled", UNIT_NAME])
+            if rc == 0:
+                return
+        changes.add("systemctl enable %s" % UNIT_NAME,
+                    lambda: self._systemctl("enable", UNIT_NAME),
+                    lambda: self._systemctl("disable", UNIT_NAME))
+
     def run(self):
         params = self.params
         root = params["root"]
@@ -238,8 +266,13 @@ class IrqPinner(object):
         validate_cpus(rule, cpu_state.online)
         irqs = read_irqs(root)
         numbers = select_irqs(root, irqs, rule, strict=True)
-        self.pins = plan_pins(self.writer, irqs, numbers, rule.cpus)
-        changes = self.pins.changes
+        check = self.module.check_mode
+        self.pins = plan_pins(self.writer, irqs, numbers, rule.cpus,
+                              known_managed_names(self.writer) if check else ())
+        # irqbalance's config, the stored pins and its restart come before the pins: a
+        # pin written while the old irqbalance still runs can be moved again before the
+        # restart makes it ask the policy script.
+        changes = self.changes = ChangeSet()
         if params["irqbalance_banned_cpus"] is not None:
             wanted = parse_cpulist(params["irqbalance_banned_cpus"],
                                    field="irqbalance_banned_cpus")
@@ -255,7 +288,10 @@ class IrqPinner(object):
                 policy_script=POLICY_SCRIPT if params["persistent"] else None)
         pins_changed = False
         if params["persistent"]:
+            files_before = len(changes.files)
             pins_changed = plan_persistence(changes, self.writer, rule, sys.executable)
+            unit_changed = any(f.path == UNIT_FILE for f in changes.files[files_before:])
+            self._plan_unit_enabled(changes, unit_changed)
         # irqbalance asks its policy script about each IRQ when it starts: new stored pins
         # reach it only through a restart.
         if self.irqbalance_changed or (pins_changed and self._irqbalance_asks_policy()):
@@ -263,7 +299,11 @@ class IrqPinner(object):
                 changes.add("systemctl try-restart irqbalance", self._restart_irqbalance)
             else:
                 self.skipped.append("systemctl try-restart irqbalance (root is not /)")
-        if self.module.check_mode or not changes:
+        self.setup_steps = len(changes)
+        changes.extend(self.pins.changes)
+        if params["persistent"] and self.pins.to_change and not check:
+            self.recorded_managed = add_managed_record(changes, self.writer, self.pins, irqs)
+        if check or not changes:
             return
         changes.apply()
 
@@ -272,19 +312,20 @@ class IrqPinner(object):
         pins = self.pins
         check = self.module.check_mode
         changed_irqs = (pins.to_change if check else pins.changed_irqs) if pins else []
-        changed_files = bool(pins and pins.changes.files)
-        result = {"changed": bool(changed_irqs or changed_files),
+        changes = self.changes
+        # A pin step can end as a kernel-managed IRQ, left alone: not a change.
+        result = {"changed": bool(changed_irqs or self.setup_steps or self.recorded_managed),
                   "selected": pins.selected if pins else [],
                   "changed_irqs": changed_irqs,
                   "skipped_managed": pins.skipped_managed if pins else [],
                   "previous": {str(n): pins.previous[n] for n in changed_irqs} if pins else {},
                   "irqbalance_restarted": self.restarted,
-                  "steps": pins.changes.descriptions if pins else [],
+                  "steps": changes.descriptions if changes is not None else [],
                   "skipped_actions": self.skipped}
         if self.banned is not None:
             result["irqbalance_banned_cpus"] = format_cpulist(self.banned)
-        if pins and self.module._diff:
-            result["diff"] = pins.changes.diff()
+        if changes is not None and self.module._diff:
+            result["diff"] = changes.diff()
         return result
 
 

@@ -294,3 +294,110 @@ def test_policy_script_bans_exactly_the_pinned_irqs(sim, capsys):
     TreeBuilder(sim.root).write(irq_pinning.CONFIG_FILE, "{not json")
     assert irq_pinning.irqbalance_policy_main(["/sys/x", "40"], root=sim.root) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_irqbalance_restarts_before_the_pins_are_written(sim):
+    """The lab's second site.yml run re-pinned the NIC's IRQs: the pins had been written
+    while the old irqbalance (no policy script yet) ran, and it moved them before the
+    restart. The restart must come after the config and stored pins, before the pins."""
+    from ansible.module_utils.testing import patch_module_args
+    TreeBuilder(sim.root).write("/etc/default/irqbalance", "IRQBALANCE_ARGS=\"--journal\"\n")
+    args = dict(root=sim.root, pci_devices=["0000:01:00.0"], cpus="0-1",
+                irqbalance_banned_cpus="2-3", irqbalance_config="/etc/default/irqbalance",
+                irqbalance_format="cpulist", persistent=True,
+                _ansible_check_mode=False, _ansible_diff=True)
+    with patch_module_args(args):
+        module = irq_affinity.build_module()
+    seen_at_restart = []
+
+    def run_command(argv, **_kwargs):
+        seen_at_restart.append({
+            "argv": argv,
+            "irq_40": affinity(sim, 40)[0],
+            "config": sim.read_file("/etc/default/irqbalance"),
+            "stored": sim.read_file(irq_pinning.CONFIG_FILE)})
+        return 0, "", ""
+    module.run_command = run_command
+    pinner = irq_affinity.IrqPinner(module, writer=sim)
+    pinner.live = True      # the simulated root stands for / here: let it restart
+    pinner.run()
+    steps = pinner.result["steps"]
+    restart = steps.index("systemctl try-restart irqbalance")
+    assert steps.index("pin IRQ 40 to 0-1") > restart
+    assert steps.index("create %s" % irq_pinning.CONFIG_FILE) < restart
+    restarts = [call for call in seen_at_restart
+                if call["argv"] == ["systemctl", "try-restart", "irqbalance"]]
+    assert len(restarts) == 1
+    state = restarts[0]
+    assert state["irq_40"] == tuple(range(8))            # not pinned yet
+    assert irq_pinning.POLICY_SCRIPT in state["config"]   # irqbalance will ask the policy
+    assert "0000:01:00.0" in state["stored"]              # ...which already knows the pin
+    assert affinity(sim, 40)[0] == (0, 1)
+    assert pinner.result["irqbalance_restarted"] is True
+    # The boot unit: a block device's IRQs have no udev event, so after a reboot only it
+    # puts the NVMe admin queue's pin back (the lab's reboot showed that).
+    assert [call["argv"] for call in seen_at_restart
+            if call["argv"][:2] == ["systemctl", "enable"]] == [
+        ["systemctl", "enable", irq_pinning.UNIT_NAME]]
+    unit = sim.read_file(irq_pinning.UNIT_FILE)
+    assert "ExecStart=%s --watch" % irq_pinning.HELPER in unit
+    assert "WantedBy=multi-user.target" in unit
+
+
+def test_a_disabled_boot_unit_is_enabled_again(sim):
+    args = dict(root=sim.root, pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True)
+    pin(sim, **args)
+    from ansible.module_utils.testing import patch_module_args
+    calls = []
+    for enabled_rc, check_mode in ((1, True), (1, False), (0, False)):
+        with patch_module_args(dict(args, _ansible_check_mode=check_mode)):
+            module = irq_affinity.build_module()
+        module.run_command = (lambda argv, rc=enabled_rc, **_kw:
+                              calls.append(argv) or (rc if "is-enabled" in argv else 0, "", ""))
+        pinner = irq_affinity.IrqPinner(module, writer=sim)
+        pinner.live = True
+        pinner.run()
+        enable = "systemctl enable %s" % irq_pinning.UNIT_NAME
+        assert (enable in pinner.result["steps"]) is (enabled_rc != 0)
+        assert pinner.result["changed"] is (enabled_rc != 0)
+    assert calls.count(["systemctl", "enable", irq_pinning.UNIT_NAME]) == 1
+
+
+def test_check_mode_knows_the_managed_irqs_a_real_run_met(sim):
+    """validate.yml on its own (no sriov_irq run in the same play) runs irq_affinity in
+    check mode: after a reboot it flagged the NVMe I/O queues, which no write can move.
+    A real run stores their names (numbers move between boots); check mode uses them."""
+    args = dict(pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True)
+    before = pin(sim, check_mode=True, **args).result
+    assert before["changed_irqs"] == [40, 41, 42, 43]       # nothing tells them apart yet
+    first = pin(sim, **args).result
+    assert first["skipped_managed"] == [41, 42, 43]
+    stored = json.loads(sim.read_file(irq_pinning.CONFIG_FILE))
+    assert stored["kernel_managed"] == ["nvme0q1", "nvme0q2", "nvme0q3"]
+    check = pin(sim, check_mode=True, **args).result
+    assert check["changed"] is False and check["changed_irqs"] == []
+    assert check["skipped_managed"] == [41, 42, 43]
+    again = pin(sim, **args).result
+    assert again["changed"] is False and again["skipped_managed"] == [41, 42, 43]
+    # A pin out of place is still found next to them.
+    sim.write("/proc/irq/40/smp_affinity_list", "0-7")
+    assert pin(sim, check_mode=True, **args).result["changed_irqs"] == [40]
+
+
+def test_a_failed_run_takes_back_the_managed_record(sim, monkeypatch):
+    args = dict(pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True)
+    pin(sim, irqs=[60], cpus="0-1", persistent=True)
+    before = snapshot(sim.root)
+    real_add = irq_pinning.add_managed_record
+
+    def add_then_fail(changes, *rest):
+        wrote = real_add(changes, *rest)
+
+        def boom():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        changes.add("a later step that fails", boom)
+        return wrote
+    monkeypatch.setattr(irq_affinity, "add_managed_record", add_then_fail)
+    with pytest.raises(GpuhostError):
+        pin(sim, **args)
+    assert snapshot(sim.root) == before
