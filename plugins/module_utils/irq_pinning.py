@@ -73,25 +73,44 @@ class IrqRule:
     name_regex: Optional[str] = None
     pci_devices: Tuple[str, ...] = ()
     irqs: Tuple[int, ...] = ()
+    name: Optional[str] = None      # stored under this name: a later rule of the same
+    #                                 name replaces it whatever its selectors
 
     @property
     def key(self):
+        if self.name:
+            return json.dumps({"name": self.name})
+        return self.selectors
+
+    @property
+    def selectors(self):
         return json.dumps({"name_regex": self.name_regex, "pci_devices": list(self.pci_devices),
                            "irqs": list(self.irqs)}, sort_keys=True)
 
+    def replaces(self, other):
+        """Whether this rule takes ``other``'s place in the stored pins: the same name, or
+        the same selectors where ``other`` has no name (stored before names existed)."""
+        if other.key == self.key:
+            return True
+        return not other.name and other.selectors == self.selectors
+
     def to_dict(self):
-        return {"name_regex": self.name_regex, "pci_devices": list(self.pci_devices),
+        data = {"name_regex": self.name_regex, "pci_devices": list(self.pci_devices),
                 "irqs": list(self.irqs), "cpus": format_cpulist(self.cpus)}
+        if self.name:
+            data["name"] = self.name
+        return data
 
     @classmethod
     def from_dict(cls, data):
         return cls(cpus=parse_cpulist(data.get("cpus"), field="cpus"),
                    name_regex=data.get("name_regex"),
                    pci_devices=tuple(data.get("pci_devices") or ()),
-                   irqs=tuple(int(i) for i in data.get("irqs") or ()))
+                   irqs=tuple(int(i) for i in data.get("irqs") or ()),
+                   name=data.get("name") or None)
 
 
-def build_rule(cpus, name_regex=None, pci_devices=None, irqs=None):
+def build_rule(cpus, name_regex=None, pci_devices=None, irqs=None, name=None):
     if name_regex is not None:
         try:
             re.compile(name_regex)
@@ -101,7 +120,7 @@ def build_rule(cpus, name_regex=None, pci_devices=None, irqs=None):
     return IrqRule(cpus=parse_cpulist(cpus, field="cpus"), name_regex=name_regex,
                    pci_devices=tuple(normalize_address(a, field="pci_devices")
                                      for a in pci_devices or ()),
-                   irqs=tuple(sorted(set(int(i) for i in irqs or ()))))
+                   irqs=tuple(sorted(set(int(i) for i in irqs or ()))), name=name or None)
 
 
 def validate_cpus(rule, online):
@@ -317,8 +336,17 @@ def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
     """Store ``rule`` and put the re-apply paths in place; returns whether the stored
     pins changed (irqbalance's policy script answers from them)."""
     config = read_config(writer)
-    rules = [r for r in config["rules"] if IrqRule.from_dict(r).key != rule.key]
-    rules.append(rule.to_dict())
+    # In place: one task per NUMA node each stores its rule, and moving a rule to the end
+    # rewrote the file (and restarted irqbalance) on every run of every node's task.
+    rules = []
+    for data in config["rules"]:
+        if rule.replaces(IrqRule.from_dict(data)):
+            if rule.to_dict() not in rules:
+                rules.append(rule.to_dict())
+        else:
+            rules.append(data)
+    if rule.to_dict() not in rules:
+        rules.append(rule.to_dict())
     config["rules"] = rules
     config_changed = changes.put_file(writer, CONFIG_FILE, _config_text(config))
     module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning"

@@ -42,6 +42,15 @@ options:
     description: Select these IRQ numbers; each must exist.
     type: list
     elements: int
+  persist_as:
+    description:
+      - With O(persistent=true), the name the pin is stored under; a later run with the
+        same name replaces it, whatever its selectors and CPUs. The sriov_irq role names
+        one per NUMA node, so a device list that grows (a tenant onboarded) or CPUs that
+        change replace the node's pin instead of leaving the old one to fight it.
+      - Not given, a pin is stored under its selectors and replaces only a pin with the
+        same selectors.
+    type: str
   irqbalance_banned_cpus:
     description:
       - Ban these CPUs (a cpulist, normally the tenant CPUs) in irqbalance's config. The
@@ -188,6 +197,7 @@ def build_module():
         irqbalance_format=dict(type="str", choices=["auto", "cpulist", "mask"],
                                default="auto"),
         persistent=dict(type="bool", default=False),
+        persist_as=dict(type="str"),
     )
     return AnsibleModule(argument_spec=spec, supports_check_mode=True,
                          required_one_of=[("name_regex", "pci_devices", "irqs")])
@@ -261,7 +271,7 @@ class IrqPinner(object):
         params = self.params
         root = params["root"]
         rule = build_rule(params["cpus"], params["name_regex"], params["pci_devices"],
-                          params["irqs"])
+                          params["irqs"], params["persist_as"])
         cpu_state = read_cpu_state(root)
         validate_cpus(rule, cpu_state.online)
         irqs = read_irqs(root)

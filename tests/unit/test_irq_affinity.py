@@ -401,3 +401,45 @@ def test_a_failed_run_takes_back_the_managed_record(sim, monkeypatch):
     with pytest.raises(GpuhostError):
         pin(sim, **args)
     assert snapshot(sim.root) == before
+
+
+def test_one_task_per_node_rerun_leaves_the_stored_pins_alone(sim):
+    """The lab's second site.yml run: sriov_irq pins node 0, then node 1; each task moved
+    its rule to the end of the stored pins, so every run rewrote the file twice and
+    restarted irqbalance twice."""
+    node0 = dict(pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True,
+                 persist_as="sriov_irq node 0")
+    node1 = dict(name_regex="^mlx5_comp", cpus="4-5", persistent=True,
+                 persist_as="sriov_irq node 1")
+    pin(sim, **node0)
+    pin(sim, **node1)
+    stored = sim.read_file(irq_pinning.CONFIG_FILE)
+    for args in (node0, node1):
+        again = pin(sim, **args)
+        assert again.result["changed"] is False, again.result["steps"]
+    assert sim.read_file(irq_pinning.CONFIG_FILE) == stored
+
+
+def test_a_named_pin_replaces_its_older_self_whatever_its_selectors(sim):
+    # Stored before pins had names: the named rule with the same selectors takes its place.
+    pin(sim, pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True)
+    pin(sim, pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True,
+        persist_as="sriov_irq node 0")
+    rules = json.loads(sim.read_file(irq_pinning.CONFIG_FILE))["rules"]
+    assert [r.get("name") for r in rules] == ["sriov_irq node 0"]
+    # A tenant onboarded on the node adds a device and the CPUs change: one rule still,
+    # never an old one left to pin the NVMe back to 0-1 at the next re-apply.
+    pin(sim, pci_devices=["0000:01:00.0", "0000:03:00.0"], cpus="2-3", persistent=True,
+        persist_as="sriov_irq node 0")
+    rules = json.loads(sim.read_file(irq_pinning.CONFIG_FILE))["rules"]
+    assert len(rules) == 1
+    assert rules[0]["pci_devices"] == ["0000:01:00.0", "0000:03:00.0"]
+    assert rules[0]["cpus"] == "2-3"
+    assert irq_pinning.reapply_main([], writer=sim) == 0
+    assert affinity(sim, 40)[0] == (2, 3)
+    # Unnamed pins of other selectors stay.
+    pin(sim, irqs=[60], cpus="0-1", persistent=True)
+    pin(sim, pci_devices=["0000:01:00.0"], cpus="2-3", persistent=True,
+        persist_as="sriov_irq node 0")
+    rules = json.loads(sim.read_file(irq_pinning.CONFIG_FILE))["rules"]
+    assert [r.get("name") for r in rules] == ["sriov_irq node 0", None]
