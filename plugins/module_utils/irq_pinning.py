@@ -118,8 +118,11 @@ def build_rule(cpus, name_regex=None, pci_devices=None, irqs=None, name=None):
             raise GpuhostError("bad regex %r: %s" % (name_regex, err), field="name_regex",
                                fix="give a Python regular expression such as ^mlx5_comp")
     return IrqRule(cpus=parse_cpulist(cpus, field="cpus"), name_regex=name_regex,
-                   pci_devices=tuple(normalize_address(a, field="pci_devices")
-                                     for a in pci_devices or ()),
+                   # Sorted: the order selects nothing, and a caller's order can change
+                   # between runs (Jinja's difference filter goes through a set), which
+                   # rewrote the stored pins and restarted irqbalance on the lab's re-run.
+                   pci_devices=tuple(sorted(set(normalize_address(a, field="pci_devices")
+                                                for a in pci_devices or ()))),
                    irqs=tuple(sorted(set(int(i) for i in irqs or ()))), name=name or None)
 
 
