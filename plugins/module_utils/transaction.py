@@ -347,6 +347,14 @@ def wrapper_script(module_name, function, dest="/usr/local/lib/gpuhost/python",
             % (interpreter, module_name, dest, module_name, function, function))
 
 
+def systemctl(module, *args, field="persistent", fix="check systemd on the host"):
+    """Run ``systemctl ARGS`` on the host; a failure raises (a change set rolls back)."""
+    rc, out, err = module.run_command(["systemctl"] + list(args))
+    if rc != 0:
+        raise GpuhostError("systemctl %s failed: %s" % (" ".join(args), (err or out).strip()),
+                           field=field, fix=fix)
+
+
 def run_host_change(module, worker):
     """Run one host-changing module's worker and report it, in the one place that turns a
     GpuhostError into fail_json for vfio_bind, sriov_vfs and irq_affinity.

@@ -87,8 +87,9 @@ notes:
     C(started), watches for a few minutes in the background for the guest's MSI-X IRQs,
     and the enabled boot unit C(gpuhost-irq-reapply.service), which watches for a few
     minutes after boot (a block device's queues have no udev net event)."
-  - Check mode cannot know which IRQs the kernel manages; it lists them as changing, and
-    the real run reports them in RV(skipped_managed).
+  - Only the write tells a kernel-managed IRQ apart (it fails with EIO). A real run with
+    O(persistent=true) stores the action names of those IRQs, and check mode reports them
+    in RV(skipped_managed); before any such run, check mode lists them as changing.
   - irqbalance moves the IRQs it balances among all CPUs it may use. With
     O(persistent=true) and O(irqbalance_banned_cpus), its C(IRQBALANCE_ARGS) names the
     policy script C(/usr/local/libexec/gpuhost/gpuhost-irqbalance-policy), which bans the
@@ -182,7 +183,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_cpu_state, read_irqs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, HostWriter, run_host_change)
+    ChangeSet, HostWriter, run_host_change, systemctl)
 
 
 def build_module():
@@ -239,17 +240,12 @@ class IrqPinner(object):
             return False
 
     def _restart_irqbalance(self):
-        rc, out, err = self.module.run_command(["systemctl", "try-restart", "irqbalance"])
-        if rc != 0:
-            raise GpuhostError("restarting irqbalance failed: %s" % (err or out).strip(),
-                               field="irqbalance_config", fix="check systemctl status irqbalance")
+        systemctl(self.module, "try-restart", "irqbalance", field="irqbalance_config",
+                  fix="check systemctl status irqbalance")
         self.restarted = True
 
     def _systemctl(self, *args):
-        rc, out, err = self.module.run_command(["systemctl"] + list(args))
-        if rc != 0:
-            raise GpuhostError("systemctl %s failed: %s" % (" ".join(args), (err or out).strip()),
-                               field="persistent", fix="check systemd on the host")
+        systemctl(self.module, *args)
 
     def _plan_unit_enabled(self, changes, unit_changed):
         if not self.live:

@@ -178,7 +178,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sriov import (
     UNIT_FILE, VF_DRIVERS, describe_vfs, plan_persistence, plan_sriov)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    HostWriter, run_host_change)
+    HostWriter, run_host_change, systemctl)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import VFIO_PCI, prepend_modprobe
 
 
@@ -226,10 +226,7 @@ class SriovConfigurator(object):
                                field="vf_driver", fix="install the kernel's vfio-pci module")
 
     def _systemctl(self, *args):
-        rc, out, err = self.module.run_command(["systemctl"] + list(args))
-        if rc != 0:
-            raise GpuhostError("systemctl %s failed: %s" % (" ".join(args), (err or out).strip()),
-                               field="persistent", fix="check systemd on the host")
+        systemctl(self.module, *args)
 
     def run(self):
         params = self.params
