@@ -88,15 +88,25 @@ s.close()
 PY
 }
 
+# A kernel report that a task or CPU has made no progress for minutes. Seen in CI: a
+# boot's modprobe hung in virtio_blk's probe (a disk interrupt lost under TCG); the
+# hung-task reports kept the console busy, so only the boot timeout ended the wait.
+lab_hang_report='blocked for more than [0-9]+ seconds|soft lockup - CPU#'
+
 # Waits until SSH answers with a boot id other than $1 (empty: any). Returns 0 when it
-# does, 2 when QEMU exited first, 3 on timeout, 4 when the guest stalled: no SSH and no
-# new console output for GPUHOST_LAB_STALL_TIMEOUT seconds (default 240; a healthy boot
-# under load prints something at least every minute or so). Callers name the console log.
+# does, 2 when QEMU exited first, 3 on timeout, 4 when the guest stalled: no SSH and
+# either no new console output for GPUHOST_LAB_STALL_TIMEOUT seconds (default 240; a
+# healthy boot under load prints something at least every minute or so) or a kernel hang
+# report on the console since the wait began. lab_stall_reason says which. Callers name
+# the console log.
 lab_try_wait_boot() {
   local old_boot=$1 timeout=${2:-${GPUHOST_LAB_BOOT_TIMEOUT:-600}} deadline boot
   local stall=${GPUHOST_LAB_STALL_TIMEOUT:-240} size last_size=-1 last_change now
+  local start_size
   deadline=$(( $(date +%s) + timeout ))
   last_change=$(date +%s)
+  start_size=$(stat -c %s "$lab_console_log" 2>/dev/null || echo 0)
+  lab_stall_reason=
   while :; do
     boot=$(lab_ssh cat /proc/sys/kernel/random/boot_id 2>/dev/null) || boot=
     if [ -n "$boot" ] && [ "$boot" != "$old_boot" ]; then return 0; fi
@@ -104,8 +114,19 @@ lab_try_wait_boot() {
     lab_running || return 2
     now=$(date +%s)
     size=$(stat -c %s "$lab_console_log" 2>/dev/null || echo 0)
-    if [ "$size" != "$last_size" ]; then last_size=$size; last_change=$now; fi
-    [ -z "$boot" ] && [ $(( now - last_change )) -ge "$stall" ] && return 4
+    if [ "$size" != "$last_size" ]; then
+      last_size=$size; last_change=$now
+      # Only what this wait saw: the log of an earlier boot or reset may hold old reports.
+      if [ -z "$boot" ] && [ "$size" -gt "$start_size" ] &&
+          tail -c +"$(( start_size + 1 ))" "$lab_console_log" | grep -Eq "$lab_hang_report"; then
+        lab_stall_reason="the kernel reported a hang: $(tail -c +"$(( start_size + 1 ))" "$lab_console_log" | grep -Eo -m1 ".*($lab_hang_report).*" | tr -d '\r')"
+        return 4
+      fi
+    fi
+    if [ -z "$boot" ] && [ $(( now - last_change )) -ge "$stall" ]; then
+      lab_stall_reason="no SSH and no console output for ${stall}s"
+      return 4
+    fi
     [ "$now" -lt "$deadline" ] || return 3
     sleep 3
   done
@@ -119,7 +140,7 @@ lab_try_wait_boot_resetting() {
   lab_try_wait_boot "$@" || rc=$?
   [ "$rc" -eq 4 ] || return "$rc"
   cp -f "$lab_console_log" "$lab_run_dir/console-stall.log" || true
-  lab_log "the guest stalled (no SSH and no console output for ${GPUHOST_LAB_STALL_TIMEOUT:-240}s; its console is kept as $lab_run_dir/console-stall.log); resetting it once"
+  lab_log "the guest stalled ($lab_stall_reason; its console is kept as $lab_run_dir/console-stall.log); resetting it once"
   lab_monitor system_reset || true
   rc=0
   lab_try_wait_boot "$@" || rc=$?
@@ -134,7 +155,7 @@ lab_wait_boot() {
   tail -n 30 "$lab_console_log" >&2 || true
   case $rc in
     2) lab_die "QEMU exited while waiting for the lab; console log: $lab_console_log (QEMU stderr: $lab_run_dir/qemu.stderr)" ;;
-    4) lab_die "the guest stalled again after a reset; console log: $lab_console_log" ;;
+    4) lab_die "the guest stalled again after a reset ($lab_stall_reason); console log: $lab_console_log" ;;
     *) lab_die "no SSH on 127.0.0.1:$lab_port after ${timeout}s; console log: $lab_console_log" ;;
   esac
 }
