@@ -129,6 +129,9 @@ class Step:
     description: str
     apply: Callable[[], None]
     undo: Optional[Callable[[], None]] = None
+    # Undone after every other step, not in reverse order: a service restart's undo is
+    # another restart, which must read the configuration the other undos restored.
+    undo_last: bool = False
 
 
 class ChangeSetError(GpuhostError):
@@ -180,8 +183,8 @@ class ChangeSet:
     def descriptions(self):
         return [step.description for step in self.steps]
 
-    def add(self, description, apply, undo=None):
-        self.steps.append(Step(description, apply, undo))
+    def add(self, description, apply, undo=None, undo_last=False):
+        self.steps.append(Step(description, apply, undo, undo_last))
 
     def extend(self, other):
         """Append ``other``'s steps after this set's, with their diff."""
@@ -261,7 +264,9 @@ def _show(value):
 
 def _undo(applied):
     rolled_back, failed = [], []
-    for step in reversed(applied):
+    newest_first = list(reversed(applied))
+    for step in ([s for s in newest_first if not s.undo_last]
+                 + [s for s in newest_first if s.undo_last]):
         if step.undo is None:
             continue
         try:

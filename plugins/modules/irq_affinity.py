@@ -18,7 +18,9 @@ description:
   - IRQs whose affinity the kernel manages (NVMe queues, for instance) refuse the write
     with EIO; they are returned in RV(skipped_managed) and do not fail the task.
   - Optionally sets irqbalance's ban list in its environment file and restarts
-    irqbalance only when that file changed.
+    irqbalance only when that file changed. When a later step fails, the file is put
+    back and irqbalance restarted once more, so it never keeps running on a rolled-back
+    configuration.
 author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
@@ -302,7 +304,10 @@ class IrqPinner(object):
         # reach it only through a restart.
         if self.irqbalance_changed or (pins_changed and self._irqbalance_asks_policy()):
             if self.live:
-                changes.add("systemctl try-restart irqbalance", self._restart_irqbalance)
+                # A rollback restores the config and stored pins, then restarts again:
+                # else irqbalance would keep running on what was rolled back.
+                changes.add("systemctl try-restart irqbalance", self._restart_irqbalance,
+                            self._restart_irqbalance, undo_last=True)
             else:
                 self.skipped.append("systemctl try-restart irqbalance (root is not /)")
         self.setup_steps = len(changes)

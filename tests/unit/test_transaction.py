@@ -44,6 +44,22 @@ def test_failure_undoes_applied_steps_in_reverse_and_names_them():
     assert isinstance(err.__cause__, OSError)
 
 
+def test_an_undo_last_step_is_undone_after_every_other_step():
+    # A service restart placed between its config file and later steps: its undo (restart
+    # again) must see the config the other undos put back.
+    log = []
+    changes = ChangeSet()
+    changes.add("config", lambda: log.append("config"), lambda: log.append("undo config"))
+    changes.add("restart", lambda: log.append("restart"), lambda: log.append("undo restart"),
+                undo_last=True)
+    changes.add("pin", lambda: log.append("pin"), lambda: log.append("undo pin"))
+    changes.add("fails", lambda: (_ for _ in ()).throw(OSError(errno.EIO, "io")))
+    with pytest.raises(ChangeSetError) as info:
+        changes.apply()
+    assert log == ["config", "restart", "pin", "undo pin", "undo config", "undo restart"]
+    assert info.value.details["rolled_back"] == ["pin", "config", "restart"]
+
+
 def test_failed_undo_is_reported_and_the_rest_still_undone():
     log = []
     changes = ChangeSet()
