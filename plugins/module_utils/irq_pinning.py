@@ -368,6 +368,17 @@ def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
     return config_changed
 
 
+def plan_forget(changes, writer, name):
+    """Drop the stored pin called ``name``; returns whether the stored pins changed. The
+    IRQs it covered keep their affinity until irqbalance or a later pin moves them."""
+    config = read_config(writer)
+    kept = [data for data in config["rules"] if data.get("name") != name]
+    if len(kept) == len(config["rules"]):
+        return False
+    config["rules"] = kept
+    return changes.put_file(writer, CONFIG_FILE, _config_text(config))
+
+
 # -- re-apply --------------------------------------------------------------------------
 
 def reapply(writer, config):

@@ -27,10 +27,22 @@ extends_documentation_fragment:
   - gpuhost.kvm.root
   - gpuhost.kvm.host_change
 options:
-  cpus:
-    description: The CPUs (cpulist, e.g. C(0-1,32-33)) the IRQs may run on; all online.
+  state:
+    description:
+      - C(present) pins the selected IRQs to O(cpus) (and, with O(persistent=true), stores
+        the pin).
+      - C(absent) forgets the stored pin named O(persist_as), so that no re-apply puts it
+        back; the IRQs it covered keep their current affinity until irqbalance or another
+        pin moves them. The sriov_irq role uses it for a NUMA node that has no devices
+        left. The selectors and O(cpus) are ignored; the irqbalance options still apply.
     type: str
-    required: true
+    choices: [present, absent]
+    default: present
+  cpus:
+    description:
+      - The CPUs (cpulist, e.g. C(0-1,32-33)) the IRQs may run on; all online.
+      - Required with O(state=present).
+    type: str
   name_regex:
     description:
       - Select IRQs whose action name in /proc/interrupts matches, e.g. C(mlx5_comp),
@@ -52,6 +64,7 @@ options:
         change replace the node's pin instead of leaving the old one to fight it.
       - Not given, a pin is stored under its selectors and replaces only a pin with the
         same selectors.
+      - Required with O(state=absent).
     type: str
   irqbalance_banned_cpus:
     description:
@@ -121,6 +134,11 @@ EXAMPLES = r"""
     pci_devices:
       - "0000:01:00.0"
     cpus: "0-1"
+
+- name: Stop re-applying node 1's stored pin (its last tenant left)
+  gpuhost.kvm.irq_affinity:
+    state: absent
+    persist_as: sriov_irq node 1
 """
 
 RETURN = r"""
@@ -179,7 +197,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning import (
     POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, add_managed_record, build_rule, known_managed_names,
-    plan_persistence, plan_pins, select_irqs, validate_cpus)
+    plan_forget, plan_persistence, plan_pins, select_irqs, validate_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
     format_for_version, plan_config, read_config)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
@@ -191,7 +209,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
 def build_module():
     spec = argument_spec(
         ROOT_ARGUMENT_SPEC,
-        cpus=dict(type="str", required=True),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        cpus=dict(type="str"),
         name_regex=dict(type="str"),
         pci_devices=dict(type="list", elements="str"),
         irqs=dict(type="list", elements="int"),
@@ -203,7 +222,10 @@ def build_module():
         persist_as=dict(type="str"),
     )
     return AnsibleModule(argument_spec=spec, supports_check_mode=True,
-                         required_one_of=[("name_regex", "pci_devices", "irqs")])
+                         required_if=[("state", "present", ["cpus"]),
+                                      ("state", "present", ["name_regex", "pci_devices", "irqs"],
+                                       True),
+                                      ("state", "absent", ["persist_as"])])
 
 
 class IrqPinner(object):
@@ -268,15 +290,18 @@ class IrqPinner(object):
     def run(self):
         params = self.params
         root = params["root"]
-        rule = build_rule(params["cpus"], params["name_regex"], params["pci_devices"],
-                          params["irqs"], params["persist_as"])
-        cpu_state = read_cpu_state(root)
-        validate_cpus(rule, cpu_state.online)
-        irqs = read_irqs(root)
-        numbers = select_irqs(root, irqs, rule, strict=True)
+        present = params["state"] == "present"
         check = self.module.check_mode
-        self.pins = plan_pins(self.writer, irqs, numbers, rule.cpus,
-                              known_managed_names(self.writer) if check else ())
+        cpu_state = read_cpu_state(root)
+        rule = irqs = None
+        if present:
+            rule = build_rule(params["cpus"], params["name_regex"], params["pci_devices"],
+                              params["irqs"], params["persist_as"])
+            validate_cpus(rule, cpu_state.online)
+            irqs = read_irqs(root)
+            numbers = select_irqs(root, irqs, rule, strict=True)
+            self.pins = plan_pins(self.writer, irqs, numbers, rule.cpus,
+                                  known_managed_names(self.writer) if check else ())
         # irqbalance's config, the stored pins and its restart come before the pins: a
         # pin written while the old irqbalance still runs can be moved again before the
         # restart makes it ask the policy script.
@@ -284,7 +309,7 @@ class IrqPinner(object):
         if params["irqbalance_banned_cpus"] is not None:
             wanted = parse_cpulist(params["irqbalance_banned_cpus"],
                                    field="irqbalance_banned_cpus")
-            overlap = sorted(set(wanted) & set(rule.cpus))
+            overlap = sorted(set(wanted) & set(rule.cpus if rule else ()))
             if overlap:
                 raise GpuhostError(
                     "CPU(s) %s are both in cpus and in irqbalance_banned_cpus"
@@ -295,13 +320,15 @@ class IrqPinner(object):
                 self._irqbalance_format(),
                 policy_script=POLICY_SCRIPT if params["persistent"] else None)
         pins_changed = False
-        if params["persistent"]:
+        if not present:
+            pins_changed = plan_forget(changes, self.writer, params["persist_as"])
+        elif params["persistent"]:
             files_before = len(changes.files)
             pins_changed = plan_persistence(changes, self.writer, rule, sys.executable)
             unit_changed = any(f.path == UNIT_FILE for f in changes.files[files_before:])
             self._plan_unit_enabled(changes, unit_changed)
-        # irqbalance asks its policy script about each IRQ when it starts: new stored pins
-        # reach it only through a restart.
+        # irqbalance asks its policy script about each IRQ when it starts: changed stored
+        # pins reach it only through a restart.
         if self.irqbalance_changed or (pins_changed and self._irqbalance_asks_policy()):
             if self.live:
                 # A rollback restores the config and stored pins, then restarts again:
@@ -311,9 +338,11 @@ class IrqPinner(object):
             else:
                 self.skipped.append("systemctl try-restart irqbalance (root is not /)")
         self.setup_steps = len(changes)
-        changes.extend(self.pins.changes)
-        if params["persistent"] and self.pins.to_change and not check:
-            self.recorded_managed = add_managed_record(changes, self.writer, self.pins, irqs)
+        if present:
+            changes.extend(self.pins.changes)
+            if params["persistent"] and self.pins.to_change and not check:
+                self.recorded_managed = add_managed_record(changes, self.writer, self.pins,
+                                                           irqs)
         if check or not changes:
             return
         changes.apply()

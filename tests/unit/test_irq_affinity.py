@@ -491,3 +491,45 @@ def test_the_order_of_the_devices_does_not_change_the_stored_pin(sim):
                 persistent=True, persist_as="sriov_irq node 0").result
     assert again["changed"] is False, again["steps"]
     assert sim.read_file(irq_pinning.CONFIG_FILE) == stored
+
+
+def test_absent_forgets_the_named_pin_and_leaves_the_irqs_and_other_pins(sim):
+    """A node whose last tenant left: its stored pin must stop being re-applied, while the
+    other nodes' pins stay."""
+    pin(sim, pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True,
+        persist_as="sriov_irq node 0")
+    pin(sim, irqs=[60], cpus="2-3", persistent=True, persist_as="sriov_irq node 1")
+    assert affinity(sim, 60)[0] == (2, 3)
+
+    preview = pin(sim, check_mode=True, state="absent", persist_as="sriov_irq node 1").result
+    assert preview["changed"] is True
+    assert preview["steps"] == ["update %s" % irq_pinning.CONFIG_FILE]
+    assert [r["name"] for r in json.loads(sim.read_file(irq_pinning.CONFIG_FILE))["rules"]] \
+        == ["sriov_irq node 0", "sriov_irq node 1"]
+
+    result = pin(sim, state="absent", persist_as="sriov_irq node 1").result
+    assert result["changed"] is True
+    assert result["selected"] == [] and result["changed_irqs"] == []
+    rules = json.loads(sim.read_file(irq_pinning.CONFIG_FILE))["rules"]
+    assert [r["name"] for r in rules] == ["sriov_irq node 0"]
+    assert affinity(sim, 60)[0] == (2, 3)     # left where it is; only the re-apply forgets
+    # The re-apply no longer puts IRQ 60 back.
+    TreeBuilder(sim.root).write("/proc/irq/60/smp_affinity_list", "0-7\n")
+    assert irq_pinning.reapply_main([], writer=sim) == 0
+    assert affinity(sim, 60)[0] == tuple(range(8))
+    assert affinity(sim, 40)[0] == (0, 1)
+
+    again = pin(sim, state="absent", persist_as="sriov_irq node 1").result
+    assert again["changed"] is False and again["steps"] == []
+
+
+def test_absent_needs_the_name_and_present_needs_cpus_and_a_selector(sim, capsys):
+    for args, missing in ((dict(state="absent"), "persist_as"),
+                          (dict(pci_devices=["0000:01:00.0"]), "cpus"),
+                          (dict(cpus="0-1"), "name_regex, pci_devices, irqs")):
+        before = snapshot(sim.root)
+        with pytest.raises(SystemExit):
+            pin(sim, **args)
+        assert snapshot(sim.root) == before
+        message = json.loads(capsys.readouterr().out)["msg"]
+        assert message.startswith("state is ") and missing in message, (args, message)
