@@ -27,9 +27,9 @@ MSI-X. So the wanted pins are stored in /etc/gpuhost/irq-affinity.json and
 irqbalance rewrites the affinity of every IRQ it balances, every ten seconds, among the
 CPUs it may use, so a running irqbalance undoes the pins (seen on the lab: the NIC's and
 the NVMe admin queue's IRQs moved off node 0's housekeeping CPUs within a minute). Its
-policy script (``--policyscript``, gpuhost-irqbalance-policy, ``irqbalance_policy_main``)
-answers ``ban=true`` for the IRQs the stored pins cover, so irqbalance leaves them alone
-and balances the rest away from the banned tenant CPUs.
+policy script (``--policyscript``, gpuhost-irqbalance-policy, irq_policy.py) answers
+``ban=true`` for the IRQs the stored pins cover, so irqbalance leaves them alone and
+balances the rest away from the banned tenant CPUs.
 """
 
 from __future__ import annotations
@@ -47,12 +47,13 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy import (
+    CONFIG_FILE, parse_stored_rule)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_cpu_state, read_irqs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     ChangeSet, HostWriter, describe_os_error, python_library_files, wrapper_script)
 
-CONFIG_FILE = "/etc/gpuhost/irq-affinity.json"
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-irq-reapply"
 POLICY_SCRIPT = "/usr/local/libexec/gpuhost/gpuhost-irqbalance-policy"
 UDEV_RULE_FILE = "/etc/udev/rules.d/90-gpuhost-irq-affinity.rules"
@@ -103,11 +104,9 @@ class IrqRule:
 
     @classmethod
     def from_dict(cls, data):
-        return cls(cpus=parse_cpulist(data.get("cpus"), field="cpus"),
-                   name_regex=data.get("name_regex"),
-                   pci_devices=tuple(data.get("pci_devices") or ()),
-                   irqs=tuple(int(i) for i in data.get("irqs") or ()),
-                   name=data.get("name") or None)
+        cpus, name_regex, pci_devices, irqs, name = parse_stored_rule(data)
+        return cls(cpus=cpus, name_regex=name_regex, pci_devices=pci_devices, irqs=irqs,
+                   name=name)
 
 
 def build_rule(cpus, name_regex=None, pci_devices=None, irqs=None, name=None):
@@ -353,10 +352,13 @@ def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
     config["rules"] = rules
     config_changed = changes.put_file(writer, CONFIG_FILE, _config_text(config))
     module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning"
+    policy_module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy"
     changes.put_file(writer, HELPER, wrapper_script(module, "reapply_main",
                                                     interpreter=interpreter), mode=0o755)
-    changes.put_file(writer, POLICY_SCRIPT, wrapper_script(module, "irqbalance_policy_main",
-                                                           interpreter=interpreter), mode=0o755)
+    # The policy script runs once per IRQ at irqbalance's start: its own light module.
+    changes.put_file(writer, POLICY_SCRIPT,
+                     wrapper_script(policy_module, "irqbalance_policy_main",
+                                    interpreter=interpreter), mode=0o755)
     changes.put_file(writer, LIBVIRT_HOOK, wrapper_script(module, "libvirt_hook_main",
                                                           interpreter=interpreter), mode=0o755)
     changes.put_file(writer, UDEV_RULE_FILE, udev_rule_text())
@@ -445,22 +447,6 @@ def pinned_irqs(root, config):
         except GpuhostError:
             continue
     return numbers
-
-
-def irqbalance_policy_main(argv, root="/", out=None):
-    """irqbalance's --policyscript, called as ``SCRIPT DEVPATH IRQ`` for every IRQ it
-    finds: ``ban=true`` for the IRQs gpuhost.kvm pins, nothing for the others (irqbalance
-    then balances them as usual). Never fails: a broken config bans nothing."""
-    out = out or sys.stdout
-    try:
-        irq = int(argv[1])
-        with open(os.path.join(root, CONFIG_FILE.lstrip("/")), encoding="utf-8") as handle:
-            config = json.load(handle)
-    except (IndexError, ValueError, OSError):
-        return 0
-    if irq in pinned_irqs(root, config):
-        out.write("ban=true\n")
-    return 0
 
 
 def libvirt_hook_main(argv, fork=os.fork):

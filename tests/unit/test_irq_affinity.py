@@ -13,7 +13,7 @@ import pytest
 from sysfs_sim import (SimulatedKernel, TreeBuilder, build_sim_host, kernel_managed_irqs,
                        run_module, snapshot)
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import irq_pinning, irqbalance
+from ansible_collections.gpuhost.kvm.plugins.module_utils import irq_pinning, irq_policy, irqbalance
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpumask
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_irqs
@@ -285,15 +285,37 @@ def test_policy_script_bans_exactly_the_pinned_irqs(sim, capsys):
     pin(sim, pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True)
     answers = {}
     for irq in (40, 41, 50, 60):
-        irq_pinning.irqbalance_policy_main(["/sys/devices/x", str(irq)], root=sim.root)
+        irq_policy.irqbalance_policy_main(["/sys/devices/x", str(irq)], root=sim.root)
         answers[irq] = capsys.readouterr().out
     # The NVMe controller's IRQs (the managed queues too: irqbalance cannot move them
     # anyway); not the NIC's or the others.
     assert answers == {40: "ban=true\n", 41: "ban=true\n", 50: "", 60: ""}
     # A config that does not parse bans nothing and never fails irqbalance's scan.
     TreeBuilder(sim.root).write(irq_pinning.CONFIG_FILE, "{not json")
-    assert irq_pinning.irqbalance_policy_main(["/sys/x", "40"], root=sim.root) == 0
+    assert irq_policy.irqbalance_policy_main(["/sys/x", "40"], root=sim.root) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_policy_answers_agree_with_the_whole_selection_on_every_irq(sim, capsys):
+    """The policy script looks at the asked IRQ only; its answers must be exactly the set
+    the stored pins select when every IRQ is read (selectors of all three kinds, a rule
+    that no longer parses, a device that is gone)."""
+    config = {"rules": [
+        {"name": "node 0", "pci_devices": ["0000:01:00.0", "0000:77:00.0"], "irqs": [],
+         "name_regex": None, "cpus": "0-1"},
+        {"pci_devices": [], "irqs": [60, 9999], "name_regex": None, "cpus": "2"},
+        {"pci_devices": [], "irqs": [], "name_regex": "mlx5_comp[13]", "cpus": "3"},
+        {"pci_devices": [], "irqs": [], "name_regex": None, "cpus": "not a cpulist"}]}
+    TreeBuilder(sim.root).write(irq_pinning.CONFIG_FILE, json.dumps(config))
+    expected = irq_pinning.pinned_irqs(sim.root, config)
+    assert expected == {40, 41, 42, 43, 51, 53, 60}
+    every = [irq.number for irq in read_irqs(sim.root).values() if irq.number is not None]
+    banned = set()
+    for number in every:
+        irq_policy.irqbalance_policy_main(["/sys/devices/x", str(number)], root=sim.root)
+        if capsys.readouterr().out == "ban=true\n":
+            banned.add(number)
+    assert banned == expected
 
 
 def test_a_rolled_back_run_restarts_irqbalance_on_the_restored_config(sim):

@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""irqbalance's policy script for the stored IRQ pins, and the reading of a stored pin.
+
+irqbalance runs ``POLICYSCRIPT DEVPATH IRQ`` for every IRQ it finds when it starts (and
+for new ones on a rescan) and waits for each answer: ``ban=true`` keeps it from
+balancing that IRQ. One Python process per IRQ, thousands of IRQs on a large host: so
+this file imports next to nothing, and an answer looks at the asked IRQ alone (its
+number, the ``msi_irqs`` of the stored devices, its /proc/interrupts row only for a name
+rule). bench/bench_irq_policy.py measures it: reading every IRQ as the re-apply does,
+with the re-apply's imports, cost 0.6 s per IRQ on a 256-CPU host with 1,500 IRQs, a
+quarter of an hour of irqbalance's start (on this project's loaded 2-core machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+CONFIG_FILE = "/etc/gpuhost/irq-affinity.json"
+
+
+def parse_stored_rule(data):
+    """A stored pin's fields, checked: (cpus, name_regex, pci_devices, irqs, name).
+    Raises GpuhostError (bad cpus), TypeError or ValueError for a rule that no longer
+    parses."""
+    return (parse_cpulist(data.get("cpus"), field="cpus"), data.get("name_regex"),
+            tuple(data.get("pci_devices") or ()), tuple(int(i) for i in data.get("irqs") or ()),
+            data.get("name") or None)
+
+
+def _action_names(root, number):
+    """IRQ ``number``'s action names from its /proc/interrupts row (None: no row)."""
+    # The row parser, with its heavier imports, is loaded only for a name rule.
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+        parse_proc_interrupts)
+    try:
+        with open(os.path.join(root, "proc/interrupts"), encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    header, dummy, body = text.partition("\n")
+    row = re.search(r"^ *%d:.*$" % number, body, re.M)
+    if row is None:
+        return None
+    irq = parse_proc_interrupts(header + "\n" + row.group(0)).get(str(number))
+    return irq.name if irq else None
+
+
+def covers(root, name_regex, pci_devices, irqs, number, names):
+    """Whether a stored pin with these selectors selects IRQ ``number`` now, as
+    irq_pinning.select_irqs does for all IRQs at once. ``names()`` gives the IRQ's action
+    names, read only when a name rule needs them."""
+    if number in irqs:
+        return True
+    if any(os.path.exists(os.path.join(root, "sys/bus/pci/devices", address, "msi_irqs",
+                                       str(number)))
+           for address in pci_devices):
+        return True
+    if name_regex is not None:
+        found = names()
+        return bool(found and re.search(name_regex, found))
+    return False
+
+
+def irqbalance_policy_main(argv, root="/", out=None):
+    """irqbalance's --policyscript, called as ``SCRIPT DEVPATH IRQ``: ``ban=true`` for the
+    IRQs gpuhost.kvm pins, nothing for the others (irqbalance then balances them as
+    usual). Never fails: a broken config or rule bans nothing."""
+    out = out or sys.stdout
+    try:
+        number = int(argv[1])
+        with open(os.path.join(root, CONFIG_FILE.lstrip("/")), encoding="utf-8") as handle:
+            rules = json.load(handle).get("rules", [])
+    except (IndexError, ValueError, OSError, AttributeError):
+        return 0
+    cached = []
+
+    def names():
+        if not cached:
+            cached.append(_action_names(root, number))
+        return cached[0]
+    for data in rules:
+        try:
+            dummy, name_regex, pci_devices, irqs, dummy = parse_stored_rule(data)
+            if covers(root, name_regex, pci_devices, irqs, number, names):
+                out.write("ban=true\n")
+                break
+        except (GpuhostError, TypeError, ValueError, AttributeError, re.error):
+            continue
+    return 0
