@@ -92,7 +92,7 @@ def main(argv=None):
     def call():
         for irq in asked:
             irq_policy.irqbalance_policy_main(["/sys/devices/x", str(irq)], root=root,
-                                               out=io.StringIO())
+                                              out=io.StringIO())
 
     script = os.path.join(root, "policy")
     with open(script, "w", encoding="utf-8") as handle:

@@ -55,29 +55,51 @@ def test_a_guest_that_keeps_printing_is_not_reset(tmp_path):
 
 
 # What the CI boot printed, every two minutes, while modprobe hung in virtio_blk's probe.
-HUNG_TASK = ("[  242.113034] INFO: task modprobe:112 blocked for more than 120 seconds.\r\n"
-             "[  242.113520]       Not tainted 6.1.0-28-amd64 #1 Debian 6.1.119-1\r\n"
-             "[  242.131956]  virtio_blk_init+0x4f/0x1000 [virtio_blk]\r\n")
+def hung_task_report(seconds):
+    return ("[  %d.113034] INFO: task modprobe:112 blocked for more than %d seconds.\r\n"
+            "[  %d.113520]       Not tainted 6.1.0-28-amd64 #1 Debian 6.1.119-1\r\n"
+            "[  %d.131956]  virtio_blk_init+0x4f/0x1000 [virtio_blk]\r\n"
+            % (seconds + 120, seconds, seconds + 120, seconds + 120))
 
 
-def test_a_kernel_hang_report_resets_the_guest_although_the_console_is_busy(tmp_path):
-    # The stub guest never answers SSH and keeps printing; one poll in, it reports a hung
-    # task. The stall timeout alone would never fire.
-    ssh = ('echo "[    5.0] still printing" >> "$lab_console_log"; '
-           '[ -f "$lab_run_dir/polled" ] && printf %%s "%s" >> "$lab_console_log"; '
-           'touch "$lab_run_dir/polled"; return 255') % HUNG_TASK.replace('"', '\\"')
-    proc = _wait(tmp_path, ssh)
+# What a healthy boot on a loaded host printed (it went on to answer SSH).
+SOFT_LOCKUP = ("[   32.702182] watchdog: BUG: soft lockup - CPU#0 stuck for 21s! "
+               "[kworker/u17:2:59]\r\n[   32.702182] RIP: 0010:clear_page_erms+0x7/0x10\r\n")
+
+
+def _printing_guest(reports):
+    """SSH never answers; each poll prints a line, then the next of ``reports``."""
+    lines = "".join("'%s' " % r.replace("\r\n", "\\r\\n") for r in reports)
+    return ('echo "[    5.0] still printing" >> "$lab_console_log"; '
+            'set -- %s; n=$(cat "$lab_run_dir/polls" 2>/dev/null || echo 0); '
+            'echo $((n + 1)) > "$lab_run_dir/polls"; shift "$n" 2>/dev/null && [ $# -gt 0 ] && '
+            'printf "$1" >> "$lab_console_log"; return 255') % lines
+
+
+def test_a_task_reported_hung_twice_resets_the_guest_although_the_console_is_busy(tmp_path):
+    # The stall timeout alone would never fire: the console keeps growing.
+    proc = _wait(tmp_path, _printing_guest([hung_task_report(120), hung_task_report(241)]))
     assert proc.stdout.count("MONITOR system_reset") == 1, proc.stdout + proc.stderr
-    assert proc.stdout.strip().endswith("rc=4")
-    assert "the kernel reported a hang: [  242.113034] INFO: task modprobe:112 blocked for " \
-           "more than 120 seconds." in proc.stderr
-    assert "blocked for more than" in (tmp_path / "console-stall.log").read_text()
+    assert "the kernel reported a hung task: [  361.113034] INFO: task modprobe:112 blocked " \
+           "for more than 241 seconds." in proc.stderr
+    assert "blocked for more than 241" in (tmp_path / "console-stall.log").read_text()
+
+
+def test_one_hung_task_report_or_a_soft_lockup_does_not_reset(tmp_path):
+    # A starved TCG vCPU: reports once, then the boot goes on and answers SSH.
+    ssh = _printing_guest([SOFT_LOCKUP, hung_task_report(120)]).replace(
+        "return 255", '[ "$(cat "$lab_run_dir/polls")" -ge 8 ] && echo boot-id || return 255')
+    proc = _wait(tmp_path, ssh)
+    assert "MONITOR" not in proc.stdout, proc.stderr
+    assert proc.stdout.strip().endswith("rc=0"), proc.stdout + proc.stderr
+    console = (tmp_path / "console.log").read_text()
+    assert "soft lockup" in console and "blocked for more than 120 seconds" in console
 
 
 def test_a_hang_report_from_before_the_wait_does_not_count(tmp_path):
     # lab/reboot waits on a console log that still holds the previous boot's lines.
     proc = _wait(tmp_path, 'n=$(wc -l < "$lab_console_log"); echo line >> "$lab_console_log"; '
                            '[ "$n" -ge 20 ] && echo boot-id || return 255',
-                 console=HUNG_TASK)
+                 console=hung_task_report(120) + hung_task_report(241))
     assert "MONITOR" not in proc.stdout, proc.stderr
     assert proc.stdout.strip().endswith("rc=0"), proc.stdout + proc.stderr

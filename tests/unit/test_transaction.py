@@ -53,7 +53,10 @@ def test_an_undo_last_step_is_undone_after_every_other_step():
     changes.add("restart", lambda: log.append("restart"), lambda: log.append("undo restart"),
                 undo_last=True)
     changes.add("pin", lambda: log.append("pin"), lambda: log.append("undo pin"))
-    changes.add("fails", lambda: (_ for _ in ()).throw(OSError(errno.EIO, "io")))
+
+    def fails():
+        raise OSError(errno.EIO, "io")
+    changes.add("fails", fails)
     with pytest.raises(ChangeSetError) as info:
         changes.apply()
     assert log == ["config", "restart", "pin", "undo pin", "undo config", "undo restart"]
