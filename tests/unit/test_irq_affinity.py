@@ -318,37 +318,46 @@ def test_policy_answers_agree_with_the_whole_selection_on_every_irq(sim, capsys)
     assert banned == expected
 
 
-def test_a_rolled_back_run_restarts_irqbalance_on_the_restored_config(sim):
-    """A pin that fails after the restart rolls the config and stored pins back; without
-    a second restart irqbalance would keep running on the rolled-back config."""
+def live_nvme_pinner(sim):
+    """The NVMe controller's IRQs pinned persistently with irqbalance's config, as on the
+    live host (systemctl answered here): the pinner, and each command it ran with the
+    host's state at that moment."""
     from ansible.module_utils.testing import patch_module_args
-    old_config = "IRQBALANCE_ARGS=\"--journal\"\n"
-    TreeBuilder(sim.root).write("/etc/default/irqbalance", old_config)
-    sim.fail_on["/proc/irq/41/smp_affinity_list"] = errno.ENOSPC
     args = dict(root=sim.root, pci_devices=["0000:01:00.0"], cpus="0-1",
                 irqbalance_banned_cpus="2-3", irqbalance_config="/etc/default/irqbalance",
                 irqbalance_format="cpulist", persistent=True,
                 _ansible_check_mode=False, _ansible_diff=True)
     with patch_module_args(args):
         module = irq_affinity.build_module()
-    restarts = []
+    commands = []
 
     def run_command(argv, **_kwargs):
-        if argv == ["systemctl", "try-restart", "irqbalance"]:
-            restarts.append({"config": sim.read_file("/etc/default/irqbalance"),
-                             "stored": sim.read_file(irq_pinning.CONFIG_FILE),
-                             "irq_40": affinity(sim, 40)[0]})
+        commands.append({"argv": argv, "irq_40": affinity(sim, 40)[0],
+                         "config": sim.read_file("/etc/default/irqbalance"),
+                         "stored": sim.read_file(irq_pinning.CONFIG_FILE)})
         return 0, "", ""
     module.run_command = run_command
     pinner = irq_affinity.IrqPinner(module, writer=sim)
     pinner.live = True      # the simulated root stands for / here: let it restart
+    return pinner, commands
+
+
+def test_a_rolled_back_run_restarts_irqbalance_on_the_restored_config(sim):
+    """A pin that fails after the restart rolls the config and stored pins back; without
+    a second restart irqbalance would keep running on the rolled-back config."""
+    old_config = "IRQBALANCE_ARGS=\"--journal\"\n"
+    TreeBuilder(sim.root).write("/etc/default/irqbalance", old_config)
+    sim.fail_on["/proc/irq/41/smp_affinity_list"] = errno.ENOSPC
+    pinner, commands = live_nvme_pinner(sim)
     with pytest.raises(GpuhostError) as info:
         pinner.run()
     assert info.value.details["rolled_back"][-1] == "systemctl try-restart irqbalance"
+    restarts = [c for c in commands if c["argv"] == ["systemctl", "try-restart", "irqbalance"]]
     assert len(restarts) == 2
     assert irq_pinning.POLICY_SCRIPT in restarts[0]["config"]
     # The second restart comes after everything else was undone.
-    assert restarts[1] == {"config": old_config, "stored": None, "irq_40": tuple(range(8))}
+    assert {key: restarts[1][key] for key in ("config", "stored", "irq_40")} == {
+        "config": old_config, "stored": None, "irq_40": tuple(range(8))}
     assert sim.read_file("/etc/default/irqbalance") == old_config
 
 
@@ -356,26 +365,8 @@ def test_irqbalance_restarts_before_the_pins_are_written(sim):
     """The lab's second site.yml run re-pinned the NIC's IRQs: the pins had been written
     while the old irqbalance (no policy script yet) ran, and it moved them before the
     restart. The restart must come after the config and stored pins, before the pins."""
-    from ansible.module_utils.testing import patch_module_args
     TreeBuilder(sim.root).write("/etc/default/irqbalance", "IRQBALANCE_ARGS=\"--journal\"\n")
-    args = dict(root=sim.root, pci_devices=["0000:01:00.0"], cpus="0-1",
-                irqbalance_banned_cpus="2-3", irqbalance_config="/etc/default/irqbalance",
-                irqbalance_format="cpulist", persistent=True,
-                _ansible_check_mode=False, _ansible_diff=True)
-    with patch_module_args(args):
-        module = irq_affinity.build_module()
-    seen_at_restart = []
-
-    def run_command(argv, **_kwargs):
-        seen_at_restart.append({
-            "argv": argv,
-            "irq_40": affinity(sim, 40)[0],
-            "config": sim.read_file("/etc/default/irqbalance"),
-            "stored": sim.read_file(irq_pinning.CONFIG_FILE)})
-        return 0, "", ""
-    module.run_command = run_command
-    pinner = irq_affinity.IrqPinner(module, writer=sim)
-    pinner.live = True      # the simulated root stands for / here: let it restart
+    pinner, seen_at_restart = live_nvme_pinner(sim)
     pinner.run()
     steps = pinner.result["steps"]
     restart = steps.index("systemctl try-restart irqbalance")
