@@ -75,7 +75,7 @@ def test_check_only_debian12_driver_vars():
     debian = load("vars/Debian.yml")
     assert "nvidia-driver" in debian["__guest_driver_packages"]
     assert "non-free" in debian["__guest_nonfree_repo"]
-    assert debian["__guest_runtime"]["docker"]["packages"] == ["docker.io"]
+    assert debian["__guest_runtime"]["docker"]["packages"] == ["apparmor", "docker.io"]
 
 
 def test_ngc_key_is_no_log():
