@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -140,8 +139,8 @@ class Handler(BaseHTTPRequestHandler):
         model = self.server.models.get(match.group("model"))
         version = match.group("version")
         if model is None or (version is not None and version not in model.versions):
-            raise RequestError(404, "unknown model %s%s" % (match.group("model"),
-                                                          " version %s" % version if version else ""))
+            suffix = " version %s" % version if version else ""
+            raise RequestError(404, "unknown model %s%s" % (match.group("model"), suffix))
         return model
 
     def do_GET(self):
@@ -180,7 +179,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--model-repository", required=True)
     parser.add_argument("--http-port", type=int, default=8000)
     parser.add_argument("--host", default="0.0.0.0")
