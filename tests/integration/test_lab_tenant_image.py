@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import tarfile
@@ -25,6 +24,7 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.kserve_loadgen import run_load
+from mlserver_fixture import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGE_DIR = os.path.join(REPO, "lab", "tenant-image")
@@ -86,12 +86,6 @@ def test_image_archive_is_what_docker_load_reads(tmp_path):
     # One recipe, one image ID: a second build is byte-for-byte the same.
     again, dummy = build_archive(tmp_path, "two.tar")
     assert again.read_bytes() == archive.read_bytes()
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_server(repository, port):
