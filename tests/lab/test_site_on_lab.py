@@ -333,3 +333,36 @@ def test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state(lab, se
         % (seed, task_number, killed_at, _diff(_Steps.converged_state, state), lab.console_log))
     ledger = json.loads(lab.ssh("cat /var/lib/gpuhost/ledger.json").stdout)
     assert sorted(t["name"] for t in ledger["body"]["tenants"]) == [FIRST_TENANT], ledger
+
+
+DEFAULT_SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "idempotence",
+                          "verify", "destroy"]
+
+
+def test_default_molecule_scenario_converges_the_site_from_a_first_boot(lab):
+    """molecule/default, the lab issue's scenario: create boots a first boot of the lab
+    (the running lab is stopped so that create resets it), check mode, site.yml
+    converged with its reboot, idempotence (molecule's own changed=0 check), verify (the
+    kernel read back, then playbooks/validate.yml), destroy. The lab is booted again
+    for the tests after this one."""
+    run_lab_command("down", timeout=300)
+    env = lab.ansible_env(GPUHOST_LAB_RUN=lab.run_dir, MOLECULE_NO_LOG="false", NO_COLOR="1")
+    subprocess.run([os.path.join(VENV_BIN, "molecule"), "reset", "-s", "default"], cwd=REPO,
+                   env=env, capture_output=True, check=False, stdin=subprocess.DEVNULL)
+    try:
+        proc = _timed("molecule_default", subprocess.run,
+                      [os.path.join(VENV_BIN, "molecule"), "test", "-s", "default"],
+                      cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                      text=True, timeout=7200, check=False, stdin=subprocess.DEVNULL)
+    finally:
+        lab.reset_to_first_boot()
+    output = proc.stdout
+    assert proc.returncode == 0, "molecule failed (rc=%d); console log: %s\n%s" % (
+        proc.returncode, lab.console_log, output[-15000:])
+    positions = [output.find("[default > %s] Executed: Successful" % step)
+                 for step in DEFAULT_SCENARIO_STEPS]
+    missing = [s for s, p in zip(DEFAULT_SCENARIO_STEPS, positions) if p < 0]
+    assert not missing and positions == sorted(positions), (missing, output[-5000:])
+    # The converge rebooted the lab for the kernel arguments, and validate ran twice (the
+    # last role of site.yml, then verify's validate.yml), passing both times.
+    assert "Reboot" in output and output.count("TASK [gpuhost.kvm.validate : Fail on the checks that failed]") >= 2
