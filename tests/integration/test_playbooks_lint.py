@@ -1,5 +1,6 @@
 """ansible-lint with the production profile passes on the roles and playbooks (issue 6
-acceptance), and on the molecule scenarios, which are playbooks an SRE reads too. Skips and ignores live in .ansible-lint / .ansible-lint-ignore with reasons."""
+acceptance), and on the molecule scenarios, which are playbooks an SRE reads
+too. Skips and ignores live in .ansible-lint / .ansible-lint-ignore with reasons."""
 
 from helpers import run_tool
 
