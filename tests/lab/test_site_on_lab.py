@@ -15,7 +15,9 @@
    from a fresh lab, ansible-playbook is killed (SIGKILL) when it starts a task picked
    by the seed among the tasks of step 2's run; a re-run then converges to the state
    step 2 reached (files, drivers, VFs, hugepages, IRQ pins, domains, ledger) and the
-   ledger holds exactly the inventory's tenants.
+   ledger holds exactly the inventory's tenants;
+7. the molecule default scenario, whole (issue 5's scenario, issue 6's "converges the full
+   site, checks idempotence and runs validate"), from a first boot of its own.
 
 The tests run in this order; steps 3 to 6 need step 2 in the same session (they fail
 naming it otherwise), step 2 starts from a first boot itself. Every failure names the lab's serial console log. The lab has
