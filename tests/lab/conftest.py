@@ -183,6 +183,15 @@ def run_lab_command(name, *args, timeout=BOOT_TIMEOUT):
     return proc
 
 
+def molecule_steps_in_order(output, scenario, steps):
+    """Where each step of a molecule sequence reported success in molecule's output;
+    fails unless every step did, in the order given."""
+    positions = [output.find("[%s > %s] Executed: Successful" % (scenario, step)) for step in steps]
+    missing = [s for s, p in zip(steps, positions) if p < 0]
+    assert not missing and positions == sorted(positions), (missing, output[-5000:])
+    return positions
+
+
 def lab_is_running():
     pid_file = os.path.join(RUN_DIR, "qemu.pid")
     try:

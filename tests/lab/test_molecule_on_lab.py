@@ -13,7 +13,7 @@ league: longer than CI's budget under TCG, run by hand (lab/README.md)."""
 import os
 import subprocess
 
-from conftest import REPO, RUN_DIR, VENV_BIN
+from conftest import REPO, RUN_DIR, VENV_BIN, molecule_steps_in_order
 
 SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "idempotence",
                   "verify", "cleanup", "destroy"]
@@ -29,10 +29,7 @@ def test_host_modules_scenario_passes_its_whole_sequence(lab):
     assert proc.returncode == 0, "molecule failed (rc=%d); console log: %s\n%s" % (
         proc.returncode, lab.console_log, output[-15000:])
     # Every step of the sequence ran and succeeded, in order.
-    positions = [output.find("[host_modules > %s] Executed: Successful" % step)
-                 for step in SCENARIO_STEPS]
-    missing = [s for s, p in zip(SCENARIO_STEPS, positions) if p < 0]
-    assert not missing and positions == sorted(positions), (missing, output[-5000:])
+    molecule_steps_in_order(output, "host_modules", SCENARIO_STEPS)
     # The lab is as the scenario found it: GPU back on its native driver, no VFs.
     assert os.path.basename(lab.ssh("readlink /sys/bus/pci/devices/0000:41:00.0/driver")
                             .stdout.strip()) == "bochs-drm"

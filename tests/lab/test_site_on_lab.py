@@ -36,7 +36,8 @@ import time
 import pytest
 import yaml
 
-from conftest import HOST, INVENTORY, REPO, VENV_BIN, WAIT_BOOT_TIMEOUT, run_lab_command
+from conftest import (HOST, INVENTORY, REPO, VENV_BIN, WAIT_BOOT_TIMEOUT, molecule_steps_in_order,
+                      run_lab_command)
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_converge]
 
@@ -366,10 +367,7 @@ def test_default_molecule_scenario_converges_the_site_from_a_first_boot(lab):
         output = log.read()
     assert proc.returncode == 0, "molecule failed (rc=%d); output: %s; console log: %s\n%s" % (
         proc.returncode, log_path, lab.console_log, output[-15000:])
-    positions = [output.find("[default > %s] Executed: Successful" % step)
-                 for step in DEFAULT_SCENARIO_STEPS]
-    missing = [s for s, p in zip(DEFAULT_SCENARIO_STEPS, positions) if p < 0]
-    assert not missing and positions == sorted(positions), (missing, output[-5000:])
+    molecule_steps_in_order(output, "default", DEFAULT_SCENARIO_STEPS)
     # The converge rebooted the lab for the kernel arguments, and validate passed three
     # times: the last role of site.yml in the converge and in the idempotence run, then
     # verify's validate.yml (check mode skips its verdict).
