@@ -14,7 +14,9 @@ For every run it counts, per host, the tasks that ran (PLAY RECAP ok + changed +
 failed), the tasks skipped, and the module invocations on the host: the entries
 AnsibleModule logs to the host's journal (SYSLOG_IDENTIFIER ``ansible-<module>``), so
 action plugins that run on the controller (set_fact, debug, assert) are not counted.
-Medians over the rounds go to stdout and everything to bench/results/site-<date>.json.
+Each run also keeps its slowest tasks (time from a task's header to the next one).
+Medians over the rounds go to stdout and everything to
+bench/results/site-<date>T<HHMM>Z.json.
 
     .venv/bin/python bench/bench_site.py [--rounds N] [--keep]
 
@@ -85,21 +87,28 @@ def module_invocations(state, since):
 def playbook(state, name, *args):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
                ANSIBLE_NOCOLOR="1", GPUHOST_LAB_PORT=state["port"],
-               GPUHOST_LAB_SSH_KEY=state["key"],
+               GPUHOST_LAB_SSH_KEY=state["key"], PYTHONUNBUFFERED="1",
                PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
     since = int(lab_ssh(state, "date +%s").strip())
     start = time.monotonic()
-    proc = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY,
-                           "-l", HOST, os.path.join(REPO, name)] + list(args), cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=3600, check=False)
+    # Read the output as it comes, so that each task's start is timed (the slowest tasks
+    # say where a run's time goes; the default callback prints no times).
+    proc = subprocess.Popen([os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY,
+                             "-l", HOST, os.path.join(REPO, name)] + list(args), cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append((time.monotonic() - start, line))
+    returncode = proc.wait(timeout=3600)
     wall = time.monotonic() - start
-    if proc.returncode != 0:
+    stdout = "".join(line for dummy, line in lines)
+    if returncode != 0:
         sys.exit("%s failed (rc=%d):\n%s\nconsole log: %s"
-                 % (name, proc.returncode, proc.stdout[-8000:],
-                    os.path.join(RUN_DIR, "console.log")))
+                 % (name, returncode, stdout[-8000:], os.path.join(RUN_DIR, "console.log")))
     state = lab_state()                     # a reboot keeps the port; read it again
     recap = {}
-    for match in RECAP_RE.finditer(proc.stdout):
+    for match in RECAP_RE.finditer(stdout):
         recap[match.group("host")] = {k: int(v) for k, v in
                                       (p.split("=") for p in match.group("counts").split())}
     host = recap.get(HOST, {})
@@ -107,7 +116,22 @@ def playbook(state, name, *args):
     return {"wall_s": round(wall, 1),
             "tasks_run": host.get("ok", 0) + host.get("changed", 0) + host.get("failed", 0),
             "tasks_skipped": host.get("skipped", 0), "changed": host.get("changed", 0),
-            "module_invocations": sum(modules.values()), "modules": modules}
+            "module_invocations": sum(modules.values()), "modules": modules,
+            "slowest_tasks": slowest_tasks(lines)}
+
+
+def slowest_tasks(lines, count=15):
+    """The ``count`` tasks that took longest: from each TASK header to the next header
+    (TASK, RUNNING HANDLER, PLAY, PLAY RECAP) of the timed output lines."""
+    spans = []
+    current = None
+    for at, line in lines:
+        if line.startswith(("TASK [", "RUNNING HANDLER [", "PLAY [", "PLAY RECAP")):
+            if current is not None:
+                spans.append({"task": current[1], "seconds": round(at - current[0], 1)})
+            current = (at, line.split("[", 1)[1].rsplit("]", 1)[0]) \
+                if line.startswith(("TASK [", "RUNNING HANDLER [")) else None
+    return sorted(spans, key=lambda span: -span["seconds"])[:count]
 
 
 def one_round():
@@ -146,7 +170,8 @@ def main(argv=None):
               "load_average": os.getloadavg()}
     out_dir = os.path.join(HERE, "results")
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "site-%s.json" % datetime.date.today().isoformat())
+    path = os.path.join(out_dir, "site-%s.json"
+                        % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H%MZ"))
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(report, handle, indent=2, sort_keys=True)
     for run, values in medians.items():
