@@ -1,0 +1,139 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lab's boot watchdog: resets a guest whose kernel stalls while booting, whoever
+started the boot.
+
+lab/up and lab/reboot watch the boots they start (lib.sh, lab_try_wait_boot_resetting),
+but a reboot the guest starts itself, such as the iommu role's reboot task, was watched
+by nobody: QEMU 7.2's TCG hung such a boot for good right after "sched_clock: Marking
+stable", and Ansible's reboot task waited out its 30 minutes. lab/up starts this watchdog
+next to QEMU; it exits with QEMU.
+
+A boot is in progress when the console's last "Linux version" line comes after its last
+login prompt. When the console has not grown for ``--stall`` seconds during a boot, the
+watchdog keeps the console as console-stall.log, sends ``system_reset`` to the QEMU
+monitor and notes it in its log. The default stall (300 s) is longer than lab_wait_boot's
+(240 s), so a boot lab/up or lab/reboot is waiting on is reset by them, not twice.
+
+    python3 lab/watchdog.py --console C --monitor SOCK --pid PID --log LOG [--stall S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import sys
+import time
+
+BOOT_RE = re.compile(rb"Linux version \d")
+LOGIN_RE = re.compile(rb"\S+ login: ")
+TAIL_BYTES = 1 << 20
+
+
+def boot_in_progress(console_tail):
+    """The kernel started and no login prompt has followed yet."""
+    boots = [m.start() for m in BOOT_RE.finditer(console_tail)]
+    if not boots:
+        return False
+    logins = [m.start() for m in LOGIN_RE.finditer(console_tail)]
+    return not logins or logins[-1] < boots[-1]
+
+
+def read_tail(path, size=TAIL_BYTES):
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - size))
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def send_monitor(sock_path, command):
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(5)
+        sock.connect(sock_path)
+        sock.sendall(command.encode() + b"\n")
+
+
+def log(path, message):
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S"), message))
+
+
+class Watchdog:
+    """One console, one QEMU. ``step(now)`` is a single look; ``run()`` loops on it."""
+
+    def __init__(self, console, monitor, pid, log_path, stall=300.0, max_resets=3,
+                 send=send_monitor):
+        self.console, self.monitor, self.pid = console, monitor, pid
+        self.log_path, self.stall, self.max_resets = log_path, stall, max_resets
+        self.send = send
+        self.last_size = -1
+        self.last_change = None
+        self.resets = 0
+
+    def step(self, now):
+        """Returns "reset" when it reset the guest, "idle" otherwise."""
+        try:
+            size = os.path.getsize(self.console)
+        except OSError:
+            size = 0
+        if size != self.last_size or self.last_change is None:
+            self.last_size, self.last_change = size, now
+            return "idle"
+        if now - self.last_change < self.stall or self.resets >= self.max_resets:
+            return "idle"
+        if not boot_in_progress(read_tail(self.console)):
+            return "idle"
+        stall_copy = os.path.join(os.path.dirname(self.console), "console-stall.log")
+        shutil.copyfile(self.console, stall_copy)
+        try:
+            self.send(self.monitor, "system_reset")
+        except OSError as error:
+            log(self.log_path, "boot stalled (no console output for %ds) but the monitor "
+                               "did not answer: %s" % (self.stall, error))
+            self.last_change = now
+            return "idle"
+        self.resets += 1
+        self.last_change = now
+        log(self.log_path, "boot stalled: no console output for %ds after the kernel "
+                           "started; console kept as %s; guest reset (%d of at most %d)"
+            % (self.stall, stall_copy, self.resets, self.max_resets))
+        return "reset"
+
+    def run(self, interval=5.0):
+        while alive(self.pid):
+            self.step(time.monotonic())
+            time.sleep(interval)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--console", required=True)
+    parser.add_argument("--monitor", required=True)
+    parser.add_argument("--pid", type=int, required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--stall", type=float,
+                        default=float(os.environ.get("GPUHOST_LAB_WATCHDOG_STALL", "300")))
+    args = parser.parse_args(argv)
+    Watchdog(args.console, args.monitor, args.pid, args.log, args.stall).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

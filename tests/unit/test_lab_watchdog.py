@@ -1,0 +1,145 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""lab/watchdog.py, the boot watchdog that lab/up starts next to QEMU: a boot that stalls
+(the kernel started, no login prompt yet, no console output for the stall time) is reset
+through the QEMU monitor, whoever started the boot; a guest that booted and is quiet is
+left alone. The monitor is a real Unix socket here; QEMU itself is not run."""
+
+import importlib.util
+import os
+import socket
+import subprocess
+import threading
+
+import pytest
+
+from helpers import REPO
+
+_SPEC = importlib.util.spec_from_file_location("lab_watchdog", os.path.join(REPO, "lab", "watchdog.py"))
+watchdog = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(watchdog)
+
+FIRST_BOOT = (b"[    0.000000] Linux version 6.1.0-57-amd64 (debian-kernel@lists.debian.org)\n"
+              b"[    7.1] sched_clock: Marking stable\n"
+              b"Debian GNU/Linux 12 hk-gpu-01 ttyS0\n\nhk-gpu-01 login: [  163.1] bochs-drm\n")
+# What the iommu role's reboot hung on: the second boot stopped here for good.
+STALLED_REBOOT = (b"[    0.000000] Linux version 6.1.0-57-amd64 (debian-kernel@lists.debian.org)\n"
+                  b"[    9.503727] sched_clock: Marking stable (9440691575, 62607740)\n")
+
+
+def test_a_boot_is_in_progress_from_the_kernel_banner_until_the_login_prompt():
+    assert not watchdog.boot_in_progress(b"")
+    assert watchdog.boot_in_progress(STALLED_REBOOT)
+    assert not watchdog.boot_in_progress(FIRST_BOOT)
+    assert watchdog.boot_in_progress(FIRST_BOOT + STALLED_REBOOT)
+    assert not watchdog.boot_in_progress(FIRST_BOOT + STALLED_REBOOT + b"hk-gpu-01 login: ")
+
+
+class _Monitor:
+    """A Unix socket that records the commands sent to it, as QEMU's monitor would get them."""
+
+    def __init__(self, path):
+        self.path = path
+        self.commands = []
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(path)
+        self.server.listen(4)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, dummy = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(256)
+                    if not chunk:
+                        break
+                    data += chunk
+                self.commands.append(data.decode().strip())
+
+    def wait_for(self, count, timeout=5.0):
+        import time
+        deadline = time.monotonic() + timeout
+        while len(self.commands) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.commands
+
+    def close(self):
+        self.server.close()
+
+
+@pytest.fixture
+def lab_run(tmp_path):
+    # A short directory: a Unix socket path must fit in 108 bytes.
+    monitor = _Monitor(str(tmp_path / "m.sock"))
+    yield tmp_path, monitor
+    monitor.close()
+
+
+def _dog(tmp_path, monitor, console, stall=300):
+    path = tmp_path / "console.log"
+    path.write_bytes(console)
+    return path, watchdog.Watchdog(str(path), monitor.path, os.getpid(), str(tmp_path / "watchdog.log"),
+                                   stall=stall)
+
+
+def test_a_stalled_boot_is_reset_through_the_monitor_and_its_console_kept(lab_run):
+    tmp_path, monitor = lab_run
+    dummy, dog = _dog(tmp_path, monitor, FIRST_BOOT + STALLED_REBOOT)
+    assert dog.step(1000.0) == "idle"            # first look: the console's size is noted
+    assert dog.step(1299.0) == "idle"            # quiet for 299 s: not yet
+    assert dog.step(1300.0) == "reset"
+    assert monitor.wait_for(1) == ["system_reset"]
+    assert (tmp_path / "console-stall.log").read_bytes() == FIRST_BOOT + STALLED_REBOOT
+    assert "boot stalled: no console output for 300s" in (tmp_path / "watchdog.log").read_text()
+    # The reset starts the stall clock again: no second reset right away.
+    assert dog.step(1301.0) == "idle"
+
+
+def test_a_booted_guest_that_is_quiet_is_left_alone(lab_run):
+    tmp_path, monitor = lab_run
+    dummy, dog = _dog(tmp_path, monitor, FIRST_BOOT)
+    for now in (0.0, 1000.0, 100000.0):
+        assert dog.step(now) == "idle"
+    assert monitor.commands == [] and not (tmp_path / "console-stall.log").exists()
+
+
+def test_console_output_restarts_the_stall_clock(lab_run):
+    tmp_path, monitor = lab_run
+    path, dog = _dog(tmp_path, monitor, STALLED_REBOOT)
+    assert dog.step(0.0) == "idle"
+    with open(path, "ab") as handle:
+        handle.write(b"[   10.1] registered taskstats version 1\n")
+    assert dog.step(299.0) == "idle"             # it grew: the clock restarts here
+    assert dog.step(500.0) == "idle"
+    assert dog.step(599.0) == "reset"
+
+
+def test_resets_stop_after_the_limit_and_a_dead_monitor_is_logged(lab_run):
+    tmp_path, monitor = lab_run
+    dummy, dog = _dog(tmp_path, monitor, STALLED_REBOOT, stall=10)
+    dog.max_resets = 2
+    results = [dog.step(t) for t in (0, 10, 20, 30, 40)]
+    assert results == ["idle", "reset", "reset", "idle", "idle"]
+    assert monitor.wait_for(2) == ["system_reset", "system_reset"]
+    dog2 = watchdog.Watchdog(dog.console, str(tmp_path / "gone.sock"), os.getpid(),
+                             str(tmp_path / "watchdog2.log"), stall=10)
+    assert [dog2.step(t) for t in (0, 10)] == ["idle", "idle"]
+    assert "the monitor did not answer" in (tmp_path / "watchdog2.log").read_text()
+
+
+def test_the_watchdog_exits_with_qemu(lab_run):
+    tmp_path, monitor = lab_run
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    proc = subprocess.run(["python3", os.path.join(REPO, "lab", "watchdog.py"), "--console",
+                           str(tmp_path / "console.log"), "--monitor", monitor.path, "--pid",
+                           str(gone.pid), "--log", str(tmp_path / "watchdog.log")],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 0, proc.stderr
