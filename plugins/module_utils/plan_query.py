@@ -185,7 +185,8 @@ def pool_path(row, root="/", counter="nr_hugepages"):
 
 
 def pool_paths(rows, root="/"):
-    """Every counter file of every pool, in the order pools_read() expects them."""
+    """Every counter file of every pool (nr_hugepages, then free_hugepages, per row): what
+    pools_read() looks its counters up by."""
     return [pool_path(row, root, counter) for row in rows for counter in POOL_COUNTERS]
 
 
