@@ -76,16 +76,11 @@ lab_ssh_close() {
   ssh "${opts[@]}" -O exit root@127.0.0.1 >/dev/null 2>&1 || true
 }
 
-# Sends one command to the QEMU monitor (quit, system_reset, ...).
+# Sends one command to the QEMU monitor (quit, system_reset, ...), the way the boot
+# watchdog does.
 lab_monitor() {
-  python3 - "$lab_monitor_sock" "$1" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(5)
-s.connect(sys.argv[1])
-s.sendall(sys.argv[2].encode() + b"\n")
-s.close()
-PY
+  python3 -B -c 'import sys; sys.path.insert(0, sys.argv[1]); import watchdog; watchdog.send_monitor(sys.argv[2], sys.argv[3])' \
+    "$lab_dir" "$lab_monitor_sock" "$1"
 }
 
 # Reads a console log: true when the kernel's hung-task detector reported the same task
