@@ -53,13 +53,17 @@ RECAP_RE = re.compile(r"^%s\s*:\s*(?P<counts>(?:\w+=\d+\s*)+)$" % re.escape(HOST
 # domains are down). The other IRQs belong to irqbalance, which may place one on another
 # allowed CPU from one run to the next: an interrupted converge's re-run (seed 2,
 # 2026-11-30) left xhci's IRQ on CPU 7 where the uninterrupted run had left it on 6-7.
+# An IRQ is named by its device and handler (nvme0q0, virtio0-input.0), not by its number:
+# the kernel numbers MSI vectors per boot, and seed 2's re-run (after its own reboot) found
+# the NVMe admin queue's IRQ as 51 where the reference boot had it as 50.
 OWNED_IRQS = r"""
 sec irq; for d in /sys/bus/pci/devices/*; do
   case "$(cat "$d/class")" in 0x02*|0x010802) ;; *) continue ;; esac
-  for i in "$d"/msi_irqs/[0-9]*; do [ -e "$i" ] || continue
-    printf '%s %s %s\n' "${d##*/}" "${i##*/}" "$(cat "/proc/irq/${i##*/}/smp_affinity_list" 2>/dev/null)"
+  for i in "$d"/msi_irqs/[0-9]*; do [ -e "$i" ] || continue; n=${i##*/}
+    printf '%s %s %s\n' "${d##*/}" "$(cat "/sys/kernel/irq/$n/actions" 2>/dev/null)" \
+      "$(cat "/proc/irq/$n/smp_affinity_list" 2>/dev/null)"
   done
-done
+done | sort
 """
 
 # What check mode must leave alone: the kernel state the roles change and the files

@@ -43,3 +43,19 @@ def test_rhel_snippet_is_not_vfio_binds_file():
     assert data["__iommu_initramfs_path"].endswith(".conf")
     assert data["__iommu_initramfs_path"] != vfio.DRACUT_CONF
     assert _render(data, "__iommu_initramfs_block") == 'force_drivers+=" vfio vfio_iommu_type1 vfio_pci "'
+
+
+def _inputs(data):
+    return [jinja2.Template(item).render(**data) for item in data["__iommu_initramfs_inputs"]]
+
+
+def test_stale_image_check_covers_every_initramfs_file_of_the_role_and_of_vfio_bind():
+    # A run killed between one of these writes and the rebuild is caught by the next run
+    # only if the file is among the inputs whose mtimes it compares with the images.
+    debian = _vars("Debian.yml")
+    assert _inputs(debian) == [debian["__iommu_blacklist_path"], vfio.INITRAMFS_TOOLS_MODULES]
+    assert debian["__iommu_initramfs_image_pattern"] == "/boot/initrd.img-%s"
+    rhel = _vars("RedHat.yml")
+    assert _inputs(rhel) == [rhel["__iommu_blacklist_path"], rhel["__iommu_initramfs_path"],
+                             vfio.DRACUT_CONF]
+    assert rhel["__iommu_initramfs_image_pattern"] == "/boot/initramfs-%s.img"

@@ -1,0 +1,150 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Whether grub.cfg and the initramfs images reflect the iommu role's inputs, read from
+the host: the grub.cfg files are the lab's own (tests/fixtures/boot-config), and the
+initramfs state command runs for real (sh, stat) on a tree with set modification times."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import boot_config, plan_query
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
+                        "boot-config")
+ARGS = ["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1"]
+BLACKLIST = "/etc/modprobe.d/gpuhost-blacklist-gpu.conf"
+MODULES = "/etc/initramfs-tools/modules"
+DEBIAN_IMAGE = "/boot/initrd.img-%s"
+
+
+def _fixture(name):
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def test_grub_cfg_left_by_the_interrupted_run_lacks_the_drop_ins_arguments():
+    args = boot_config.generated_kernel_args(_fixture("lab-image-grub.cfg"))
+    assert args.split()[:2] == ["root=UUID=9ffb3baa-3bde-4f17-9e7e-c823978a8453", "ro"]
+    assert plan_query.cmdline_missing(args, ARGS) == ARGS
+
+
+def test_grub_cfg_after_update_grub_has_them_and_keeps_the_operators_arguments():
+    args = boot_config.generated_kernel_args(_fixture("lab-update-grub.cfg"))
+    assert plan_query.cmdline_missing(args, ARGS) == []
+    assert "mitigations=off" in args.split() and "console=ttyS0,115200n8" in args.split()
+    assert not args.startswith("/boot/vmlinuz")          # the image path is not an argument
+
+
+@pytest.mark.parametrize("text", ["", None, "set timeout=0\nmenuentry 'x' {\n  echo 'Loading Linux'\n}\n"])
+def test_grub_cfg_without_a_linux_line_has_no_arguments(text):
+    assert boot_config.generated_kernel_args(text) is None
+
+
+def _tree(tmp_path, kernels, files):
+    """A root with /lib/modules/<version>/ per kernel and files with set mtimes."""
+    for version in kernels:
+        (tmp_path / "lib" / "modules" / version).mkdir(parents=True)
+    for path, mtime in files.items():
+        target = tmp_path / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("x\n")
+        os.utime(target, (mtime, mtime))
+    return str(tmp_path)
+
+
+def _run(argv):
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    return proc.stdout.rstrip("\n")        # as the command module hands it over
+
+
+needs_stat = pytest.mark.skipif(shutil.which("stat") is None or shutil.which("sh") is None,
+                                reason="sh and stat are not installed")
+
+
+@needs_stat
+def test_images_built_before_an_input_changed_are_stale(tmp_path):
+    root = _tree(tmp_path, ["6.1.0-57-amd64", "6.1.0-58-amd64"], {
+        BLACKLIST: 1000, MODULES: 1500,
+        "/boot/initrd.img-6.1.0-57-amd64": 1200,     # built between the two writes
+        "/boot/initrd.img-6.1.0-58-amd64": 1600})
+    output = _run(boot_config.initramfs_state_argv([BLACKLIST, MODULES], DEBIAN_IMAGE, root=root))
+    state = boot_config.parse_initramfs_state(output)
+    assert state["inputs"] == {root + BLACKLIST: 1000, root + MODULES: 1500}
+    assert sorted(state["images"]) == [root + "/boot/initrd.img-6.1.0-57-amd64",
+                                       root + "/boot/initrd.img-6.1.0-58-amd64"]
+    assert boot_config.stale_initramfs_images(output) == [root + "/boot/initrd.img-6.1.0-57-amd64"]
+
+
+@needs_stat
+def test_images_rebuilt_after_every_input_are_current(tmp_path):
+    root = _tree(tmp_path, ["6.1.0-57-amd64"], {
+        BLACKLIST: 1000, MODULES: 1500, "/boot/initrd.img-6.1.0-57-amd64": 1500})
+    output = _run(boot_config.initramfs_state_argv([BLACKLIST, MODULES], DEBIAN_IMAGE, root=root))
+    assert boot_config.stale_initramfs_images(output) == []
+
+
+@needs_stat
+def test_missing_inputs_and_kernels_without_an_image_are_skipped(tmp_path):
+    # A module directory left behind by a removed kernel has no image; no input exists yet
+    # on a host the role never ran on, and check mode must not fail there.
+    root = _tree(tmp_path, ["6.1.0-57-amd64", "5.10.0-old"], {
+        "/boot/initrd.img-6.1.0-57-amd64": 1200})
+    output = _run(boot_config.initramfs_state_argv([BLACKLIST, MODULES], DEBIAN_IMAGE, root=root))
+    state = boot_config.parse_initramfs_state(output)
+    assert state["inputs"] == {}
+    assert list(state["images"]) == [root + "/boot/initrd.img-6.1.0-57-amd64"]
+    assert boot_config.stale_initramfs_images(output) == []
+
+
+@needs_stat
+def test_rhel_image_pattern_names_one_image_per_installed_kernel(tmp_path):
+    # The rescue and kdump images are not built from these inputs: only a kernel's own.
+    root = _tree(tmp_path, ["5.14.0-427.el9.x86_64"], {
+        "/etc/dracut.conf.d/gpuhost-vfio.conf": 2000,
+        "/boot/initramfs-5.14.0-427.el9.x86_64.img": 1000,
+        "/boot/initramfs-0-rescue-0123456789abcdef.img": 10,
+        "/boot/initramfs-5.14.0-427.el9.x86_64kdump.img": 10})
+    output = _run(boot_config.initramfs_state_argv(["/etc/dracut.conf.d/gpuhost-vfio.conf"],
+                                                   "/boot/initramfs-%s.img", root=root))
+    assert boot_config.stale_initramfs_images(output) == [
+        root + "/boot/initramfs-5.14.0-427.el9.x86_64.img"]
+
+
+@needs_stat
+def test_a_path_with_spaces_survives_the_round_trip(tmp_path):
+    root = _tree(tmp_path / "a b", ["6.1.0"], {"/etc/x y.conf": 5, "/boot/initrd.img-6.1.0": 4})
+    output = _run(boot_config.initramfs_state_argv(["/etc/x y.conf"], DEBIAN_IMAGE, root=root))
+    assert boot_config.stale_initramfs_images(output) == [root + "/boot/initrd.img-6.1.0"]
+
+
+def test_host_root_prefixes_nothing():
+    argv = boot_config.initramfs_state_argv([BLACKLIST], DEBIAN_IMAGE)
+    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["sh", "boot/initrd.img-%s", "/", BLACKLIST]
+
+
+@pytest.mark.parametrize("inputs,pattern,field", [
+    ([], DEBIAN_IMAGE, "inputs"),
+    ("/etc/initramfs-tools/modules", DEBIAN_IMAGE, "inputs"),
+    (["etc/modules"], DEBIAN_IMAGE, "inputs"),
+    ([MODULES], "/boot/initrd.img", "image_pattern"),
+    ([MODULES], "boot/initrd.img-%s", "image_pattern"),
+    ([MODULES], "/boot/%s-%s.img", "image_pattern"),
+    ([MODULES], "/boot/initrd-%d-%s", "image_pattern"),
+])
+def test_bad_arguments_name_the_field_and_the_fix(inputs, pattern, field):
+    with pytest.raises(GpuhostError) as err:
+        boot_config.initramfs_state_argv(inputs, pattern)
+    assert err.value.field == field and err.value.fix
+
+
+@pytest.mark.parametrize("output", ["image 12 ", "input x /etc/a", "stale 1 /boot/a", "garbage"])
+def test_output_that_the_command_cannot_print_is_refused(output):
+    with pytest.raises(GpuhostError) as err:
+        boot_config.parse_initramfs_state(output)
+    assert "initramfs_state_argv" in err.value.fix
