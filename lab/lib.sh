@@ -83,22 +83,24 @@ lab_monitor() {
     "$lab_dir" "$lab_monitor_sock" "$1"
 }
 
-# Reads a console log: true when the kernel's hung-task detector reported the same task
-# twice, i.e. stuck in D state for about four minutes (it checks every 120 s). Seen in
-# CI: a boot's modprobe hung in virtio_blk's probe (a disk interrupt lost under TCG) and
-# the reports kept the console busy, so only the boot timeout ended the wait. A single
-# report, or a soft-lockup report, does not count: a TCG vCPU starved by a loaded host
-# raises those in healthy boots (seen while a boot cleared its hugepages).
-lab_hung_task() {
-  grep -Eo 'task [^ ]+ blocked for more than' | sort | uniq -c |
-    awk '$1 >= 2 { found = 1 } END { exit !found }'
+# Reads console output on stdin: prints why the kernel's own reports say the boot will
+# not finish and returns 0, or returns 1. The rule is watchdog.py's kernel_stall_report
+# (a task reported hung twice, a CPU reported stuck for minutes). Seen: a CI boot's
+# modprobe hung in virtio_blk's probe, and a boot whose CPUs all stayed stuck in
+# stop_machine; both kept the console busy with reports, so only the boot timeout ended
+# the wait.
+lab_kernel_stall() {
+  python3 -B -c 'import sys; sys.path.insert(0, sys.argv[1]); import watchdog
+reason = watchdog.kernel_stall_report(sys.stdin.buffer.read())
+print(reason or "", end="")
+sys.exit(0 if reason else 1)' "$lab_dir"
 }
 
 # Waits until SSH answers with a boot id other than $1 (empty: any). Returns 0 when it
 # does, 2 when QEMU exited first, 3 on timeout, 4 when the guest stalled: no SSH and
 # either no new console output for GPUHOST_LAB_STALL_TIMEOUT seconds (default 240; a
-# healthy boot under load prints something at least every minute or so) or a task the
-# kernel reports as hung (lab_hung_task) on the console since the wait began.
+# healthy boot under load prints something at least every minute or so) or a stall the
+# kernel reports (lab_kernel_stall) on the console since the wait began.
 # lab_stall_reason says which. Callers name the console log.
 lab_try_wait_boot() {
   local old_boot=$1 timeout=${2:-${GPUHOST_LAB_BOOT_TIMEOUT:-600}} deadline boot
@@ -119,8 +121,7 @@ lab_try_wait_boot() {
       last_size=$size; last_change=$now
       # Only what this wait saw: the log of an earlier boot or reset may hold old reports.
       if [ -z "$boot" ] && [ "$size" -gt "$start_size" ] &&
-          tail -c +"$(( start_size + 1 ))" "$lab_console_log" | lab_hung_task; then
-        lab_stall_reason="the kernel reported a hung task: $(tail -c +"$(( start_size + 1 ))" "$lab_console_log" | grep -E 'blocked for more than' | tail -n 1 | tr -d '\r')"
+          lab_stall_reason=$(tail -c +"$(( start_size + 1 ))" "$lab_console_log" | lab_kernel_stall); then
         return 4
       fi
     fi

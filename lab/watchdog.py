@@ -13,8 +13,11 @@ next to QEMU; it exits with QEMU.
 A boot is in progress when the console's last "Linux version" line comes after its last
 login prompt. When the console has not grown for ``--stall`` seconds during a boot, the
 watchdog keeps the console as console-stall.log, sends ``system_reset`` to the QEMU
-monitor and notes it in its log. The default stall (300 s) is longer than lab_wait_boot's
-(240 s), so a boot lab/up or lab/reboot is waiting on is reset by them, not twice.
+monitor and notes it in its log. It does the same when the kernel itself reports that the
+boot will not finish (kernel_stall_report: a task hung twice, a CPU stuck for minutes),
+which keeps the console busy. The default stall (300 s) is longer than lab_wait_boot's
+(240 s), and a kernel report must stand for REPORT_GRACE seconds, so a boot lab/up or
+lab/reboot is waiting on is reset by them, not twice.
 
     python3 lab/watchdog.py --console C --monitor SOCK --pid PID --log LOG [--stall S]
 """
@@ -41,6 +44,39 @@ def boot_in_progress(console_tail):
         return False
     logins = [m.start() for m in LOGIN_RE.finditer(console_tail)]
     return not logins or logins[-1] < boots[-1]
+
+
+HUNG_TASK_RE = re.compile(rb"INFO: task (\S+) blocked for more than \d+ seconds")
+SOFT_LOCKUP_RE = re.compile(rb"soft lockup - CPU#\d+ stuck for (\d+)s!")
+# Healthy boots on a loaded build machine reported soft lockups of 21 to 53 s and went
+# on; the boot that never came back (2026-11-30: every CPU's migration thread and
+# cryptomgr_test on CPU 7, stop_machine waiting on a vCPU that made no progress) reported
+# the same lockup every 26 s up to 574 s, which kept the console busy.
+SOFT_LOCKUP_STALL_SECONDS = 180
+REPORT_GRACE = 60
+
+
+def kernel_stall_report(console_text):
+    """Why the kernel's own reports in ``console_text`` say the boot will not finish, or
+    None: a task reported hung twice (stuck in D state for about four minutes; the
+    detector checks every 120 s), or a CPU reported stuck for SOFT_LOCKUP_STALL_SECONDS
+    or more. A single hung-task report or a short soft lockup is a starved TCG vCPU."""
+    seen = set()
+    for line in console_text.splitlines():
+        hung = HUNG_TASK_RE.search(line)
+        if hung:
+            if hung.group(1) in seen:
+                return "the kernel reported a hung task: %s" % _printable(line)
+            seen.add(hung.group(1))
+        lockup = SOFT_LOCKUP_RE.search(line)
+        if lockup and int(lockup.group(1)) >= SOFT_LOCKUP_STALL_SECONDS:
+            return "the kernel reported a CPU stuck for %s s: %s" % (
+                lockup.group(1).decode(), _printable(line))
+    return None
+
+
+def _printable(line):
+    return line.decode("utf-8", "replace").strip()
 
 
 def read_tail(path, size=TAIL_BYTES):
@@ -86,6 +122,8 @@ class Watchdog:
         self.last_size = -1
         self.last_change = None
         self.resets = 0
+        self.reset_size = 0
+        self.report_seen = None
 
     def step(self, now):
         """Returns "reset" when it reset the guest, "idle" otherwise."""
@@ -95,25 +133,48 @@ class Watchdog:
             size = 0
         if size != self.last_size or self.last_change is None:
             self.last_size, self.last_change = size, now
-            return "idle"
+            reason = self._kernel_stall(size, now)
+            return self._reset(now, reason) if reason else "idle"
         if now - self.last_change < self.stall or self.resets >= self.max_resets:
             return "idle"
         if not boot_in_progress(read_tail(self.console)):
             return "idle"
+        return self._reset(now, "no console output for %ds after the kernel started" % self.stall)
+
+    def _kernel_stall(self, size, now):
+        """The kernel's own stall report in the boot in progress, printed since the last
+        reset (the stalled boot's reports stay in the log until the new boot prints), once
+        it has stood for REPORT_GRACE seconds: lab_wait_boot reads the same reports and
+        resets the boots it waits on itself, which must not be reset twice."""
+        reason = None
+        tail = read_tail(self.console)
+        if self.resets < self.max_resets and boot_in_progress(tail):
+            boot_start = [m.start() for m in BOOT_RE.finditer(tail)][-1]
+            since = max(boot_start, self.reset_size - (size - len(tail)))
+            reason = kernel_stall_report(tail[since:])
+        if reason is None:
+            self.report_seen = None
+            return None
+        if self.report_seen is None:
+            self.report_seen = now
+        return reason if now - self.report_seen >= REPORT_GRACE else None
+
+    def _reset(self, now, reason):
         stall_copy = os.path.join(os.path.dirname(self.console), "console-stall.log")
         shutil.copyfile(self.console, stall_copy)
         try:
             self.send(self.monitor, "system_reset")
         except OSError as error:
-            log(self.log_path, "boot stalled (no console output for %ds) but the monitor "
-                               "did not answer: %s" % (self.stall, error))
+            log(self.log_path, "boot stalled (%s) but the monitor did not answer: %s"
+                % (reason, error))
             self.last_change = now
             return "idle"
         self.resets += 1
         self.last_change = now
-        log(self.log_path, "boot stalled: no console output for %ds after the kernel "
-                           "started; console kept as %s; guest reset (%d of at most %d)"
-            % (self.stall, stall_copy, self.resets, self.max_resets))
+        self.reset_size = self.last_size
+        self.report_seen = None
+        log(self.log_path, "boot stalled: %s; console kept as %s; guest reset (%d of at most %d)"
+            % (reason, stall_copy, self.resets, self.max_resets))
         return "reset"
 
     def run(self, interval=5.0):

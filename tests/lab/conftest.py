@@ -224,6 +224,12 @@ def lab():
             run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT)   # waits for SSH if booting
         instance = Lab()
     except LabError as err:
+        # A boot lab/up gave up on leaves QEMU running (its console is the evidence), and
+        # a stuck guest spins on the CPUs every later test needs: stop it, keep the log.
+        try:
+            run_lab_command("down", timeout=300)
+        except LabError as down_err:
+            err = LabError("%s\n(lab/down failed as well: %s)" % (err, down_err))
         pytest.fail(str(err), pytrace=False)
     instance.timings = timings
     instance.started_here = started_here

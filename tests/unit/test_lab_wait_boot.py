@@ -85,6 +85,19 @@ def test_a_task_reported_hung_twice_resets_the_guest_although_the_console_is_bus
     assert "blocked for more than 241" in (tmp_path / "console-stall.log").read_text()
 
 
+def stuck_cpu_report(seconds):
+    return ("[  %d.953941] watchdog: BUG: soft lockup - CPU#7 stuck for %ds! [cryptomgr_test:96]\r\n"
+            % (seconds + 2, seconds))
+
+
+def test_a_cpu_reported_stuck_for_minutes_resets_the_guest_although_the_console_is_busy(tmp_path):
+    # The first boot that never came back (2026-11-30): reports every 26 s up to 782 s.
+    proc = _wait(tmp_path, _printing_guest([stuck_cpu_report(s) for s in (26, 53, 157, 183)]))
+    assert proc.stdout.count("MONITOR system_reset") == 1, proc.stdout + proc.stderr
+    assert "the kernel reported a CPU stuck for 183 s: [  185.953941] watchdog: BUG: soft " \
+           "lockup - CPU#7 stuck for 183s!" in proc.stderr
+
+
 def test_one_hung_task_report_or_a_soft_lockup_does_not_reset(tmp_path):
     # A starved TCG vCPU: reports once, then the boot goes on and answers SSH.
     ssh = _printing_guest([SOFT_LOCKUP, hung_task_report(120)]).replace(
@@ -103,3 +116,26 @@ def test_a_hang_report_from_before_the_wait_does_not_count(tmp_path):
                  console=hung_task_report(120) + hung_task_report(241))
     assert "MONITOR" not in proc.stdout, proc.stderr
     assert proc.stdout.strip().endswith("rc=0"), proc.stdout + proc.stderr
+
+
+def test_down_stops_a_qemu_whose_boot_lab_up_gave_up_on(tmp_path):
+    # lab/up removes its state file when it gives up, and QEMU keeps running the stuck
+    # guest: lab/down must still stop it (SIGTERM after the monitor's quit, here with no
+    # monitor socket), not refuse for want of the state. The stand-in is a process
+    # whose command line names qemu, which is what lab/down checks.
+    # Not this test's child, so that it is reaped, not left a zombie, when it exits.
+    pid = int(subprocess.run(
+        ["bash", "-c", "(exec -a qemu-system-x86_64-standin sleep 600) >/dev/null 2>&1 & echo $!"],
+        capture_output=True, text=True, check=True).stdout)
+    try:
+        (tmp_path / "qemu.pid").write_text("%d\n" % pid)
+        proc = subprocess.run([os.path.join(REPO, "lab", "down")], capture_output=True, text=True,
+                              env=dict(os.environ, GPUHOST_LAB_RUN=str(tmp_path)),
+                              timeout=60, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert "runs a boot lab/up gave up on" in proc.stderr
+        assert not os.path.exists("/proc/%d" % pid)
+        assert not (tmp_path / "qemu.pid").exists()
+    finally:
+        if os.path.exists("/proc/%d" % pid):
+            os.kill(pid, 9)

@@ -26,6 +26,31 @@ FIRST_BOOT = (b"[    0.000000] Linux version 6.1.0-57-amd64 (debian-kernel@lists
 # What the iommu role's reboot hung on: the second boot stopped here for good.
 STALLED_REBOOT = (b"[    0.000000] Linux version 6.1.0-57-amd64 (debian-kernel@lists.debian.org)\n"
                   b"[    9.503727] sched_clock: Marking stable (9440691575, 62607740)\n")
+# The first boot that never came back (2026-11-30, lab/up with the machine loaded): every
+# CPU reported stuck, CPU 7 in cryptomgr_test, every 26 s, up to 782 s; the console never
+# went quiet, so only lab/up's timeout ended the wait.
+STUCK_CPU_BOOT = (b"[    0.000000] Linux version 6.1.0-57-amd64 (debian-kernel@lists.debian.org)\n"
+                  + b"".join(b"[  %d.953941] watchdog: BUG: soft lockup - CPU#7 stuck for %ds! "
+                             b"[cryptomgr_test:96]\r\n[  %d.953941] RIP: 0010:alg_test+0x4f/0x540\r\n"
+                             % (s + 2, s, s + 2) for s in (26, 53, 79, 105, 131, 157, 183)))
+# A healthy boot on a loaded host: one short lockup, then on to the login prompt.
+SHORT_LOCKUP = (b"[   32.702182] watchdog: BUG: soft lockup - CPU#0 stuck for 21s! "
+                b"[kworker/u17:2:59]\r\n")
+
+
+def test_kernel_reports_that_mean_the_boot_will_not_finish():
+    assert watchdog.kernel_stall_report(STUCK_CPU_BOOT) == (
+        "the kernel reported a CPU stuck for 183 s: [  185.953941] watchdog: BUG: soft lockup - "
+        "CPU#7 stuck for 183s! [cryptomgr_test:96]")
+    assert watchdog.kernel_stall_report(STUCK_CPU_BOOT.split(b"[  185.")[0]) is None   # up to 157 s
+    assert watchdog.kernel_stall_report(SHORT_LOCKUP * 3) is None
+    hung = b"[  241.1] INFO: task modprobe:112 blocked for more than %d seconds.\r\n"
+    assert watchdog.kernel_stall_report(hung % 120) is None
+    assert watchdog.kernel_stall_report(hung % 120 + hung % 241) == (
+        "the kernel reported a hung task: [  241.1] INFO: task modprobe:112 blocked for more "
+        "than 241 seconds.")
+    other = b"[  300.1] INFO: task systemd-udevd:90 blocked for more than 120 seconds.\n"
+    assert watchdog.kernel_stall_report(hung % 120 + other) is None      # two tasks, once each
 
 
 def test_a_boot_is_in_progress_from_the_kernel_banner_until_the_login_prompt():
@@ -119,6 +144,41 @@ def test_console_output_restarts_the_stall_clock(lab_run):
     assert dog.step(299.0) == "idle"             # it grew: the clock restarts here
     assert dog.step(500.0) == "idle"
     assert dog.step(599.0) == "reset"
+
+
+def test_a_cpu_stuck_for_minutes_resets_the_boot_although_the_console_is_busy(lab_run):
+    tmp_path, monitor = lab_run
+    path, dog = _dog(tmp_path, monitor, FIRST_BOOT + STUCK_CPU_BOOT.split(b"[  185.")[0])
+    assert dog.step(0.0) == "idle"               # stuck for 157 s: a starved vCPU, perhaps
+    with open(path, "ab") as handle:
+        handle.write(b"[  185.953941] watchdog: BUG: soft lockup - CPU#7 stuck for 183s! "
+                     b"[cryptomgr_test:96]\r\n")
+    assert dog.step(26.0) == "idle"              # first seen: lab_wait_boot may act on it
+    with open(path, "ab") as handle:
+        handle.write(b"[  211.953941] watchdog: BUG: soft lockup - CPU#7 stuck for 209s! "
+                     b"[cryptomgr_test:96]\r\n")
+    assert dog.step(86.0) == "reset"             # still there after the grace
+    assert monitor.wait_for(1) == ["system_reset"]
+    assert "boot stalled: the kernel reported a CPU stuck for 183 s" in \
+        (tmp_path / "watchdog.log").read_text()
+    # The stalled boot's reports stay in the log until the new boot prints: no second reset.
+    with open(path, "ab") as handle:
+        handle.write(b"[  237.953941] watchdog: BUG: soft lockup - CPU#7 stuck for 235s! "
+                     b"[cryptomgr_test:96]\r\n")
+    assert [dog.step(t) for t in (90.0, 160.0)] == ["idle", "idle"]
+    with open(path, "ab") as handle:
+        handle.write(FIRST_BOOT)                 # the reset boots normally
+    assert dog.step(200.0) == "idle" and monitor.commands == ["system_reset"]
+
+
+def test_short_lockups_in_a_boot_that_goes_on_are_left_alone(lab_run):
+    tmp_path, monitor = lab_run
+    path, dog = _dog(tmp_path, monitor, STALLED_REBOOT)
+    for now in range(0, 600, 30):
+        with open(path, "ab") as handle:
+            handle.write(SHORT_LOCKUP)
+        assert dog.step(float(now)) == "idle"
+    assert monitor.commands == []
 
 
 def test_resets_stop_after_the_limit_and_a_dead_monitor_is_logged(lab_run):
