@@ -33,6 +33,8 @@ STUCK_CPU_BOOT = (b"[    0.000000] Linux version 6.1.0-57-amd64 (debian-kernel@l
                   + b"".join(b"[  %d.953941] watchdog: BUG: soft lockup - CPU#7 stuck for %ds! "
                              b"[cryptomgr_test:96]\r\n[  %d.953941] RIP: 0010:alg_test+0x4f/0x540\r\n"
                              % (s + 2, s, s + 2) for s in (26, 53, 79, 105, 131, 157, 183)))
+# The same boot up to the 157 s report: still within what a starved vCPU reports.
+STUCK_CPU_BOOT_157S = STUCK_CPU_BOOT[:STUCK_CPU_BOOT.index(b"[  185.")]
 # A healthy boot on a loaded host: one short lockup, then on to the login prompt.
 SHORT_LOCKUP = (b"[   32.702182] watchdog: BUG: soft lockup - CPU#0 stuck for 21s! "
                 b"[kworker/u17:2:59]\r\n")
@@ -42,7 +44,7 @@ def test_kernel_reports_that_mean_the_boot_will_not_finish():
     assert watchdog.kernel_stall_report(STUCK_CPU_BOOT) == (
         "the kernel reported a CPU stuck for 183 s: [  185.953941] watchdog: BUG: soft lockup - "
         "CPU#7 stuck for 183s! [cryptomgr_test:96]")
-    assert watchdog.kernel_stall_report(STUCK_CPU_BOOT.split(b"[  185.")[0]) is None   # up to 157 s
+    assert watchdog.kernel_stall_report(STUCK_CPU_BOOT_157S) is None   # up to 157 s
     assert watchdog.kernel_stall_report(SHORT_LOCKUP * 3) is None
     hung = b"[  241.1] INFO: task modprobe:112 blocked for more than %d seconds.\r\n"
     assert watchdog.kernel_stall_report(hung % 120) is None
@@ -148,7 +150,7 @@ def test_console_output_restarts_the_stall_clock(lab_run):
 
 def test_a_cpu_stuck_for_minutes_resets_the_boot_although_the_console_is_busy(lab_run):
     tmp_path, monitor = lab_run
-    path, dog = _dog(tmp_path, monitor, FIRST_BOOT + STUCK_CPU_BOOT.split(b"[  185.")[0])
+    path, dog = _dog(tmp_path, monitor, FIRST_BOOT + STUCK_CPU_BOOT_157S)
     assert dog.step(0.0) == "idle"               # stuck for 157 s: a starved vCPU, perhaps
     with open(path, "ab") as handle:
         handle.write(b"[  185.953941] watchdog: BUG: soft lockup - CPU#7 stuck for 183s! "
