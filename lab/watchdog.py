@@ -51,7 +51,7 @@ SOFT_LOCKUP_RE = re.compile(rb"soft lockup - CPU#\d+ stuck for (\d+)s!")
 # Healthy boots on a loaded build machine reported soft lockups of 21 to 53 s and went
 # on; the boot that never came back (2026-11-30: every CPU's migration thread and
 # cryptomgr_test on CPU 7, stop_machine waiting on a vCPU that made no progress) reported
-# the same lockup every 26 s up to 574 s, which kept the console busy.
+# the same lockup every 26 s up to 782 s, which kept the console busy.
 SOFT_LOCKUP_STALL_SECONDS = 180
 REPORT_GRACE = 60
 
