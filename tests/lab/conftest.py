@@ -160,9 +160,9 @@ class Lab:
                               text=True, timeout=timeout, check=False,
                               stdin=subprocess.DEVNULL)
         if check and proc.returncode != 0:
-            raise LabError("ansible-playbook %s failed (rc=%d)\nstdout:\n%s\nstderr:\n%s\n"
-                           "console log: %s" % (playbook, proc.returncode, proc.stdout[-20000:],
-                                                proc.stderr[-5000:], self.console_log))
+            raise LabError("ansible-playbook %s failed (rc=%d)\n--- failed tasks\n%s\nstdout:\n%s\nstderr:\n%s\n"
+                           "console log: %s" % (playbook, proc.returncode, failed_tasks(proc.stdout),
+                                                proc.stdout[-15000:], proc.stderr[-5000:], self.console_log))
         return proc
 
 
@@ -181,6 +181,32 @@ def run_lab_command(name, *args, timeout=BOOT_TIMEOUT):
                        % (name, proc.returncode, console_log, proc.stderr[-5000:],
                           _tail(console_log)))
     return proc
+
+
+FAILURE_STARTS = ("fatal:", "failed:", "ERROR!", "An exception occurred")
+
+
+def failed_tasks(output, limit=6000):
+    """The failures in an ansible-playbook or molecule output, each with the molecule step
+    and the task it happened in: the tail of a long output is the clean-up after the
+    failure, not the failure."""
+    excerpts = []
+    step = task = ""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if "] Executing" in line and line.lstrip().startswith("INFO"):
+            step = line.strip()
+        elif line.startswith("TASK ["):
+            task = line.rstrip("* ")
+        elif line.startswith(FAILURE_STARTS):
+            body = [line]
+            for following in lines[index + 1:index + 40]:
+                if not following.strip() or following.startswith(("TASK [", "PLAY ", "RUNNING HANDLER")):
+                    break
+                body.append(following)
+            excerpts.append("\n".join(part for part in (step, task) if part) + "\n" + "\n".join(body))
+    text = "\n---\n".join(excerpts) or "(no failed task in the output)"
+    return text[:limit]
 
 
 def molecule_steps_in_order(output, scenario, steps):

@@ -13,7 +13,7 @@ league: longer than CI's budget under TCG, run by hand (lab/README.md)."""
 import os
 import subprocess
 
-from conftest import REPO, RUN_DIR, VENV_BIN, molecule_steps_in_order
+from conftest import REPO, RUN_DIR, VENV_BIN, failed_tasks, molecule_steps_in_order
 
 SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "idempotence",
                   "verify", "cleanup", "destroy"]
@@ -26,8 +26,8 @@ def test_host_modules_scenario_passes_its_whole_sequence(lab):
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1500,
                           check=False, stdin=subprocess.DEVNULL)
     output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, "molecule failed (rc=%d); console log: %s\n%s" % (
-        proc.returncode, lab.console_log, output[-15000:])
+    assert proc.returncode == 0, "molecule failed (rc=%d); console log: %s\n--- failed tasks\n%s\n--- tail\n%s" % (
+        proc.returncode, lab.console_log, failed_tasks(output), output[-8000:])
     # Every step of the sequence ran and succeeded, in order.
     molecule_steps_in_order(output, "host_modules", SCENARIO_STEPS)
     # The lab is as the scenario found it: GPU back on its native driver, no VFs.

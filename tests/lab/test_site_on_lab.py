@@ -36,8 +36,8 @@ import time
 import pytest
 import yaml
 
-from conftest import (HOST, INVENTORY, REPO, VENV_BIN, WAIT_BOOT_TIMEOUT, molecule_steps_in_order,
-                      run_lab_command)
+from conftest import (HOST, INVENTORY, REPO, VENV_BIN, WAIT_BOOT_TIMEOUT, failed_tasks,
+                      molecule_steps_in_order, run_lab_command)
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_converge]
 
@@ -382,8 +382,8 @@ def test_default_molecule_scenario_converges_the_site_from_a_first_boot(lab):
         lab.reset_to_first_boot()
     with open(log_path, encoding="utf-8") as log:
         output = log.read()
-    assert proc.returncode == 0, "molecule failed (rc=%d); output: %s; console log: %s\n%s" % (
-        proc.returncode, log_path, lab.console_log, output[-15000:])
+    assert proc.returncode == 0, "molecule failed (rc=%d); output: %s; console log: %s\n--- failed tasks\n%s\n--- tail\n%s" % (
+        proc.returncode, log_path, lab.console_log, failed_tasks(output), output[-8000:])
     molecule_steps_in_order(output, "default", DEFAULT_SCENARIO_STEPS)
     # The converge rebooted the lab for the kernel arguments, and validate passed three
     # times: the last role of site.yml in the converge and in the idempotence run, then
