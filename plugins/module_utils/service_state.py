@@ -30,11 +30,17 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 
 SHOWN_PROPERTIES = ("ActiveState", "NeedDaemonReload", "ActiveEnterTimestamp")
 
-# $1: the unit; the rest: its inputs. Prints systemctl's "Property=value" lines, then
-# "input MTIME PATH" per existing input. A host without systemd, or a unit systemd does
-# not know, prints no properties: the command still succeeds.
+# $1: the unit; the rest: its inputs. Prints systemctl's "Property=value" lines (for a
+# unit systemd does not know: inactive, never entered), then "input MTIME PATH" per
+# existing input. A host without systemctl prints no properties; a systemctl that fails
+# (a systemd older than 247 rejects --timestamp=unix) prints "systemctl-failed RC ERROR",
+# which the parser refuses: a silent empty answer would mean "no restart needed".
 _SHOW_SCRIPT = r"""unit=$1; shift
-systemctl show --timestamp=unix -p %s -- "$unit" 2>/dev/null
+if command -v systemctl >/dev/null 2>&1; then
+  show() { systemctl show --timestamp=unix -p %s -- "$unit"; }
+  if out=$(show 2>/dev/null); then printf '%%s\n' "$out"
+  else rc=$?; printf 'systemctl-failed %%s %%s\n' "$rc" "$(show 2>&1 >/dev/null | head -n 1)"; fi
+fi
 for f in "$@"; do [ -e "$f" ] && stat -c 'input %%Y %%n' -- "$f"; done
 exit 0""" % ",".join(SHOWN_PROPERTIES)
 
@@ -60,6 +66,10 @@ def parse_service_state(output):
     """{"properties": {name: value}, "inputs": {path: mtime}} from the command's stdout."""
     state = {"properties": {}, "inputs": {}}
     for line in (output or "").splitlines():
+        if line.startswith("systemctl-failed "):
+            raise GpuhostError("systemctl show could not report the unit's state: %s" % line[len("systemctl-failed "):],
+                               field="output", fix="this needs systemd 247 or later (systemctl show --timestamp=unix), "
+                               "as on RHEL 9 and Debian 12; check that systemd runs as PID 1")
         if line.startswith("input "):
             fields = line.split(" ", 2)
             if len(fields) == 3 and fields[1].isdigit() and fields[2]:

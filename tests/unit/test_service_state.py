@@ -98,6 +98,16 @@ def test_missing_inputs_and_a_host_without_systemctl_print_nothing_and_succeed(t
     assert service_state.service_refresh("") == {"daemon_reload": False, "restart": False, "reasons": []}
 
 
+def test_a_systemctl_that_fails_is_reported_not_read_as_no_restart_needed(tmp_path):
+    root, bin_dir = _host(tmp_path, {CONF: STARTED + 30}, "")
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho 'Invalid value: unix.' >&2\nexit 1\n")
+    output = _run(tmp_path, root, bin_dir, inputs=(CONF,))
+    assert output.splitlines()[0] == "systemctl-failed 1 Invalid value: unix."
+    with pytest.raises(GpuhostError) as err:
+        service_state.service_refresh(output)
+    assert "Invalid value: unix." in str(err.value) and "systemd 247" in err.value.fix
+
+
 def test_the_inputs_are_read_below_the_root():
     argv = service_state.service_state_argv("gpuhost-triton.service", ["/etc/a.conf", "/b"], "/srv/tree/")
     assert argv[:2] == ["sh", "-c"] and argv[3:] == ["sh", "gpuhost-triton.service", "/srv/tree/etc/a.conf",
