@@ -87,5 +87,7 @@ def test_a_result_registered_for_one_os_family_only_is_missing_on_the_other(tmp_
                                               "    update_cache: \"{{ __demo_list is changed }}\"\n")
     (tasks / "main.yml").write_text("- name: Report\n  ansible.builtin.debug: {}\n  when: __demo_list is changed\n")
     monkeypatch.setattr(__import__(__name__), "REPO", str(tmp_path))
-    assert results_tested_but_not_registered("demo") == [("__demo_list", "roles/demo/tasks/main.yml"),
-                                                          ("__demo_list", "roles/demo/tasks/toolkit_RedHat.yml")]
+    assert results_tested_but_not_registered("demo") == [
+        ("__demo_list", "roles/demo/tasks/main.yml"),
+        ("__demo_list", "roles/demo/tasks/toolkit_RedHat.yml"),
+    ]
