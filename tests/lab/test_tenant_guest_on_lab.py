@@ -30,6 +30,12 @@ def test_tenant_guest_scenario_serves_and_gates_the_tenant(lab, tmp_path):
     # the converge below always loads the archive.
     lab.ssh("if command -v docker >/dev/null; then systemctl disable --now gpuhost-triton.service || true;"
             " docker rm --force gpuhost-triton || true; docker image prune --all --force; fi", timeout=600)
+    # A guest image built minutes ago, as a cold CI run builds the lab's: no package lists
+    # (the build cleaned them) in a lists directory written minutes ago, which the apt
+    # module takes for a fresh cache. The guest role must update anyway (a cached lab image
+    # hours old hid this until CI, 2026-11-30).
+    lab.ssh("rm -f /var/lib/apt/periodic/update-success-stamp; find /var/lib/apt/lists -maxdepth 1 -type f"
+            " -name '*_Packages*' -delete; touch /var/lib/apt/lists", timeout=120)
     # A run killed before its destroy leaves molecule's state saying "created": its next
     # create would be skipped, keeping a stale SSH port. Start from no state.
     subprocess.run([os.path.join(VENV_BIN, "molecule"), "reset", "-s", "tenant_guest"], cwd=REPO, env=env,
