@@ -5,7 +5,11 @@
 PyPI, pinned in requirements.txt) serving small models this file writes, whose latency
 and failures the tests control:
 
-* ``sleep_ms``: every answer waits that long (asyncio.sleep, so never less);
+* ``sleep_ms``: every answer waits at least that long, by the real monotonic clock
+  (MLServer runs on uvloop, whose timers count from the loop's cached time in whole
+  milliseconds, so a plain asyncio.sleep(0.010) can end early: the client measured a
+  whole request to a 10 ms model at 9.77 ms on a loaded machine, 2026-12-01; the model
+  sleeps again until the clock has passed);
 * ``slow_every`` / ``slow_ms``: every N-th request waits ``slow_ms`` instead, which gives
   a distribution whose percentiles are known in advance;
 * ``fail``: the model raises RuntimeError (MLServer answers a plain HTTP 500), or with
@@ -25,6 +29,7 @@ import urllib.request
 
 MODEL_CODE = '''
 import asyncio
+import time
 from mlserver import MLModel
 from mlserver.errors import MLServerError
 from mlserver.codecs import NumpyCodec
@@ -48,9 +53,17 @@ class ControlledLatencyModel(MLModel):
             raise RuntimeError("controlled failure: this model always raises")
         self._count += 1
         slow = self._slow_every and self._count % self._slow_every == 0
-        await asyncio.sleep(self._slow_s if slow else self._sleep_s)
+        await self._wait(self._slow_s if slow else self._sleep_s)
         data = NumpyCodec.decode_input(payload.inputs[0])
         return InferenceResponse(model_name=self.name, outputs=[NumpyCodec.encode_output("OUTPUT0", data)])
+
+    @staticmethod
+    async def _wait(seconds):
+        deadline = time.monotonic() + seconds
+        remaining = seconds
+        while remaining > 0:
+            await asyncio.sleep(remaining)
+            remaining = deadline - time.monotonic()
 '''
 
 
