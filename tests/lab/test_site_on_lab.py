@@ -24,7 +24,8 @@ inventories/lab, site.yml), run step by step so that the lab can be read between
 7. the molecule default scenario once more, as one `molecule test` from a first boot of
    its own that create.yml boots and destroy.yml stops.
 
-The tests run in this order; steps 3 to 6 need step 2 in the same session (they fail
+Steps 4 to 7 run only with GPUHOST_LAB_CONVERGE=1 (see below). The tests run in this
+order; steps 3 to 6 need step 2 in the same session (they fail
 naming it otherwise), step 2 starts from a first boot itself. Every failure names the lab's serial console log. The lab has
 no tenant guest OS image, so the tenants' domains are defined with blank disks and not
 started (inventories/lab says why); the guest and benchmark stages have nothing to reach.
@@ -44,9 +45,11 @@ import yaml
 from conftest import (HOST, INVENTORY, REPO, VENV_BIN, WAIT_BOOT_TIMEOUT, failed_tasks,
                       molecule_steps_in_order, run_lab_command)
 
-# Steps 1 to 5 run in every test run; the seeds and the whole `molecule test` (marker
-# lab_converge) only with GPUHOST_LAB_CONVERGE=1 (tools/test): together they take longer
-# than CI's budget under TCG.
+# Steps 1 to 3 (the molecule default scenario) run in every test run; steps 4 to 7 (marker
+# lab_converge) only with GPUHOST_LAB_CONVERGE=1 (tools/test). On a slow day (2026-12-01:
+# converge 755 s, where it took 356 s the day before) the whole test run with steps 4 and
+# 5 came to an estimated 80 minutes, too close to CI's 90: they passed that day, 226 s and
+# 301 s, and are left out of CI until the budget question in issue 6 is answered.
 pytestmark = pytest.mark.lab
 
 SITE = os.path.join(REPO, "site.yml")
@@ -317,6 +320,7 @@ def test_verify_reads_the_converged_kernel_and_validates(lab):
     assert _recap(output)["failed"] == 0
 
 
+@pytest.mark.lab_converge
 def test_validate_passes_after_a_reboot_without_rerunning(lab):
     _Steps.need("converge")
     boots = lab.boot_count()
@@ -333,6 +337,7 @@ def test_validate_passes_after_a_reboot_without_rerunning(lab):
     _Steps.done.add("reboot")
 
 
+@pytest.mark.lab_converge
 def test_concurrent_onboardings_get_the_free_gpu_once_and_keep_the_first_tenant(lab, tmp_path):
     _Steps.need("converge")
     host_vars = os.path.join(REPO, "inventories", "lab", "host_vars", "hk-gpu-01.yml")
