@@ -174,20 +174,20 @@ def _ensure_fresh(lab):
     return False
 
 
-def _molecule_env(lab):
+def _molecule_env(lab, keep=True):
     # GPUHOST_LAB_KEEP: the scenario's destroy leaves the lab to this session's fixture.
-    return lab.ansible_env(GPUHOST_LAB_RUN=lab.run_dir, GPUHOST_LAB_KEEP="1",
+    return lab.ansible_env(GPUHOST_LAB_RUN=lab.run_dir, GPUHOST_LAB_KEEP="1" if keep else "0",
                            MOLECULE_NO_LOG="false", NO_COLOR="1")
 
 
-def _molecule(lab, action, timeout=3600):
+def _molecule(lab, action, timeout=3600, env=None):
     """molecule ACTION -s default on the running lab. Its output is written beside the
     console log as it runs (the step in progress can be followed, and the whole output
     stays for a post-mortem) and returned; a failure shows the failed tasks first."""
     log_path = os.path.join(lab.run_dir, "molecule-default-%s.log" % action)
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.run([os.path.join(VENV_BIN, "molecule"), action, "-s", "default"],
-                              cwd=REPO, env=_molecule_env(lab), stdout=log, stderr=subprocess.STDOUT,
+                              cwd=REPO, env=env or _molecule_env(lab), stdout=log, stderr=subprocess.STDOUT,
                               timeout=timeout, check=False, stdin=subprocess.DEVNULL)
     with open(log_path, encoding="utf-8") as log:
         output = log.read()
@@ -447,24 +447,13 @@ def test_default_molecule_scenario_converges_the_site_from_a_first_boot(lab):
     kernel read back, then playbooks/validate.yml), destroy. The lab is booted again
     for the tests after this one."""
     run_lab_command("down", timeout=300)
-    env = lab.ansible_env(GPUHOST_LAB_RUN=lab.run_dir, MOLECULE_NO_LOG="false", NO_COLOR="1")
+    env = _molecule_env(lab, keep=False)
     subprocess.run([os.path.join(VENV_BIN, "molecule"), "reset", "-s", "default"], cwd=REPO,
                    env=env, capture_output=True, check=False, stdin=subprocess.DEVNULL)
-    # Written as it runs, beside the console log: the step in progress can be followed,
-    # and the whole output stays for a post-mortem.
-    log_path = os.path.join(lab.run_dir, "molecule-default.log")
     try:
-        with open(log_path, "w", encoding="utf-8") as log:
-            proc = _timed("molecule_default", subprocess.run,
-                          [os.path.join(VENV_BIN, "molecule"), "test", "-s", "default"],
-                          cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                          timeout=7200, check=False, stdin=subprocess.DEVNULL)
+        output = _timed("molecule_default", _molecule, lab, "test", timeout=7200, env=env)
     finally:
         lab.reset_to_first_boot()
-    with open(log_path, encoding="utf-8") as log:
-        output = log.read()
-    assert proc.returncode == 0, "molecule failed (rc=%d); output: %s; console log: %s\n--- failed tasks\n%s\n--- tail\n%s" % (
-        proc.returncode, log_path, lab.console_log, failed_tasks(output), output[-8000:])
     molecule_steps_in_order(output, "default", DEFAULT_SCENARIO_STEPS)
     # The converge rebooted the lab for the kernel arguments, and validate passed three
     # times: the last role of site.yml in the converge and in the idempotence run, then
