@@ -34,7 +34,6 @@ import re
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -44,6 +43,10 @@ INVENTORY = os.path.join(REPO, "inventories", "lab", "hosts.yml")
 HOST = "hk-gpu-01"
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 TARGET_RATIO = 0.40
+sys.path.insert(0, os.path.join(REPO, "tests"))
+
+from timed_output import run_timed, slowest_tasks  # noqa: E402
+
 RECAP_RE = re.compile(r"^(?P<host>[\w.-]+)\s*:\s*(?P<counts>(?:\w+=\d+\s*)+)$", re.M)
 
 
@@ -90,22 +93,13 @@ def playbook(state, name, *args):
                GPUHOST_LAB_SSH_KEY=state["key"], PYTHONUNBUFFERED="1",
                PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
     since = int(lab_ssh(state, "date +%s").strip())
-    start = time.monotonic()
-    # Read the output as it comes, so that each task's start is timed (the slowest tasks
-    # say where a run's time goes; the default callback prints no times).
-    proc = subprocess.Popen([os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY,
-                             "-l", HOST, os.path.join(REPO, name)] + list(args), cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append((time.monotonic() - start, line))
-    returncode = proc.wait(timeout=3600)
-    wall = time.monotonic() - start
-    stdout = "".join(line for dummy, line in lines)
-    if returncode != 0:
-        sys.exit("%s failed (rc=%d):\n%s\nconsole log: %s"
-                 % (name, returncode, stdout[-8000:], os.path.join(RUN_DIR, "console.log")))
+    run = run_timed([os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY, "-l", HOST,
+                     os.path.join(REPO, name)] + list(args), timeout=3600, cwd=REPO, env=env)
+    stdout = run.output
+    if run.returncode != 0:
+        sys.exit("%s failed (rc=%d%s):\n%s\nconsole log: %s"
+                 % (name, run.returncode, ", killed at its timeout" if run.timed_out else "",
+                    stdout[-8000:], os.path.join(RUN_DIR, "console.log")))
     state = lab_state()                     # a reboot keeps the port; read it again
     recap = {}
     for match in RECAP_RE.finditer(stdout):
@@ -113,25 +107,11 @@ def playbook(state, name, *args):
                                       (p.split("=") for p in match.group("counts").split())}
     host = recap.get(HOST, {})
     modules = module_invocations(state, since)
-    return {"wall_s": round(wall, 1),
+    return {"wall_s": run.wall_s,
             "tasks_run": host.get("ok", 0) + host.get("changed", 0) + host.get("failed", 0),
             "tasks_skipped": host.get("skipped", 0), "changed": host.get("changed", 0),
             "module_invocations": sum(modules.values()), "modules": modules,
-            "slowest_tasks": slowest_tasks(lines)}
-
-
-def slowest_tasks(lines, count=15):
-    """The ``count`` tasks that took longest: from each TASK header to the next header
-    (TASK, RUNNING HANDLER, PLAY, PLAY RECAP) of the timed output lines."""
-    spans = []
-    current = None
-    for at, line in lines:
-        if line.startswith(("TASK [", "RUNNING HANDLER [", "PLAY [", "PLAY RECAP")):
-            if current is not None:
-                spans.append({"task": current[1], "seconds": round(at - current[0], 1)})
-            current = (at, line.split("[", 1)[1].rsplit("]", 1)[0]) \
-                if line.startswith(("TASK [", "RUNNING HANDLER [")) else None
-    return sorted(spans, key=lambda span: -span["seconds"])[:count]
+            "slowest_tasks": slowest_tasks(run.lines)}
 
 
 def one_round():

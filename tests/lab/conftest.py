@@ -16,6 +16,9 @@ import time
 
 import pytest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from timed_output import format_slowest, run_timed, slowest_tasks  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAB_DIR = os.path.join(REPO, "lab")
 RUN_DIR = os.environ.get("GPUHOST_LAB_RUN", os.path.join(LAB_DIR, ".run"))
@@ -207,6 +210,27 @@ def failed_tasks(output, limit=6000):
             excerpts.append("\n".join(part for part in (step, task) if part) + "\n" + "\n".join(body))
     text = "\n---\n".join(excerpts) or "(no failed task in the output)"
     return text[:limit]
+
+
+def run_molecule(scenario, action, env, timeout=3600):
+    """molecule ACTION -s SCENARIO, its output written as it comes to
+    molecule-SCENARIO-ACTION.log beside the console log and its slowest tasks to
+    molecule-SCENARIO-ACTION.slowest (where a slow run's minutes went). Returns the
+    output; a failure (or the timeout) fails the test with the failed tasks first."""
+    log_path = os.path.join(RUN_DIR, "molecule-%s-%s.log" % (scenario, action))
+    run = run_timed([os.path.join(VENV_BIN, "molecule"), action, "-s", scenario], log_path=log_path,
+                    timeout=timeout, cwd=REPO, env=env)
+    with open(log_path[:-len(".log")] + ".slowest", "w", encoding="utf-8") as handle:
+        handle.write("molecule %s -s %s: %.1f s, rc=%d\n" % (action, scenario, run.wall_s, run.returncode))
+        handle.write(format_slowest(slowest_tasks(run.lines, 25)))
+    output = run.output
+    if run.returncode != 0:
+        pytest.fail("molecule %s -s %s failed (rc=%d%s); output: %s; console log: %s\n"
+                    "--- failed tasks\n%s\n--- tail\n%s"
+                    % (action, scenario, run.returncode, ", killed at its %d s timeout" % timeout
+                       if run.timed_out else "", log_path, os.path.join(RUN_DIR, "console.log"),
+                       failed_tasks(output), output[-8000:]), pytrace=False)
+    return output
 
 
 def molecule_steps_in_order(output, scenario, steps):

@@ -11,9 +11,8 @@ The default scenario (site.yml converged on the lab) is in tests/lab/test_site_o
 league: longer than CI's budget under TCG, run by hand (lab/README.md)."""
 
 import os
-import subprocess
 
-from conftest import REPO, RUN_DIR, VENV_BIN, failed_tasks, molecule_steps_in_order
+from conftest import RUN_DIR, molecule_steps_in_order, run_molecule
 
 SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "idempotence",
                   "verify", "cleanup", "destroy"]
@@ -22,12 +21,7 @@ SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "idempoten
 def test_host_modules_scenario_passes_its_whole_sequence(lab):
     env = lab.ansible_env(GPUHOST_LAB_KEEP="1", GPUHOST_LAB_RUN=RUN_DIR,
                           MOLECULE_NO_LOG="false", NO_COLOR="1")
-    proc = subprocess.run([os.path.join(VENV_BIN, "molecule"), "test", "-s", "host_modules"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1500,
-                          check=False, stdin=subprocess.DEVNULL)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, "molecule failed (rc=%d); console log: %s\n--- failed tasks\n%s\n--- tail\n%s" % (
-        proc.returncode, lab.console_log, failed_tasks(output), output[-8000:])
+    output = run_molecule("host_modules", "test", env, timeout=1500)
     # Every step of the sequence ran and succeeded, in order.
     molecule_steps_in_order(output, "host_modules", SCENARIO_STEPS)
     # The lab is as the scenario found it: GPU back on its native driver, no VFs.

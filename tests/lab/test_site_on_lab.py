@@ -42,8 +42,8 @@ import time
 import pytest
 import yaml
 
-from conftest import (HOST, INVENTORY, REPO, VENV_BIN, WAIT_BOOT_TIMEOUT, failed_tasks,
-                      molecule_steps_in_order, run_lab_command)
+from conftest import (HOST, INVENTORY, REPO, VENV_BIN, WAIT_BOOT_TIMEOUT, molecule_steps_in_order,
+                      run_lab_command, run_molecule)
 
 # Steps 1 to 3 (the molecule default scenario) run in every test run; steps 4 to 7 (marker
 # lab_converge) only with GPUHOST_LAB_CONVERGE=1 (tools/test). On a slow day (2026-12-01:
@@ -181,22 +181,9 @@ def _molecule_env(lab, keep=True):
 
 
 def _molecule(lab, action, timeout=3600, env=None):
-    """molecule ACTION -s default on the running lab. Its output is written beside the
-    console log as it runs (the step in progress can be followed, and the whole output
-    stays for a post-mortem) and returned; a failure shows the failed tasks first."""
-    log_path = os.path.join(lab.run_dir, "molecule-default-%s.log" % action)
-    with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.run([os.path.join(VENV_BIN, "molecule"), action, "-s", "default"],
-                              cwd=REPO, env=env or _molecule_env(lab), stdout=log, stderr=subprocess.STDOUT,
-                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
-    with open(log_path, encoding="utf-8") as log:
-        output = log.read()
-    if proc.returncode != 0:
-        pytest.fail("molecule %s -s default failed (rc=%d); output: %s; console log: %s\n"
-                    "--- failed tasks\n%s\n--- tail\n%s"
-                    % (action, proc.returncode, log_path, lab.console_log, failed_tasks(output),
-                       output[-8000:]), pytrace=False)
-    return output
+    """molecule ACTION -s default on the running lab (conftest.run_molecule: logged and
+    timed beside the console log)."""
+    return run_molecule("default", action, env or _molecule_env(lab), timeout=timeout)
 
 
 def _scenario_on_a_fresh_lab(lab):

@@ -16,7 +16,7 @@ import os
 import re
 import subprocess
 
-from conftest import REPO, RUN_DIR, VENV_BIN, failed_tasks, molecule_steps_in_order
+from conftest import REPO, RUN_DIR, VENV_BIN, molecule_steps_in_order, run_molecule
 
 SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "idempotence",
                   "verify", "destroy"]
@@ -40,14 +40,7 @@ def test_tenant_guest_scenario_serves_and_gates_the_tenant(lab, tmp_path):
     # create would be skipped, keeping a stale SSH port. Start from no state.
     subprocess.run([os.path.join(VENV_BIN, "molecule"), "reset", "-s", "tenant_guest"], cwd=REPO, env=env,
                    capture_output=True, text=True, timeout=300, check=True, stdin=subprocess.DEVNULL)
-    # One stream: molecule logs its steps on stderr and the plays on stdout, and the checks
-    # below cut the output into steps.
-    proc = subprocess.run([os.path.join(VENV_BIN, "molecule"), "test", "-s", "tenant_guest"],
-                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=2700, check=False, stdin=subprocess.DEVNULL)
-    output = proc.stdout
-    assert proc.returncode == 0, "molecule failed (rc=%d); console log: %s\n--- failed tasks\n%s\n--- tail\n%s" % (
-        proc.returncode, lab.console_log, failed_tasks(output), output[-8000:])
+    output = run_molecule("tenant_guest", "test", env, timeout=2700)
     positions = molecule_steps_in_order(output, "tenant_guest", SCENARIO_STEPS)
 
     # The NVIDIA steps were skipped out loud: in check mode, then for want of a GPU.
