@@ -17,6 +17,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from time_budget import TimeBudget  # noqa: E402
 from timed_output import format_slowest, run_timed, slowest_tasks  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,6 +47,17 @@ def pytest_collection_modifyitems(items):
     # QEMU running through the rest of the run.
     items[:] = ([i for i in items if i.get_closest_marker("lab") is None]
                 + [i for i in items if i.get_closest_marker("lab") is not None])
+
+
+_BUDGET = TimeBudget.from_environ(os.environ)
+
+
+def pytest_runtest_setup(item):
+    # Before the fixtures: a test skipped for the budget neither builds nor boots the lab.
+    if _BUDGET is not None and item.get_closest_marker("lab") is not None:
+        reason = _BUDGET.check(getattr(item, "originalname", item.name), time.time())
+        if reason:
+            pytest.skip(reason)
 
 
 class LabError(AssertionError):

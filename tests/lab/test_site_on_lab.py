@@ -299,8 +299,8 @@ def test_second_run_changes_nothing(lab):
 def test_reboot_without_rerunning_brings_the_host_back(lab):
     _Steps.need("converge")
     boots = lab.boot_count()
-    # molecule side_effect: side_effect.yml reboots the lab (lab/reboot) and runs nothing.
-    _timed("reboot", _molecule, lab, "side_effect", timeout=WAIT_BOOT_TIMEOUT + 600)
+    # molecule side-effect: side_effect.yml reboots the lab (lab/reboot) and runs nothing.
+    _timed("reboot", _molecule, lab, "side-effect", timeout=WAIT_BOOT_TIMEOUT + 600)
     assert lab.boot_count() == boots + 1, "side_effect did not reboot the lab"
     # What the boot alone must bring back, read from the kernel and libvirt here; verify
     # (next) reads it again and runs validate.yml on it.
