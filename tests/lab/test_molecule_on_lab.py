@@ -7,8 +7,8 @@ the real molecule, reusing this session's lab (GPUHOST_LAB_KEEP=1: create finds 
 running, destroy leaves it). Runs after test_modules_on_lab.py, whose last test gives
 the devices back; the scenario's cleanup gives them back again for the tests after it.
 
-The default scenario (site.yml converged on the lab) is in tests/lab/test_site_on_lab.py's
-league: longer than CI's budget under TCG, run by hand (lab/README.md)."""
+The default scenario (site.yml converged on the lab) runs step by step in
+tests/lab/test_site_on_lab.py."""
 
 import os
 
