@@ -161,3 +161,19 @@ lab_wait_boot() {
     *) lab_die "no SSH on 127.0.0.1:$lab_port after ${timeout}s; console log: $lab_console_log" ;;
   esac
 }
+
+# The lab images' apt sources and options, from the build machine's own apt configuration
+# (tools/apt_sources.py): its Debian mirror and security archive for the image's suite,
+# and its proxy and Release-date settings, which mmdebstrap's own apt would not read.
+# The image keeps these sources, so the roles' package installs inside the lab use the
+# same mirror. Sets apt_sources and apt_options (arrays) for mmdebstrap.
+lab_apt_sources() {
+  local suite=$1 line
+  mapfile -t apt_sources < <(python3 "$repo_dir/tools/apt_sources.py" mmdebstrap "$suite") \
+    || lab_die "no apt sources for the lab image (tools/apt_sources.py mmdebstrap $suite)"
+  [ ${#apt_sources[@]} -gt 0 ] || lab_die "no apt sources for the lab image: configure apt on this machine"
+  apt_options=()
+  while IFS= read -r line; do
+    [ -n "$line" ] && apt_options+=("--aptopt=$line")
+  done < <(python3 "$repo_dir/tools/apt_sources.py" aptopts)
+}
