@@ -533,14 +533,28 @@ def plan_vfio(writer, context, selected, companions, state="bound", options=None
     if persistent:
         mechanism = detect_persistence(writer, persistence)
         result.persistence = mechanism
+        generator = detect_initramfs(writer, initramfs)
         before = len(changes.files)
-        plan_persistence(changes, writer, selected, state == "bound", mechanism,
-                         detect_initramfs(writer, initramfs))
-        result.initramfs_changed = any(
-            f.path in (DRACUT_CONF, INITRAMFS_TOOLS_MODULES, MODULES_LOAD)
-            or f.path.startswith("/etc/udev/rules.d/") or f.path.startswith(DRIVERCTL_DIR)
-            for f in changes.files[before:])
+        plan_persistence(changes, writer, selected, state == "bound", mechanism, generator)
+        result.initramfs_changed = any(in_initramfs_image(f.path, generator)
+                                       for f in changes.files[before:])
     return result
+
+
+def in_initramfs_image(path, generator):
+    """Whether ``path``, written by the persistent binding, is built into the initramfs
+    by ``generator``, so that changing it needs a rebuild. dracut installs this
+    module's configuration, the udev rules and driverctl files it names (install_items)
+    and modules-load.d. initramfs-tools copies only its own modules file (and modprobe.d,
+    which vfio_bind does not write): driverctl, the udev rules and modules-load.d act
+    after the switch to the real root, so a rebuild for them would cost minutes (two
+    rebuilds per converge instead of one) and change nothing in the image."""
+    if generator == "dracut":
+        return (path in (DRACUT_CONF, MODULES_LOAD) or path.startswith("/etc/udev/rules.d/")
+                or path.startswith(DRIVERCTL_DIR))
+    if generator == "initramfs-tools":
+        return path == INITRAMFS_TOOLS_MODULES
+    return False
 
 
 def prepend_modprobe(plan, run_modprobe):

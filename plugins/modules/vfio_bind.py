@@ -205,7 +205,12 @@ persistence:
   type: str
   sample: driverctl
 initramfs_rebuild_required:
-  description: Boot files changed; rebuild the initramfs (dracut -f, update-initramfs -u).
+  description:
+    - A file that the initramfs generator builds into the image changed; rebuild the
+      initramfs (dracut -f, update-initramfs -u).
+    - With C(dracut) these are its configuration, the udev rules and driverctl files it
+      installs, and modules-load.d; with C(initramfs-tools) only its modules file, since
+      driverctl, the udev rules and modules-load.d act after the switch to the real root.
   returned: always
   type: bool
 skipped_actions:

@@ -138,8 +138,29 @@ def test_persistent_driverctl_files_when_driverctl_is_installed(sim):
         "/etc/udev/rules.d/61-gpuhost-vfio-driverctl.rules")
     assert sim.read_file("/etc/initramfs-tools/modules") == \
         "# keep me\nbtrfs\nvfio\nvfio_iommu_type1\nvfio_pci\n"
+    assert result["initramfs_rebuild_required"] is True      # the modules file changed
     bind(sim, devices=[GPU], persistent=True, state="unbound")
     assert not os.path.exists(sim.path("/etc/driverctl.d/pci-0000:41:00.0"))
+
+
+def test_initramfs_tools_needs_no_rebuild_when_its_modules_file_has_vfio_already(sim):
+    # The iommu role's block put the vfio modules into initramfs-tools' modules file and
+    # rebuilt before its reboot: driverctl files, udev rules and modules-load.d are not in
+    # an initramfs-tools image, so the binding written after the reboot needs no second
+    # rebuild (one rebuild per converge).
+    TreeBuilder(sim.root).write("/usr/sbin/driverctl", "#!/bin/bash\n")
+    TreeBuilder(sim.root).write("/etc/initramfs-tools/modules",
+                                "# BEGIN gpuhost\nvfio\nvfio_iommu_type1\nvfio_pci\n# END gpuhost\n")
+    result = bind(sim, devices=[GPU], persistent=True).result
+    assert result["changed"] is True
+    assert sim.read_file("/etc/driverctl.d/pci-0000:41:00.0") == "vfio-pci\n"
+    assert result["initramfs_rebuild_required"] is False
+    # dracut builds the driverctl files and rules into the image: there they need one
+    unbound = bind(sim, devices=[GPU], persistent=True, state="unbound").result
+    assert unbound["initramfs_rebuild_required"] is False
+    os.makedirs(sim.path("/etc/dracut.conf.d"))
+    assert bind(sim, devices=[GPU], persistent=True, initramfs="dracut").result[
+        "initramfs_rebuild_required"] is True
 
 
 def test_failed_bind_rolls_back_everything(sim):
