@@ -3,6 +3,9 @@ ansible_collections.gpuhost.kvm, exactly as ansible.cfg makes it visible to Ansi
 
 import os
 import sys
+import time
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = os.path.join(REPO, ".collections")
@@ -18,3 +21,27 @@ for _helpers_dir in (os.path.join(REPO, "tests", "unit"), os.path.join(REPO, "te
         sys.path.insert(0, _helpers_dir)
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
+
+
+# tools/test's deadline (tests/deadline.py): a test that would start after it fails, and
+# the SIGTERM that timeout sends at the deadline ends the run with its summary.
+# tools/acceptance's record (tests/acceptance_record.py), when GPUHOST_ACCEPTANCE_RECORD
+# names its file.
+import acceptance_record  # noqa: E402
+import deadline  # noqa: E402
+
+_DEADLINE = deadline.Deadline.from_environ(os.environ)
+
+
+def pytest_configure(config):
+    if _DEADLINE is not None:
+        deadline.install_sigterm_handler(_DEADLINE, time.time)
+    record = acceptance_record.from_environ(os.environ, REPO)
+    if record is not None:
+        config.pluginmanager.register(record, "gpuhost-acceptance-record")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # First, before the fixtures: a test that fails for the deadline boots no lab.
+    deadline.runtest_setup(_DEADLINE, item.nodeid, time.time())

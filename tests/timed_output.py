@@ -61,6 +61,9 @@ def run_timed(argv, log_path=None, timeout=3600, **popen_kwargs):
         timer.cancel()
         if log:
             log.close()
+        if proc.poll() is None:     # an exception (tools/test's deadline): no orphan run
+            proc.kill()
+            proc.wait()
     return TimedRun(returncode, lines, round(time.monotonic() - start, 1), killed.is_set())
 
 

@@ -5,8 +5,8 @@
 Steps 1 to 4 are the molecule default scenario (issue 5's scenario: molecule/default,
 inventories/lab, site.yml), run step by step so that the lab can be read between them:
 
-1. molecule syntax and create (the running lab, reset to the image's first boot if it
-   is not one), prepare (asserts the first boot), then molecule check: check mode on
+1. molecule syntax, create (the running lab, reset to the image's first boot if it is
+   not one) and prepare (asserts the first boot), then molecule check: check mode on
    the fresh lab changes nothing (/sys, /proc, /etc and libvirt before/after);
 2. molecule converge, site.yml: the iommu role adds the kernel arguments and reboots
    (inventories/lab sets gpuhost_reboot_ok), validate passes;
@@ -25,12 +25,16 @@ inventories/lab, site.yml), run step by step so that the lab can be read between
 7. the molecule default scenario once more, as one `molecule test` from a first boot of
    its own that create.yml boots and destroy.yml stops.
 
-Steps 6 and 7 run only with GPUHOST_LAB_CONVERGE=1 (see below). The tests run in this
-order; steps 3 to 6 need step 2 in the same session (they fail naming it otherwise),
-step 2 starts from a first boot itself. Every failure names the lab's serial console
-log, and each molecule step leaves its log and its slowest tasks beside it. The lab has
-no tenant guest OS image, so the tenants' domains are defined with blank disks and not
-started (inventories/lab says why); the guest and benchmark stages have nothing to reach.
+Where they run: tools/test (what CI runs) proves steps 2 and 3, the converge and its
+idempotence; every other step is marker "acceptance" and runs in tools/acceptance only,
+which runs them all in this order (tests/lab/conftest.py puts 6 and 7 after the other
+lab tests, tenant_guest included). Step 2 starts from a first boot itself, with
+molecule's syntax, create and prepare when step 1 did not run before it in the session
+(tools/test); steps 3 to 6 need step 2 in the same session (they fail naming it
+otherwise). Every failure names the lab's serial console log, and each molecule step
+leaves its log and its slowest tasks beside it. The lab has no tenant guest OS image, so
+the tenants' domains are defined with blank disks and not started (inventories/lab says
+why); the guest and benchmark stages have nothing to reach.
 """
 
 import json
@@ -47,9 +51,8 @@ import yaml
 from conftest import (HOST, INVENTORY, REPO, VENV_BIN, WAIT_BOOT_TIMEOUT, molecule_steps_in_order,
                       run_lab_command, run_molecule)
 
-# Steps 1 to 5 run in every test run; steps 6 and 7 (marker lab_converge), each a converge
-# from a first boot again (three of them for step 6), only with GPUHOST_LAB_CONVERGE=1
-# (tools/test): they would take CI past its 90 minutes.
+# Steps 2 and 3 run in tools/test; steps 1, 4, 5, 6 and 7 (marker acceptance) in
+# tools/acceptance only.
 pytestmark = pytest.mark.lab
 
 SITE = os.path.join(REPO, "site.yml")
@@ -189,8 +192,11 @@ def _scenario_on_a_fresh_lab(lab):
     """molecule/default's syntax, create and prepare on the running lab, at its first
     boot: create reuses the running lab (and writes the instance config molecule's
     inventory needs), prepare asserts that the kernel has none of the roles' arguments
-    yet. Done again when the lab had to be reset, since the reset lab's SSH port may
-    differ from the one create recorded."""
+    yet. Whichever of step 1 (check) and step 2 (converge) comes first in the session
+    does them (tools/test runs step 2 without step 1); done again when the lab had to be
+    reset, since the reset lab's SSH port may differ from the one create recorded. The
+    check and converge sequences that follow skip their own create and prepare
+    (molecule's state says both are done)."""
     if _ensure_fresh(lab) or "create" not in _Steps.done:
         # A run killed before its destroy leaves molecule's state saying "created": its
         # create would be skipped, keeping a stale SSH port. Start from no state.
@@ -199,6 +205,7 @@ def _scenario_on_a_fresh_lab(lab):
                        stdin=subprocess.DEVNULL)
         _timed("syntax", _molecule, lab, "syntax", timeout=600)
         _timed("create", _molecule, lab, "create", timeout=WAIT_BOOT_TIMEOUT + 600)
+        _timed("prepare", _molecule, lab, "prepare", timeout=1200)
         _Steps.done.add("create")
 
 
@@ -228,6 +235,7 @@ def _timed(name, func, *args, **kwargs):
         print("[site-on-lab] %s: %.1f s" % (name, _Steps.timings[name]))
 
 
+@pytest.mark.acceptance
 def test_check_mode_on_a_fresh_lab_changes_nothing(lab):
     _scenario_on_a_fresh_lab(lab)
     # The check-mode run reads libvirt (domains, node devices). Debian's libvirtd is
@@ -260,7 +268,7 @@ def test_check_mode_on_a_fresh_lab_changes_nothing(lab):
 
 
 def test_site_converges_reboots_for_the_kernel_arguments_and_validates(lab):
-    # From the image's first boot, whether or not step 1 ran (-k picks steps).
+    # From the image's first boot, whether or not step 1 ran (tools/test leaves it out).
     _scenario_on_a_fresh_lab(lab)
     boots = lab.boot_count()
     output = _timed("converge", _molecule, lab, "converge", timeout=3600)
@@ -296,6 +304,7 @@ def test_second_run_changes_nothing(lab):
     _Steps.done.add("rerun")
 
 
+@pytest.mark.acceptance
 def test_reboot_without_rerunning_brings_the_host_back(lab):
     _Steps.need("converge")
     boots = lab.boot_count()
@@ -317,6 +326,7 @@ def test_reboot_without_rerunning_brings_the_host_back(lab):
     _Steps.done.add("reboot")
 
 
+@pytest.mark.acceptance
 def test_verify_after_the_reboot_reads_the_kernel_and_validates(lab):
     _Steps.need("reboot")
     # molecule/default/verify.yml: /proc, /sys and libvirt's XML read on the lab, then
@@ -330,6 +340,7 @@ def test_verify_after_the_reboot_reads_the_kernel_and_validates(lab):
     assert not failed, failed
 
 
+@pytest.mark.acceptance
 def test_concurrent_onboardings_get_the_free_gpu_once_and_keep_the_first_tenant(lab, tmp_path):
     _Steps.need("converge")
     host_vars = os.path.join(REPO, "inventories", "lab", "host_vars", "hk-gpu-01.yml")
@@ -403,7 +414,7 @@ def _converge_killed_at_task(lab, task_number, timeout=3600):
         proc.wait(timeout=60)
 
 
-@pytest.mark.lab_converge
+@pytest.mark.acceptance
 @pytest.mark.parametrize("seed", FAULT_SEEDS)
 def test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state(lab, seed):
     _Steps.need("converge")
@@ -431,7 +442,7 @@ DEFAULT_SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "i
                           "side_effect", "verify", "destroy"]
 
 
-@pytest.mark.lab_converge
+@pytest.mark.acceptance
 def test_default_molecule_scenario_converges_the_site_from_a_first_boot(lab):
     """molecule/default, the lab issue's scenario: create boots a first boot of the lab
     (the running lab is stopped so that create resets it), check mode, site.yml

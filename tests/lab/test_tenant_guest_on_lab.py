@@ -8,13 +8,17 @@ it under systemd bound to NUMA cell 1, and verify runs the benchmark role throug
 8000 with its gate passing, then failing on purpose. The whole sequence (syntax, create,
 prepare, check, converge, idempotence, verify, destroy) runs with the real molecule.
 
-The last lab test by name (pytest runs tests/lab/ in file order): it leaves Docker and
-the server running in the lab, which no earlier test expects."""
+Marker "acceptance": tools/acceptance runs it after the site proofs of
+test_site_on_lab.py and before the ones that start from a first boot again (order in
+tests/lab/conftest.py): it leaves Docker and the server running in the lab, which no
+earlier test expects."""
 
 import json
 import os
 import re
 import subprocess
+
+import pytest
 
 from conftest import REPO, RUN_DIR, VENV_BIN, molecule_steps_in_order, run_molecule
 
@@ -22,6 +26,7 @@ SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "idempoten
                   "verify", "destroy"]
 
 
+@pytest.mark.acceptance
 def test_tenant_guest_scenario_serves_and_gates_the_tenant(lab, tmp_path):
     reports = tmp_path / "reports"
     env = lab.ansible_env(GPUHOST_LAB_KEEP="1", GPUHOST_LAB_RUN=RUN_DIR, GPUHOST_TENANT_REPORT_DIR=str(reports),

@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The two proof tiers: tools/test (CI, -m "not acceptance") and tools/acceptance (every
+test). Which lab proofs are acceptance-only is pinned here, read from the test files'
+decorators, so that a proof does not drift out of CI (or into it) unnoticed."""
+
+import ast
+import configparser
+import glob
+import os
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(TESTS)
+
+ACCEPTANCE_ONLY = {
+    "test_lab_boot.py": {
+        "test_iommu_role_never_reboots_without_reboot_ok_and_its_arguments_apply_after_reboot"},
+    "test_site_on_lab.py": {
+        "test_check_mode_on_a_fresh_lab_changes_nothing",
+        "test_reboot_without_rerunning_brings_the_host_back",
+        "test_verify_after_the_reboot_reads_the_kernel_and_validates",
+        "test_concurrent_onboardings_get_the_free_gpu_once_and_keep_the_first_tenant",
+        "test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state",
+        "test_default_molecule_scenario_converges_the_site_from_a_first_boot"},
+    "test_tenant_guest_on_lab.py": {"test_tenant_guest_scenario_serves_and_gates_the_tenant"},
+}
+# The site proofs CI keeps: the converge (with its reboot and validate) and idempotence.
+IN_CI = {"test_site_on_lab.py": {"test_site_converges_reboots_for_the_kernel_arguments_and_validates",
+                                 "test_second_run_changes_nothing"}}
+
+
+def _marks(decorator):
+    """'acceptance' for @pytest.mark.acceptance (called or not)."""
+    node = decorator.func if isinstance(decorator, ast.Call) else decorator
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "mark":
+        return node.attr
+    return None
+
+
+def _tests_by_mark(path):
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    marked, unmarked = set(), set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            marks = {_marks(d) for d in node.decorator_list}
+            (marked if "acceptance" in marks else unmarked).add(node.name)
+    return marked, unmarked
+
+
+def test_exactly_the_listed_lab_proofs_are_acceptance_only():
+    found = {}
+    # tests/fixtures is left out: its sysfs dumps are full of symlinks (pytest.ini)
+    paths = [path for directory in ("unit", "integration", "reliability", "quality", "lab")
+             for path in glob.glob(os.path.join(TESTS, directory, "test_*.py"))]
+    for path in sorted(paths):
+        marked, unmarked = _tests_by_mark(path)
+        if marked:
+            found[os.path.basename(path)] = marked
+        for name, keep in IN_CI.items():
+            if os.path.basename(path) == name:
+                assert keep <= unmarked, keep - unmarked
+    assert found == ACCEPTANCE_ONLY
+
+
+def test_the_tests_that_start_from_a_first_boot_again_run_last_and_are_acceptance_only():
+    with open(os.path.join(TESTS, "lab", "conftest.py"), encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    names = [node.value for node in tree.body if isinstance(node, ast.Assign)
+             and [t.id for t in node.targets] == ["FIRST_BOOT_AGAIN"]][0]
+    assert set(ast.literal_eval(names)) <= ACCEPTANCE_ONLY["test_site_on_lab.py"]
+
+
+def test_the_marker_is_declared_and_the_old_one_is_gone():
+    ini = configparser.ConfigParser()
+    ini.read(os.path.join(REPO, "pytest.ini"))
+    markers = [line.split(":")[0].strip() for line in ini["pytest"]["markers"].splitlines() if ":" in line]
+    assert "acceptance" in markers and "lab_converge" not in markers
+    for path in [os.path.join(REPO, "tools", name) for name in ("test", "acceptance")] + [os.path.join(REPO, "README.md")]:
+        with open(path, encoding="utf-8") as handle:
+            assert "lab_converge" not in handle.read(), path
