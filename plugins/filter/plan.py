@@ -32,6 +32,7 @@ class FilterModule(object):
             "validate_iommu": validation.check_iommu,
             "validate_vfio": validation.check_vfio,
             "validate_numa": validation.check_numa,
+            "validate_vf_settings": validation.check_vf_settings,
             "validate_hugepages": validation.check_hugepages,
             "validate_irqs": validation.check_irqs,
             "validate_evidence": validation.check_evidence,

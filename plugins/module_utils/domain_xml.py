@@ -28,6 +28,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
+from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
+    validate_mac, validate_vlan, vf_settings)
 
 try:
     from lxml import etree
@@ -88,6 +90,7 @@ class NetworkSpec:
     vf_mode: str = "interface"           # interface (<interface type='hostdev'>) or hostdev
     mac: Optional[str] = None
     model: str = "virtio"
+    vlan: Optional[int] = None           # <vlan><tag id=N/>: a VF interface only; 0/None: none
 
 
 @dataclass
@@ -193,6 +196,17 @@ def spec_from_plan(tenant, **overrides):
                                fix="set nic_vf: true in the tenant request, or give "
                                    "network.vf_address, or use a bridge")
         network.vf_address = vf["address"]
+    if vf and network.kind == "vf" and network.vf_mode == "interface" and \
+            str(PciAddress.parse(network.vf_address, field="network.vf_address")) == \
+            str(PciAddress.parse(vf["address"], field="plan.vf.address")):
+        # The plan's VF: its MAC and VLAN, unless the network options say otherwise.
+        # libvirt sets both on the VF when the domain starts (and clears a VLAN the XML
+        # does not name), so they must be in the XML, not only set by sriov_vfs.
+        settings = vf_settings(vf)
+        if network.mac is None:
+            network.mac = settings["mac"]
+        if network.vlan is None:
+            network.vlan = settings["vlan"] or None
     size = tenant.get("hugepage_size_kib")
     values = dict(
         name=tenant["name"],
@@ -300,6 +314,18 @@ def validate_spec(spec):
     if spec.network.kind == "bridge" and not spec.network.bridge:
         raise GpuhostError("network type bridge without a bridge name",
                            field="network.bridge", fix="give the host bridge, e.g. br0")
+    if spec.network.mac is not None:
+        spec.network.mac = validate_mac(spec.network.mac, field="network.mac")
+    if spec.network.vlan is not None:
+        spec.network.vlan = validate_vlan(spec.network.vlan, field="network.vlan") or None
+        if spec.network.vlan and not (spec.network.kind == "vf"
+                                      and spec.network.vf_mode == "interface"):
+            raise GpuhostError(
+                "a VLAN tag needs network type vf with vf_mode interface (here %s%s)"
+                % (spec.network.kind, ", vf_mode %s" % spec.network.vf_mode
+                   if spec.network.kind == "vf" else ""), field="network.vlan",
+                fix="use vf_mode interface, or set the VLAN on the VF with "
+                    "gpuhost.kvm.sriov_vfs (vfs: vlan) for a plain hostdev")
     seen = {}
     for address in spec.hostdev_addresses():
         canonical = str(PciAddress.parse(address, field="hostdev"))
@@ -516,6 +542,8 @@ def _build_devices(domain, spec):
         source = _sub(interface, "source")
         _pci_address(source, net.vf_address).set("type", "pci")
         _reorder_address(source.find("address"))
+        if net.vlan:
+            _sub(_sub(interface, "vlan"), "tag", id=int(net.vlan))
     serial = _sub(devices, "serial", type="pty")
     _sub(serial, "target", port=0)
     console = _sub(devices, "console", type="pty")

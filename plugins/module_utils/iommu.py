@@ -277,10 +277,11 @@ def analyse_iommu(topo, gpu_vendor=None):
             "totalvfs": function.sriov_totalvfs, "numvfs": function.sriov_numvfs,
             "drivers_autoprobe": function.sriov_drivers_autoprobe,
             "netdevs": list(function.netdevs), "iommu_group": function.iommu_group,
-            "vfs": [{"address": vf, "driver": pci[vf].driver if vf in pci else None,
+            "vfs": [{"address": vf, "index": index,
+                     "driver": pci[vf].driver if vf in pci else None,
                      "iommu_group": pci[vf].iommu_group if vf in pci else None,
                      "netdevs": list(pci[vf].netdevs) if vf in pci else []}
-                    for vf in function.virtfns],
+                    for index, vf in enumerate(function.virtfns)],
         })
 
     return IommuReport(

@@ -36,6 +36,7 @@ import time
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
     TenantRequest,
+    check_unique_macs,
     plan_placement,
     tenant_request_from_dict,
     validate_tenant_name,
@@ -290,9 +291,10 @@ def _housekeeping_of(data, housekeeping):
 
 def validate_tenants(tenants):
     """Check every tenant definition the way the planner will (shape, names, counts) and
-    refuse a name given twice; needs neither the host nor the ledger, so callers run it
-    before they take the lock or create anything."""
+    refuse a name or a VF MAC given twice; needs neither the host nor the ledger, so
+    callers run it before they take the lock or create anything."""
     seen = {}
+    requests = []
     for index, tenant in enumerate(tenants or []):
         field = "tenants[%d]" % index
         request = tenant_request_from_dict(planner_request(tenant, field), field=field)
@@ -301,6 +303,8 @@ def validate_tenants(tenants):
                                % (request.name, seen[request.name], field),
                                field="%s.name" % field, fix="give every tenant its own name")
         seen[request.name] = index
+        requests.append((index, request))
+    check_unique_macs(requests)
 
 
 def validate_names(names):

@@ -52,6 +52,12 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     HostTopology,
     topology_from_dict,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
+    VfRequest,
+    parse_nic_vf,
+    settings_differences,
+    vf_settings,
+)
 
 SMT_POLICIES = ("require", "prefer", "isolate")
 EMULATOR_POLICIES = ("housekeeping", "dedicated")
@@ -76,7 +82,7 @@ class TenantRequest:
     vcpus: int
     memory_gib: int
     hugepage_size: str = "1G"
-    nic_vf: bool = False
+    nic_vf: Union[bool, VfRequest] = False   # False, or the VF's settings (true: defaults)
     iothreads: int = 0
     emulator_policy: str = "housekeeping"
 
@@ -91,6 +97,11 @@ class TenantRequest:
     @property
     def gpu_count(self):
         return self.gpus if isinstance(self.gpus, int) else len(self.gpus)
+
+    @property
+    def vf_request(self):
+        """The VF's settings (a VfRequest), or None without a VF."""
+        return parse_nic_vf(self.nic_vf) or None
 
 
 def _int_field(value, field, minimum):
@@ -161,10 +172,7 @@ def tenant_request_from_dict(data, field="tenants[0]"):
     if size not in HUGEPAGE_SIZES_KIB:
         raise GpuhostError("hugepage size %r is not supported" % (data.get("hugepage_size"),),
                            field="%s.hugepage_size" % field, fix="use 1G or 2M")
-    nic_vf = False if data.get("nic_vf") is None else data["nic_vf"]
-    if not isinstance(nic_vf, bool):
-        raise GpuhostError("%r is not true or false" % (nic_vf,), field="%s.nic_vf" % field,
-                           fix="write nic_vf: true or nic_vf: false")
+    nic_vf = parse_nic_vf(data.get("nic_vf"), field="%s.nic_vf" % field)
     iothreads = _int_field(data.get("iothreads") or 0, "%s.iothreads" % field, 0)
     emulator_policy = data.get("emulator_policy") or "housekeeping"
     if emulator_policy not in EMULATOR_POLICIES:
@@ -237,6 +245,7 @@ class _Host:
         self.pfs = tuple(a for a in ordered if topology.pci[a].is_sriov_pf)
         self._gpu_verdicts = {}
         self._vf_candidates = {}
+        self._vf_index: Dict[str, int] = {}   # VF address -> its number on its PF
         flags = set(cpus.flags or ())
         self.gigantic_pages = "pdpe1gb" in flags or any(
             HUGEPAGE_SIZES_KIB["1G"] in node.hugepages for node in topology.nodes.values())
@@ -285,6 +294,7 @@ class _Host:
                 function = self.pci[pf]
                 target = self.vf_target(pf)
                 for index, vf in enumerate(function.virtfns[:target]):
+                    self._vf_index[vf] = index      # virtfns: sorted by virtfnN
                     if vf in self.pci and self.vf_group_clean(vf):
                         rank = 0 if self.pci[vf].driver in _READY_VF_DRIVERS else 1
                         ranked.append((rank, self.address_key[pf], PciAddress.parse(vf),
@@ -296,11 +306,17 @@ class _Host:
                                         index)
                         if vf in self.pci:
                             continue        # the address is taken by another function
+                        self._vf_index[vf] = index
                         ranked.append((2, self.address_key[pf], PciAddress.parse(vf),
                                        pf, vf))
             ranked.sort()
             self._vf_candidates[node] = tuple(entry[-2:] for entry in ranked)
         return self._vf_candidates[node]
+
+    def vf_index(self, vf):
+        """The VF's number on its PF (virtfnN, or the index its predicted address was
+        computed from); only for VFs vf_candidates() returned."""
+        return self._vf_index[vf]
 
     def vf_group_clean(self, address):
         """A VF goes to a guest alone: its group must hold nothing but it and bridges
@@ -486,10 +502,14 @@ def _matches_existing(request, entry):
     elif sorted(request.gpus) != sorted(normalize_address(a) for a in placed_gpus):
         differences.append("gpus %s, placed with %s" % (", ".join(request.gpus),
                                                         ", ".join(placed_gpus) or "none"))
-    if request.nic_vf != bool(entry.get("vf")):
-        differences.append("nic_vf %s, placed %s a VF" % (str(request.nic_vf).lower(),
+    if bool(request.nic_vf) != bool(entry.get("vf")):
+        differences.append("nic_vf %s, placed %s a VF" % (str(bool(request.nic_vf)).lower(),
                                                           "with" if entry.get("vf") else
                                                           "without"))
+    elif request.nic_vf:
+        # An entry placed before the VF settings existed reads as the defaults.
+        differences += settings_differences(request.vf_request.as_dict(),
+                                            vf_settings(entry["vf"]))
     if request.iothreads != entry.get("iothreads", 0):
         differences.append("iothreads %d, placed with %s" % (request.iothreads,
                                                              entry.get("iothreads")))
@@ -680,6 +700,8 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
                     fix="keep the request as placed, or offboard %s first and plan it "
                         "again" % request.name)
 
+    check_unique_macs(requests, kept, warnings)
+
     planned = []
     for index, request in requests:
         if request.name in kept_by_name:
@@ -689,6 +711,40 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
 
     all_tenants = [copy.deepcopy(e) for e in kept] + planned
     return _assemble(host, housekeeping_cpus, smt_policy, all_tenants, ledger, warnings)
+
+
+def check_unique_macs(requests, existing=(), warnings=None):
+    """Refuse two tenants of one host with the same VF MAC, naming both.
+
+    ``requests``: (index, TenantRequest) pairs; ``existing``: plan entries. A request
+    with the name of an existing tenant stands for it (its settings are compared with the
+    placed ones elsewhere). Two existing entries with one MAC (a hand-edited ledger) only
+    warn, so that offboarding one of them still works.
+    """
+    owners = {}
+    for position, entry in enumerate(existing or ()):
+        settings = vf_settings(entry.get("vf"))
+        mac = settings and settings["mac"]
+        if not mac:
+            continue
+        if mac in owners and warnings is not None:
+            warnings.append("existing tenants %s and %s have the same VF MAC %s"
+                            % (owners[mac][0], entry.get("name"), mac))
+        owners.setdefault(mac, (entry.get("name"), "existing[%d].vf.mac" % position))
+    placed = set(entry.get("name") for entry in existing or ())
+    for index, request in requests:
+        vf = request.vf_request
+        if request.name in placed or not vf or not vf.mac:
+            continue
+        holder = owners.get(vf.mac)
+        if holder and holder[0] != request.name:
+            raise GpuhostError(
+                "MAC %s would be shared by tenants %s (%s) and %s"
+                % (vf.mac, holder[0], holder[1], request.name),
+                field="tenants[%d].nic_vf.mac" % index,
+                fix="give every tenant of a host its own MAC, or leave mac out for the "
+                    "driver's own")
+        owners[vf.mac] = (request.name, "tenants[%d].nic_vf.mac" % index)
 
 
 def _vf_count_arg(vf_count):
@@ -904,6 +960,7 @@ def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, po
     vf = None
     if request.nic_vf:
         vf = _choose_vf(host, ledger, node, field)
+        vf.update(request.vf_request.as_dict())
 
     # Nothing above may fail after this point: commit.
     owner = request.name
@@ -997,7 +1054,8 @@ def _choose_vf(host, ledger, node, field):
         if vf not in ledger.function_owner:
             # A VF still to be created has no IOMMU group yet (null until it exists).
             group = host.pci[vf].iommu_group if vf in host.pci else None
-            return {"pf": pf, "address": vf, "iommu_group": group}
+            return {"pf": pf, "address": vf, "iommu_group": group,
+                    "index": host.vf_index(vf)}
     summary = []
     for pf in host.pfs:
         if host.device_node(pf) == node:

@@ -18,6 +18,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import SYS_NODE_DIR
+from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import vf_settings
 
 GIGANTIC_KIB = 1048576
 
@@ -109,14 +110,34 @@ def passthrough_functions(plan, scope=None):
     return result
 
 
-def vf_pfs(plan, scope=None):
-    """The PFs whose VFs the tenants in scope use."""
-    pfs = []
+def vf_pfs(plan, scope=None, settings=False):
+    """The PFs whose VFs the tenants in scope use, sorted.
+
+    With ``settings``: ``[{"pf", "vfs"}]`` instead, where ``vfs`` is the ``vfs`` option of
+    gpuhost.kvm.sriov_vfs for that PF: one entry per tenant VF, ``{index, mac, vlan,
+    spoofchk, trust}`` sorted by index (``mac`` left out when the plan gives none, so the
+    driver keeps its own). A plan entry written before VFs had an ``index`` gives its
+    ``address`` instead, which sriov_vfs resolves; missing settings are the defaults.
+    """
+    pfs = {}
     for tenant in tenants_in_scope(plan, scope):
         vf = tenant.get("vf") or {}
-        if vf.get("pf") and vf["pf"] not in pfs:
-            pfs.append(vf["pf"])
-    return sorted(pfs)
+        if not vf.get("pf"):
+            continue
+        entries = pfs.setdefault(vf["pf"], [])
+        values = vf_settings(vf)
+        entry = {"index": vf["index"]} if vf.get("index") is not None else \
+            {"address": vf["address"]}
+        if values["mac"] is not None:
+            entry["mac"] = values["mac"]
+        entry.update(vlan=values["vlan"], spoofchk=values["spoofchk"], trust=values["trust"])
+        entries.append(entry)
+    if not settings:
+        return sorted(pfs)
+    return [{"pf": pf, "vfs": sorted(pfs[pf], key=lambda e: (e.get("index") is None,
+                                                             e.get("index") or 0,
+                                                             e.get("address") or ""))}
+            for pf in sorted(pfs)]
 
 
 def tenant_summary(plan, name):
@@ -137,9 +158,19 @@ def tenant_summary(plan, name):
                 "emulator/iothreads on CPUs %s" % tenant.get("emulator_cpus"),
                 "memory %s GiB in %s pages on node %s"
                 % (tenant.get("memory_gib"), size, tenant["node"]),
-                "VF: %s" % ((tenant.get("vf") or {}).get("address") or "none"),
+                "VF: %s" % _vf_summary(tenant.get("vf")),
             ]
     return ["tenant %s is not in the plan" % name]
+
+
+def _vf_summary(vf):
+    if not vf:
+        return "none"
+    values = vf_settings(vf)
+    return "%s (VF %s of %s), MAC %s, VLAN %s, spoofchk %s, trust %s" % (
+        vf["address"], vf.get("index", "?"), vf.get("pf"), values["mac"] or "the driver's own",
+        values["vlan"] or "none", "on" if values["spoofchk"] else "off",
+        "on" if values["trust"] else "off")
 
 
 def irq_groups(plan, layout, host_devices=None, with_passthrough=True):

@@ -35,6 +35,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
     normalize_address, vf_address)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     ChangeSet, HostWriter, python_library_files, wrapper_script)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (  # noqa: F401
+    FRESH_VF, parse_vfinfo, validate_flag, validate_mac, validate_vlan)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
     VFIO_PCI, current_driver, current_override, device_path, driver_loaded)
 
@@ -44,7 +46,6 @@ HELPER = "/usr/local/libexec/gpuhost/gpuhost-sriov-apply"
 LIBRARY = ("sriov",)
 VF_DRIVERS = ("vfio-pci", "default", "none")
 _ADDRESS_LIKE = re.compile(r"^([0-9a-fA-F]{1,5}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}\.[0-7]$")
-_MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 LINK_STATES = ("auto", "enable", "disable")
 
 
@@ -100,58 +101,61 @@ def vf_info(writer, address):
 
 # -- per-VF settings (iproute2) --------------------------------------------------------
 
-def normalize_vf_settings(settings, num_vfs):
-    """Validate the ``vfs`` option: a list of {index, mac, vlan, qos, trust, spoofchk,
-    link_state}."""
+def normalize_vf_settings(settings, num_vfs, addresses=None):
+    """Validate the ``vfs`` option: a list of {index or address, mac, vlan, trust,
+    spoofchk, link_state} -> {index: {setting: value}} with the settings given.
+
+    ``addresses`` (VF number -> PCI address, existing or predicted) resolves entries
+    given by ``address`` instead of ``index``. A key left out or null is not touched.
+    """
     result = {}
-    for item in settings or []:
+    by_address = {a: i for i, a in (addresses or {}).items() if a}
+    for position, item in enumerate(settings or []):
+        field = "vfs[%d]" % position
+        if not isinstance(item, dict):
+            raise GpuhostError("%r is not a mapping" % (item,), field=field,
+                               fix="give {index: N, mac: ..., vlan: ...} per VF")
         index = item.get("index")
-        if index is None or not 0 <= int(index) < num_vfs:
-            raise GpuhostError("VF index %r is outside 0..%d" % (index, num_vfs - 1),
-                               field="vfs", fix="number VFs from 0 to num_vfs - 1")
+        if item.get("address") is not None:
+            address = normalize_address(item["address"], field="%s.address" % field)
+            if address not in by_address:
+                raise GpuhostError(
+                    "%s is not a VF of this PF (its VFs: %s)"
+                    % (address, ", ".join(sorted(by_address)) or "none"),
+                    field="%s.address" % field,
+                    fix="give the VF's number as index, or the address of one of its VFs")
+            if index is not None and int(index) != by_address[address]:
+                raise GpuhostError("index %s and address %s name different VFs (%s is VF %d)"
+                                   % (index, address, address, by_address[address]),
+                                   field=field, fix="give index or address, not both")
+            index = by_address[address]
+        if index is None or isinstance(index, bool):
+            raise GpuhostError("no VF index", field="%s.index" % field,
+                               fix="number VFs from 0 to num_vfs - 1 (or give address)")
+        index = int(index)
+        if not 0 <= index < num_vfs:
+            raise GpuhostError("VF index %d is outside 0..%d" % (index, num_vfs - 1),
+                               field="%s.index" % field,
+                               fix="number VFs from 0 to num_vfs - 1")
+        if index in result:
+            raise GpuhostError("VF %d is listed twice" % index, field="%s.index" % field,
+                               fix="give each VF's settings once")
         wanted = {}
         if item.get("mac") is not None:
-            if not _MAC.match(item["mac"]):
-                raise GpuhostError("%r is not a MAC address" % item["mac"], field="vfs",
-                                   fix="write it as 52:54:00:12:34:56")
-            wanted["mac"] = item["mac"].lower()
+            wanted["mac"] = validate_mac(item["mac"], field="%s.mac" % field, allow_zero=True)
         if item.get("vlan") is not None:
-            if not 0 <= int(item["vlan"]) <= 4095:
-                raise GpuhostError("VLAN %r is outside 0..4095" % item["vlan"], field="vfs",
-                                   fix="use 0 for no VLAN")
-            wanted["vlan"] = int(item["vlan"])
+            wanted["vlan"] = validate_vlan(item["vlan"], field="%s.vlan" % field)
         for flag in ("trust", "spoofchk"):
             if item.get(flag) is not None:
-                wanted[flag] = bool(item[flag])
+                wanted[flag] = validate_flag(item[flag], "%s.%s" % (field, flag))
         if item.get("link_state") is not None:
             if item["link_state"] not in LINK_STATES:
                 raise GpuhostError("link_state %r is not one of %s" % (
-                    item["link_state"], ", ".join(LINK_STATES)), field="vfs",
+                    item["link_state"], ", ".join(LINK_STATES)), field="%s.link_state" % field,
                     fix="use auto, enable or disable")
             wanted["link_state"] = item["link_state"]
-        result[int(index)] = wanted
+        result[index] = wanted
     return result
-
-
-# Values of a VF the kernel has just created: no MAC, no VLAN, spoofchk on, not trusted.
-FRESH_VF = {"mac": "00:00:00:00:00:00", "vlan": 0, "trust": False, "spoofchk": True,
-            "link_state": "auto"}
-
-
-def parse_vfinfo(ip_json):
-    """VF index -> current settings from ``ip -j link show dev <pf>``."""
-    data = json.loads(ip_json) if ip_json else []
-    found = {}
-    for link in data:
-        for vf in link.get("vfinfo_list", []) or []:
-            vlans = vf.get("vlan_list") or []
-            found[int(vf["vf"])] = {
-                "mac": str(vf.get("address", vf.get("mac", FRESH_VF["mac"]))).lower(),
-                "vlan": int(vlans[0].get("vlan", 0)) if vlans else int(vf.get("vlan", 0)),
-                "trust": bool(vf.get("trust", False)),
-                "spoofchk": bool(vf.get("spoofchk", True)),
-                "link_state": str(vf.get("link_state", "auto")).lower()}
-    return found
 
 
 def ip_vf_argv(netdev, index, settings):
@@ -184,6 +188,8 @@ class SriovPlan:
     changes: ChangeSet
     vfs: List[dict] = field(default_factory=list)
     settings_changed: List[int] = field(default_factory=list)
+    created: List[str] = field(default_factory=list)    # VFs this run (re)creates
+    skipped: List[str] = field(default_factory=list)    # what a test root cannot do
     # VFs handed to vfio-pci need the driver loaded: the native PF driver does not pull it
     # in, and drivers_probe of an unknown driver_override leaves the VF unbound.
     needs_modprobe: bool = False
@@ -211,10 +217,6 @@ def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_setting
                            field="num_vfs", fix="ask for at most %d VFs, or raise the "
                                                 "firmware's VF limit (e.g. mlxconfig "
                                                 "SRIOV_NUM_OF_VFS) and reboot" % total)
-    settings = normalize_vf_settings(vf_settings, num_vfs)
-    if settings and not netdev:
-        raise GpuhostError("%s is not a network PF; per-VF settings need a netdev" % address,
-                           field="vfs", fix="drop vfs, or give a NIC PF")
     current = _int_attr(writer, address, "sriov_numvfs") or 0
     autoprobe_now = writer.read(device_path(address, "sriov_drivers_autoprobe"))
     autoprobe = "1" if vf_driver == "default" else "0"
@@ -224,6 +226,15 @@ def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_setting
     changes = ChangeSet()
 
     recreate = current != num_vfs
+    if recreate:
+        predicted = {i: vf_address(address, offset, stride, i) for i in range(num_vfs)} \
+            if offset is not None and stride is not None else {}
+    else:
+        predicted = existing
+    settings = normalize_vf_settings(vf_settings, num_vfs, predicted)
+    if settings and not netdev:
+        raise GpuhostError("%s is not a network PF; per-VF settings need a netdev" % address,
+                           field="vfs", fix="drop vfs, or give a NIC PF")
     if recreate and existing and domain_devices:
         busy = {a: domain_devices[a] for a in existing.values() if a in domain_devices}
         if busy and not force:
@@ -247,11 +258,6 @@ def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_setting
                     lambda: writer.write(numvfs_path, str(num_vfs)),
                     lambda: writer.write(numvfs_path, "0"))
 
-    if recreate:
-        predicted = {i: vf_address(address, offset, stride, i) for i in range(num_vfs)} \
-            if offset is not None and stride is not None else {}
-    else:
-        predicted = existing
     if vf_driver == VFIO_PCI:
         for index in range(num_vfs):
             vf = predicted.get(index)
@@ -264,30 +270,75 @@ def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_setting
                      needs_modprobe=vf_driver == VFIO_PCI and num_vfs > 0
                      and not driver_loaded(writer, VFIO_PCI))
     if settings:
-        now = {i: dict(FRESH_VF) for i in range(num_vfs)} if recreate else None
-        if now is None:
-            if runner is None:
-                raise GpuhostError("per-VF settings need iproute2 on the live host",
-                                   field="vfs", fix="run against root: /")
-            now = parse_vfinfo(_run(runner, ["ip", "-j", "link", "show", "dev", netdev]))
-        for index, wanted in sorted(settings.items()):
-            have = now.get(index, dict(FRESH_VF))
-            delta = {k: v for k, v in wanted.items() if have.get(k) != v}
-            if not delta:
-                continue
-            if runner is None:
-                raise GpuhostError("per-VF settings need iproute2 on the live host",
-                                   field="vfs", fix="run against root: /")
-            plan.settings_changed.append(index)
-            undo_values = {k: have.get(k, FRESH_VF[k]) for k in delta}
-            argv = ip_vf_argv(netdev, index, delta)
-            changes.value_changes.append(("ip link %s vf %d" % (netdev, index),
-                                          json.dumps(undo_values, sort_keys=True),
-                                          json.dumps(delta, sort_keys=True)))
-            changes.add(" ".join(argv), lambda argv=argv: _run(runner, argv),
-                        lambda u=ip_vf_argv(netdev, index, undo_values): _run(runner, u))
+        _plan_vf_settings(plan, runner, settings, recreate)
     plan.vfs = [{"index": i, "address": predicted.get(i)} for i in range(num_vfs)]
+    plan.created = [predicted[i] for i in sorted(predicted)] if recreate else []
     return plan
+
+
+def _plan_vf_settings(plan, runner, settings, recreate):
+    """The ``ip link set dev <pf> vf <n> ...`` steps that give each VF its settings.
+
+    Existing VFs: read back with ``ip -j link show`` and only what differs is set, so a
+    second run changes nothing. VFs this run creates: what a new VF starts with is the
+    driver's choice (mlx5 starts with spoof checking off, igb/ixgbe with it on), so the
+    step reads the VF once it exists and sets what differs then. Without a runner (a
+    test root, no iproute2 to ask) the settings are reported as skipped.
+    """
+    netdev, changes = plan.netdev, plan.changes
+    if runner is None:
+        plan.skipped.append("per-VF settings of VF(s) %s on %s (root is not /: iproute2 "
+                            "reads and sets them on the live host only)"
+                            % (", ".join(str(i) for i in sorted(settings)), netdev))
+        return
+    if recreate:
+        for index, wanted in sorted(settings.items()):
+            plan.settings_changed.append(index)
+            step = _NewVfSettings(runner, netdev, index, wanted)
+            changes.value_changes.append(("ip link %s vf %d" % (netdev, index),
+                                          "(the driver's defaults)",
+                                          json.dumps(wanted, sort_keys=True)))
+            changes.add("%s (what differs once the VF exists)"
+                        % " ".join(ip_vf_argv(netdev, index, wanted)), step.apply, step.undo)
+        return
+    now = read_vf_settings(runner, netdev)
+    for index, wanted in sorted(settings.items()):
+        have = now.get(index, dict(FRESH_VF))
+        delta = {k: v for k, v in wanted.items() if have.get(k) != v}
+        if not delta:
+            continue
+        plan.settings_changed.append(index)
+        undo_values = {k: have.get(k, FRESH_VF[k]) for k in delta}
+        argv = ip_vf_argv(netdev, index, delta)
+        changes.value_changes.append(("ip link %s vf %d" % (netdev, index),
+                                      json.dumps(undo_values, sort_keys=True),
+                                      json.dumps(delta, sort_keys=True)))
+        changes.add(" ".join(argv), lambda argv=argv: _run(runner, argv),
+                    lambda u=ip_vf_argv(netdev, index, undo_values): _run(runner, u))
+
+
+def read_vf_settings(runner, netdev):
+    """VF index -> current settings of a PF's VFs, read with iproute2."""
+    return parse_vfinfo(_run(runner, ["ip", "-j", "link", "show", "dev", netdev]))
+
+
+class _NewVfSettings(object):
+    """Settings for a VF that does not exist when the run is planned."""
+
+    def __init__(self, runner, netdev, index, wanted):
+        self.runner, self.netdev, self.index, self.wanted = runner, netdev, index, wanted
+        self.before = {}
+
+    def apply(self):
+        have = read_vf_settings(self.runner, self.netdev).get(self.index, dict(FRESH_VF))
+        delta = {k: v for k, v in self.wanted.items() if have.get(k) != v}
+        self.before = {k: have.get(k, FRESH_VF[k]) for k in delta}
+        if delta:
+            _run(self.runner, ip_vf_argv(self.netdev, self.index, delta))
+
+    def undo(self):
+        if self.before:
+            _run(self.runner, ip_vf_argv(self.netdev, self.index, self.before))
 
 
 def _restore_vfs(writer, pf, count, autoprobe_before, vfs_before):

@@ -21,6 +21,10 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.plan_query import (
     passthrough_functions,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
+    setting_mismatches,
+    vf_settings,
+)
 
 PASS, FAIL, NOT_RUN = "pass", "fail", "not_run"
 
@@ -75,6 +79,47 @@ def check_vfio(plan, iommu):
     if wrong:
         return _check("vfio", "Devices on vfio-pci", FAIL, "not on vfio-pci: " + ", ".join(wrong))
     return _check("vfio", "Devices on vfio-pci", PASS, "%d functions on vfio-pci" % len(wanted))
+
+
+def check_vf_settings(plan, iommu):
+    """Each tenant VF's MAC (when the plan gives one), VLAN, spoof checking and trust as
+    the PF reports them (``iommu``: the gpuhost_iommu fact, whose ``sriov_pfs`` carry
+    each VF's ``settings`` on the live host) against the plan's ``vf`` entry."""
+    title = "Tenant VFs isolated as planned (MAC, VLAN, spoofchk, trust)"
+    pfs = {pf["address"]: pf for pf in (iommu or {}).get("sriov_pfs") or ()}
+    problems, unread, checked = [], [], 0
+    for tenant in plan.get("tenants") or ():
+        vf = tenant.get("vf")
+        if not vf:
+            continue
+        pf = pfs.get(vf.get("pf"))
+        found = [v for v in (pf or {}).get("vfs") or () if v.get("address") == vf["address"]]
+        if not found:
+            # A VF that does not exist yet is the vfio check's finding.
+            unread.append("%s: VF %s does not exist" % (tenant["name"], vf["address"]))
+            continue
+        have = found[0].get("settings")
+        if not have:
+            unread.append("%s: %s" % (tenant["name"], pf.get("vf_settings_error")
+                                      or "VF %s settings not read (not the live host)"
+                                      % vf["address"]))
+            continue
+        mismatches = setting_mismatches(vf_settings(vf), have)
+        if mismatches:
+            problems.append("%s VF %s (VF %s of %s): %s; run the sriov_irq stage, and "
+                            "restart the tenant if its domain set them"
+                            % (tenant["name"], vf["address"], found[0].get("index"),
+                               vf.get("pf"), ", ".join(mismatches)))
+        checked += 1
+    if problems:
+        return _check("vf_settings", title, FAIL, "; ".join(problems + unread))
+    if not checked:
+        return _check("vf_settings", title, NOT_RUN,
+                      "; ".join(unread) if unread else "no tenant has a VF")
+    detail = "%d tenant VF(s) as planned" % checked
+    if unread:
+        detail += "; not read: " + "; ".join(unread)
+    return _check("vf_settings", title, PASS, detail)
 
 
 def check_numa(plan, device_nodes, domain_pins):

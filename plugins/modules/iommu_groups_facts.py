@@ -22,7 +22,9 @@ description:
   - An active C(pcie_acs_override) on the kernel command line is reported as a security
     finding, because it makes groups look isolated when the hardware does not isolate
     them.
-  - Also lists SR-IOV physical functions with their virtual functions.
+  - Also lists SR-IOV physical functions with their virtual functions; on the live
+    host (O(root=/)) with each VF's MAC, VLAN, spoof checking, trust and link state as
+    the PF's driver reports them (C(ip -j -d link show dev <pf>)).
   - The module only reads; it never changes the host.
 author:
   - gpuhost.kvm contributors (@gpuhost)
@@ -238,7 +240,13 @@ ansible_facts:
                   class_name: USB controller
                   driver: xhci_hcd
         sriov_pfs:
-          description: SR-IOV physical functions with their virtual functions.
+          description:
+            - SR-IOV physical functions with their virtual functions (C(index) is the
+              VF number on the PF).
+            - "On the live host, each VF of a PF with a network interface has C(settings):
+              C(mac), C(vlan) (0 for none), C(spoofchk), C(trust) and C(link_state) read
+              with iproute2; null elsewhere. C(vf_settings_error) says why they could not
+              be read (null when they were, or when nothing was to read)."
           type: list
           elements: dict
           returned: always
@@ -252,11 +260,15 @@ ansible_facts:
               drivers_autoprobe: true
               netdevs: [ens1f0np0]
               iommu_group: 40
+              vf_settings_error: null
               vfs:
                 - address: "0000:41:00.2"
+                  index: 0
                   driver: mlx5_core
                   iommu_group: 41
                   netdevs: [ens1f0v0]
+                  settings: {mac: "52:54:00:6c:00:01", vlan: 100, spoofchk: true,
+                             trust: false, link_state: auto}
         security_findings:
           description: >-
             Settings that weaken isolation, each with id, severity, msg and fix
@@ -281,6 +293,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import parse_vfinfo
 
 
 class IommuGroupsFacts(object):
@@ -297,6 +310,35 @@ class IommuGroupsFacts(object):
         parse_gpu_vendor(self.gpu_vendor)
         topology = read_host_topology(self.root, with_irqs=False)
         self.facts = analyse_iommu(topology, gpu_vendor=self.gpu_vendor).to_dict()
+        for pf in self.facts["sriov_pfs"]:
+            self.add_vf_settings(pf)
+
+    def add_vf_settings(self, pf):
+        """Each VF's MAC, VLAN, spoofchk and trust as the PF's driver reports them; only
+        the live host can be asked (a recorded tree has no netlink)."""
+        pf["vf_settings_error"] = None
+        for vf in pf["vfs"]:
+            vf["settings"] = None
+        if not pf["vfs"] or self.root not in ("/", None):
+            return
+        if not pf["netdevs"]:
+            pf["vf_settings_error"] = "the PF has no network interface"
+            return
+        ip = self.module.get_bin_path("ip")
+        if not ip:
+            pf["vf_settings_error"] = "iproute2 (ip) is not installed"
+            return
+        argv = [ip, "-j", "-d", "link", "show", "dev", pf["netdevs"][0]]
+        rc, out, err = self.module.run_command(argv)
+        try:
+            if rc != 0:
+                raise ValueError((err or out).strip() or "rc=%d" % rc)
+            found = parse_vfinfo(out)
+        except (ValueError, KeyError, TypeError) as exc:
+            pf["vf_settings_error"] = "ip %s: %s" % (" ".join(argv[1:]), exc)
+            return
+        for vf in pf["vfs"]:
+            vf["settings"] = found.get(vf["index"])
 
     @property
     def result(self):

@@ -211,8 +211,18 @@ options:
         choices: [interface, hostdev]
         default: interface
       mac:
-        description: The guest MAC; by default libvirt assigns one and the module keeps it.
+        description:
+          - The guest MAC (unicast). By default the plan's VF MAC (C(vf.mac), from the
+            tenant's C(nic_vf.mac)) for the plan's VF, else libvirt assigns one and the
+            module keeps it.
         type: str
+      vlan:
+        description:
+          - VLAN ID (1-4094) of the VF, written as C(<vlan><tag id='N'/></vlan>); libvirt
+            sets it on the VF when the domain starts and clears a VLAN the XML does not
+            name. V(vf) with O(network.vf_mode=interface) only.
+          - By default the plan's C(vf.vlan) for the plan's VF; V(0) for none.
+        type: int
       model:
         description: NIC model for V(bridge).
         type: str
@@ -537,6 +547,7 @@ def build_module():
                 vf_address=dict(type="str"),
                 vf_mode=dict(type="str", default="interface", choices=["interface", "hostdev"]),
                 mac=dict(type="str"),
+                vlan=dict(type="int"),
                 model=dict(type="str", default="virtio")),
                 required_if=[("type", "bridge", ("bridge",))]),
             autostart=dict(type="bool", default=True),
@@ -639,7 +650,8 @@ class PinnedDomain:
                 kind=network["type"], bridge=network["bridge"],
                 vf_address=normalize_address(network["vf_address"], field="network.vf_address")
                 if network["vf_address"] else None,
-                vf_mode=network["vf_mode"], mac=network["mac"], model=network["model"])
+                vf_mode=network["vf_mode"], mac=network["mac"], model=network["model"],
+                vlan=network["vlan"])
         if params["plan"] is not None:
             plan_name = params["plan"].get("name")
             if plan_name != self.name:

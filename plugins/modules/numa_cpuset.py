@@ -77,7 +77,15 @@ options:
         description:
           - Give the tenant one SR-IOV VF of a PF on its node. Free VFs already on
             C(vfio-pci) or unbound are taken first.
-        type: bool
+          - >-
+            V(true) or V(false), or a mapping meaning V(true) with the VF's network
+            isolation settings, every key optional - C(mac) (a unicast address, default
+            the driver's own), C(vlan) (1-4094, default 0 for none), C(spoofchk)
+            (default V(true)) and C(trust) (default V(false)); for example
+            C({mac: "52:54:00:6c:00:01", vlan: 100}). They become the plan's C(vf)
+            keys of the same names.
+          - Two tenants of one host may not share a MAC.
+        type: raw
         default: false
       iothreads:
         description:
@@ -177,6 +185,9 @@ EXAMPLES = r"""
         memory_gib: 48
         hugepage_size: 2M
         emulator_policy: dedicated
+        nic_vf:
+          mac: "52:54:00:6c:00:02"
+          vlan: 200
   register: gpuhost_plan_next
 
 - name: Plan with two housekeeping cores on node 0 and one thread per core
@@ -284,7 +295,8 @@ plan:
           hugepage_size_kib: 1048576
           hugepages: {"0": 64}
           numatune: {mode: strict, nodeset: "0"}
-          vf: {pf: "0000:41:00.0", address: "0000:41:00.2", iommu_group: 40}
+          vf: {pf: "0000:41:00.0", address: "0000:41:00.2", iommu_group: 40, index: 0,
+               mac: null, vlan: 0, spoofchk: true, trust: false}
     warnings:
       description: Things the planner could not check or that look stale.
       type: list
@@ -325,7 +337,8 @@ def build_module():
         vcpus=dict(type="int", required=True),
         memory_gib=dict(type="int", required=True),
         hugepage_size=dict(type="str", choices=sorted(HUGEPAGE_SIZES_KIB), default="1G"),
-        nic_vf=dict(type="bool", default=False),
+        # true/false, or a mapping of the VF's settings (validated by the planner)
+        nic_vf=dict(type="raw", default=False),
         iothreads=dict(type="int", default=0),
         emulator_policy=dict(type="str", choices=list(EMULATOR_POLICIES),
                              default="housekeeping"),

@@ -46,19 +46,31 @@ options:
     type: bool
     default: false
   vfs:
-    description: Per-VF settings, for a netdev PF only.
+    description:
+      - Per-VF settings, for a netdev PF only. A setting left out (or null) is not
+        touched. Existing VFs are read back (C(ip -j link show dev <pf>)) and only what
+        differs is set; a VF this run creates is read once it exists, since what a new
+        VF starts with is the driver's choice (mlx5 starts with spoof checking off).
+      - Kept with the VF count in C(/etc/gpuhost/sriov.json) when O(persistent=true), and
+        re-applied at boot.
     type: list
     elements: dict
     suboptions:
       index:
-        description: VF number, from 0.
+        description: VF number, from 0. Required unless O(vfs[].address) is given.
         type: int
-        required: true
+      address:
+        description:
+          - The VF's PCI address instead of its number (the address it has, or the one
+            the kernel will give it from the PF's C(sriov_offset) and C(sriov_stride)).
+        type: str
       mac:
-        description: MAC address.
+        description:
+          - A unicast MAC address (C(00:00:00:00:00:00) is passed on, which some PF
+            drivers take to clear the VF's MAC).
         type: str
       vlan:
-        description: VLAN ID, 0 for none.
+        description: VLAN ID, 1 to 4094; 0 for none.
         type: int
       trust:
         description: Let the VF change its MAC and enter promiscuous mode.
@@ -85,7 +97,8 @@ notes:
     C(Before=libvirtd.service virtqemud.service libvirt-guests.service network-pre.target),
     so the VFs exist on the right driver before libvirt autostarts domains that use them."
   - With O(root=/) the unit is enabled with systemctl; with another root that step is skipped.
-  - Per-VF settings need the live host (iproute2); a test root can only plan them.
+  - Per-VF settings need the live host (iproute2); with another O(root) they are
+    listed in RV(skipped_actions) and only the VFs are created.
 seealso:
   - module: gpuhost.kvm.vfio_bind
 """
@@ -150,6 +163,15 @@ vfs:
     driver:
       description: Bound driver, null when none.
       type: str
+created:
+  description:
+    - The VFs this run creates (or would create, in check mode), by address; empty when
+      the count is unchanged. The addresses are predicted from C(sriov_offset) and
+      C(sriov_stride); empty when the PF does not show them.
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:41:00.2", "0000:41:00.3"]
 steps:
   description: The planned (check mode) or applied steps, in order.
   returned: always
@@ -183,7 +205,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import VFIO_PCI, 
 
 
 def build_module():
-    vf_spec = dict(index=dict(type="int", required=True), mac=dict(type="str"),
+    vf_spec = dict(index=dict(type="int"), address=dict(type="str"), mac=dict(type="str"),
                    vlan=dict(type="int"), trust=dict(type="bool"), spoofchk=dict(type="bool"),
                    link_state=dict(type="str", choices=["auto", "enable", "disable"]))
     spec = argument_spec(
@@ -234,6 +256,7 @@ class SriovConfigurator(object):
                                params["vf_driver"], params["force"], params["vfs"],
                                self.runner, self._domain_devices())
         changes = self.plan.changes
+        self.skipped.extend(self.plan.skipped)
         if self.plan.needs_modprobe and changes:
             if self.live:
                 prepend_modprobe(self.plan, self._modprobe)
@@ -267,6 +290,7 @@ class SriovConfigurator(object):
                   "pf": plan.pf if plan else None,
                   "netdev": plan.netdev if plan else None,
                   "vfs": self.vfs,
+                  "created": list(plan.created) if plan else [],
                   "steps": plan.changes.descriptions if plan else [],
                   "skipped_actions": self.skipped}
         if plan and self.module._diff:

@@ -28,6 +28,8 @@ def runbook_spec(**overrides):
 VARIANTS = {
     "runbook-vf-interface": {},
     "vf-as-plain-hostdev": {"network": dx.NetworkSpec(kind="vf", vf_mode="hostdev")},
+    "vf-interface-mac-vlan": {"network": dx.NetworkSpec(kind="vf", mac="52:54:00:6C:00:01",
+                                                        vlan=100)},
     "bridge-with-mac": {"network": dx.NetworkSpec(kind="bridge", bridge="br0",
                                                   mac="52:54:00:AA:BB:CC")},
     "no-network": {"network": dx.NetworkSpec(kind="none")},
@@ -369,3 +371,85 @@ def test_vcpusched_priority_range_is_checked():
                                        ("1048576", 1048576), ("none", None)])
 def test_hugepage_sizes(text, kib):
     assert dx.hugepage_size_to_kib(text) == kib
+
+
+# -------------------------------------------------------- the plan's VF MAC and VLAN
+
+VF_MAC = "52:54:00:6c:00:01"
+
+
+def plan_vf_spec(**vf_keys):
+    overrides = {k: vf_keys.pop(k) for k in list(vf_keys) if k in ("network", "domain_type")}
+    return dx.spec_from_plan(runbook_tenant(**vf_keys), disk=None, seed_path=None, **overrides)
+
+
+def test_plan_vf_mac_and_vlan_go_into_the_interface_and_validate(tmp_path):
+    spec = plan_vf_spec(mac=VF_MAC, vlan=100, domain_type="test")
+    wanted = dx.build_domain_xml(spec)
+    interface = wanted.find("devices/interface[@type='hostdev']")
+    assert interface.find("mac").get("address") == VF_MAC
+    assert [t.get("id") for t in interface.findall("vlan/tag")] == ["100"]
+    validate_domain_xml(dx.to_string(wanted), tmp_path)
+    domain = private_connection(tmp_path).defineXML(dx.to_string(wanted))
+    actual = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    validate_domain_xml(actual, tmp_path)
+    assert "<tag id='100'/>" in actual and VF_MAC in actual
+    assert dx.changed_elements(actual, wanted) == []
+
+
+@pytest.mark.parametrize("vf_keys", [
+    {},                                                              # nic_vf: true
+    {"mac": ..., "vlan": ..., "index": ..., "spoofchk": ..., "trust": ...},   # an old plan
+    {"vlan": 0, "spoofchk": False, "trust": True},                   # no XML for these
+])
+def test_a_plan_vf_without_mac_or_vlan_writes_neither(vf_keys, tmp_path):
+    wanted = dx.build_domain_xml(plan_vf_spec(**vf_keys))
+    interface = wanted.find("devices/interface")
+    assert interface.find("mac") is None and interface.find("vlan") is None
+    validate_domain_xml(dx.to_string(wanted), tmp_path)
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    ({"vlan": 100}, {"vlan": 200}, ["devices/interface hostdev 0000:41:00.2"]),
+    ({"vlan": 100}, {"vlan": 0}, ["devices/interface hostdev 0000:41:00.2"]),
+    ({}, {"vlan": 100}, ["devices/interface hostdev 0000:41:00.2"]),
+    ({"mac": VF_MAC}, {"mac": "52:54:00:6c:00:02"}, ["devices/interface hostdev 0000:41:00.2"]),
+    ({"mac": VF_MAC, "vlan": 7}, {"mac": VF_MAC.upper(), "vlan": 7}, []),
+    ({"vlan": 7}, {"vlan": 7, "spoofchk": False}, []),          # sriov_vfs's business
+])
+def test_the_comparison_treats_mac_and_vlan_as_significant(old, new, expected, tmp_path):
+    before = dx.build_domain_xml(plan_vf_spec(domain_type="test", **old))
+    actual = private_connection(tmp_path).defineXML(dx.to_string(before)).XMLDesc(
+        libvirt.VIR_DOMAIN_XML_INACTIVE)
+    assert dx.changed_elements(actual, dx.build_domain_xml(
+        plan_vf_spec(domain_type="test", **new))) == expected
+
+
+def test_network_options_override_the_plan_vf_settings():
+    spec = plan_vf_spec(mac=VF_MAC, vlan=100,
+                        network=dx.NetworkSpec(kind="vf", mac="52:54:00:00:00:0a", vlan=0))
+    assert (spec.network.mac, spec.network.vlan) == ("52:54:00:00:00:0a", None)
+    spec = plan_vf_spec(mac=VF_MAC, vlan=100, network=dx.NetworkSpec(kind="vf", vlan=5))
+    assert (spec.network.mac, spec.network.vlan) == (VF_MAC, 5)
+    # Another VF than the plan's: the plan's settings are not its own.
+    spec = plan_vf_spec(mac=VF_MAC, vlan=100, network=dx.NetworkSpec(
+        kind="vf", vf_address="0000:41:00.5"))
+    assert (spec.network.mac, spec.network.vlan) == (None, None)
+    # A plain hostdev carries neither; sriov_vfs sets them on the VF.
+    spec = plan_vf_spec(mac=VF_MAC, vlan=100, network=dx.NetworkSpec(kind="vf",
+                                                                     vf_mode="hostdev"))
+    xml = dx.build_domain_xml(spec)
+    assert xml.find("devices/interface") is None and b"vlan" not in etree.tostring(xml)
+
+
+@pytest.mark.parametrize("network, field, words", [
+    (dx.NetworkSpec(kind="bridge", bridge="br0", vlan=10), "network.vlan", "vf_mode interface"),
+    (dx.NetworkSpec(kind="vf", vf_mode="hostdev", vlan=10), "network.vlan", "vf_mode hostdev"),
+    (dx.NetworkSpec(kind="vf", vlan=4095), "network.vlan", "outside 0..4094"),
+    (dx.NetworkSpec(kind="vf", mac="01:00:5e:00:00:01"), "network.mac", "multicast"),
+    (dx.NetworkSpec(kind="vf", mac=VF_MAC + "\n"), "network.mac", "not a MAC"),
+])
+def test_bad_network_mac_or_vlan_is_refused(network, field, words):
+    with pytest.raises(GpuhostError) as excinfo:
+        plan_vf_spec(network=network)
+    assert excinfo.value.field == field and words in excinfo.value.message

@@ -89,10 +89,12 @@ def dirty_topology():
     return topo
 
 
-def runbook_tenant(name="tenant-a100", vcpus=30, memory_gib=32, vf=True):
+def runbook_tenant(name="tenant-a100", vcpus=30, memory_gib=32, vf=True, **vf_keys):
     """A plan entry for the runbook's tenant-a100 as numa_cpuset writes it
     (docs/plan-format.md): whole cores 1-15 of node 0 with their siblings 33-47,
-    housekeeping 0,32 for the emulator and iothreads, 1 GiB pages on node 0."""
+    housekeeping 0,32 for the emulator and iothreads, 1 GiB pages on node 0.
+    ``vf_keys`` replace keys of the vf entry (mac, vlan, ...); a key given as ``...``
+    is left out, as in a plan written before that key existed."""
     cores = vcpus // 2
     pins = []
     for core in range(1, cores + 1):
@@ -106,8 +108,15 @@ def runbook_tenant(name="tenant-a100", vcpus=30, memory_gib=32, vf=True):
         "emulator_cpus": "0,32", "iothreads": 2, "iothread_cpus": "0,32",
         "memory_gib": memory_gib, "hugepage_size_kib": 1048576,
         "hugepages": {"0": memory_gib}, "numatune": {"mode": "strict", "nodeset": "0"},
-        "vf": {"pf": RUNBOOK_PF, "address": RUNBOOK_VF, "iommu_group": 40} if vf else None,
+        "vf": _runbook_vf(vf_keys) if vf else None,
     }
+
+
+def _runbook_vf(changes):
+    entry = {"pf": RUNBOOK_PF, "address": RUNBOOK_VF, "iommu_group": 40, "index": 0,
+             "mac": None, "vlan": 0, "spoofchk": True, "trust": False}
+    entry.update(changes)
+    return {k: v for k, v in entry.items() if v is not Ellipsis}
 
 
 def validate_domain_xml(xml_text, directory):

@@ -285,3 +285,19 @@ def test_runbook_tenant_from_the_real_planner_round_trips(tmp_path):
     assert first["changed"] and first["state"] == "running"
     second = env.run(name="tenant-a100", plan=tenant, state="running")
     assert second["changed"] is False
+
+
+def test_plan_vf_mac_and_vlan_reach_the_domain_and_a_change_is_reported(tmp_path):
+    env = Env(tmp_path)
+    plan = runbook_tenant(mac="52:54:00:6c:00:01", vlan=100)
+    first = env.run(name="tenant-a100", plan=plan, network={"type": "vf"})
+    assert "<mac address='52:54:00:6c:00:01'/>" in first["xml"]
+    assert "<tag id='100'/>" in first["xml"]
+    assert not env.run(name="tenant-a100", plan=plan, network={"type": "vf"})["changed"]
+    moved = env.run(name="tenant-a100", plan=dict(plan, vf=dict(plan["vf"], vlan=200)),
+                    network={"type": "vf"})
+    assert moved["changed_elements"] == ["devices/interface hostdev 0000:41:00.2"]
+    assert "<tag id='200'/>" in moved["xml"]
+    # The module's own option wins over the plan.
+    override = env.run(name="tenant-a100", plan=plan, network={"type": "vf", "vlan": 0})
+    assert override["changed"] and "<vlan>" not in override["xml"]

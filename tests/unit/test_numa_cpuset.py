@@ -94,3 +94,16 @@ def test_module_spec_offers_the_documented_choices():
         ["housekeeping", "dedicated"]
     assert spec["root"]["default"] == "/"
     assert module.supports_check_mode
+
+
+def test_module_takes_nic_vf_as_a_mapping_of_vf_settings(runbook_root):
+    run = planner({"root": runbook_root,
+                   "tenants": [dict(A100, nic_vf={"mac": "52:54:00:6C:00:01", "vlan": 100})]})
+    run.run()
+    vf = run.result["plan"]["tenants"][0]["vf"]
+    assert (vf["index"], vf["mac"], vf["vlan"], vf["spoofchk"], vf["trust"]) == \
+        (0, "52:54:00:6c:00:01", 100, True, False)
+    bad = planner({"root": runbook_root, "tenants": [dict(A100, nic_vf={"vlan": 4095})]})
+    with pytest.raises(GpuhostError) as excinfo:
+        bad.run()
+    assert excinfo.value.field == "tenants[0].nic_vf.vlan"

@@ -30,6 +30,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
 from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs
 
 GIB_KIB = 1048576
+# The settings of a plan's vf entry for nic_vf: true (docs/plan-format.md).
+VF_DEFAULTS = {"mac": None, "vlan": 0, "spoofchk": True, "trust": False}
 A100_BARS = (Bar(0, 0xD0000000, 0xD0FFFFFF, 0x40200),
              Bar(1, 0x38000000000, 0x387FFFFFFFF, 0x14220C))   # 32 GiB, 64-bit prefetchable
 
@@ -201,7 +203,8 @@ def test_runbook_tenant_with_30_vcpus_gets_node_0_pairs_gpu_hda_and_vf():
     assert entry["numatune"] == {"mode": "strict", "nodeset": "0"}
     assert entry["hugepage_size_kib"] == GIB_KIB
     assert entry["hugepages"] == {"0": 64}
-    assert entry["vf"] == {"pf": "0000:41:00.0", "address": "0000:41:00.2", "iommu_group": 40}
+    assert entry["vf"] == {"pf": "0000:41:00.0", "address": "0000:41:00.2", "iommu_group": 40,
+                           "index": 0, **VF_DEFAULTS}
     assert entry["reserved_cpus"] == ""
     assert entry["dedicated_cpus"] == "1-15,33-47"
 
@@ -612,7 +615,7 @@ def test_vfs_already_on_vfio_pci_are_preferred():
     host = build_host(cores, functions, hugepages={0: {GIB_KIB: (64, 64)}})
     plan = plan_placement(host, [tenant(vcpus=2, memory_gib=4)])
     assert plan["tenants"][0]["vf"] == {"pf": "0000:42:00.0", "address": "0000:42:00.2",
-                                        "iommu_group": 50}
+                                        "iommu_group": 50, "index": 0, **VF_DEFAULTS}
 
 
 def test_a_vf_sharing_its_group_is_not_used():
@@ -782,7 +785,7 @@ def test_vf_not_created_yet_is_planned_at_its_routing_id_address():
                           [tenant(**SMALL)], vf_count=2)
     # routing ID 0x4100 + offset 2 + 0 * stride 1 = 0x4102 -> 41:00.2
     assert plan["tenants"][0]["vf"] == {"pf": "0000:41:00.0", "address": "0000:41:00.2",
-                                        "iommu_group": None}
+                                        "iommu_group": None, "index": 0, **VF_DEFAULTS}
 
 
 def test_predicted_vf_addresses_cross_the_device_boundary_with_the_stride():
@@ -811,8 +814,10 @@ def test_existing_vfs_are_preferred_to_vfs_still_to_be_created():
     plan = plan_placement(host, [tenant(name="a", **SMALL), tenant(name="b", **SMALL)],
                           vf_count=4)
     assert [t["vf"] for t in plan["tenants"]] == [
-        {"pf": "0000:41:00.0", "address": "0000:41:00.2", "iommu_group": 40},
-        {"pf": "0000:41:00.0", "address": "0000:41:00.3", "iommu_group": None}]
+        {"pf": "0000:41:00.0", "address": "0000:41:00.2", "iommu_group": 40, "index": 0,
+         **VF_DEFAULTS},
+        {"pf": "0000:41:00.0", "address": "0000:41:00.3", "iommu_group": None, "index": 1,
+         **VF_DEFAULTS}]
 
 
 def test_vfs_of_a_pf_in_a_shared_group_are_not_planned_before_they_exist():

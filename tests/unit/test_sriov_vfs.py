@@ -180,12 +180,129 @@ def test_per_vf_settings_with_fake_iproute(sim):
     assert not any(call[6:7] == ["1"] for call in ip.calls if call[:3] == ["ip", "link", "set"])
 
 
-def test_per_vf_bad_input():
+@pytest.mark.parametrize("item, field, words", [
+    ({"index": 2}, "vfs[0].index", "outside 0..1"),
+    ({}, "vfs[0].index", "no VF index"),
+    ({"index": 0, "mac": "zz"}, "vfs[0].mac", "not a MAC"),
+    ({"index": 0, "mac": "52:54:00:00:00:01\n"}, "vfs[0].mac", "not a MAC"),
+    ({"index": 0, "mac": "01:00:5e:00:00:01"}, "vfs[0].mac", "multicast"),
+    ({"index": 0, "vlan": 4095}, "vfs[0].vlan", "outside 0..4094"),
+    ({"index": 0, "vlan": -1}, "vfs[0].vlan", "outside 0..4094"),
+    ({"index": 0, "spoofchk": "yes"}, "vfs[0].spoofchk", "true or false"),
+    ({"address": "0000:03:00.7"}, "vfs[0].address", "not a VF of this PF"),
+    ({"index": 1, "address": "0000:03:00.2"}, "vfs[0]", "name different VFs"),
+])
+def test_per_vf_bad_input(item, field, words):
     with pytest.raises(GpuhostError) as info:
-        sriov.normalize_vf_settings([{"index": 2}], 2)
-    assert info.value.field == "vfs"
-    with pytest.raises(GpuhostError):
-        sriov.normalize_vf_settings([{"index": 0, "mac": "zz"}], 2)
+        sriov.normalize_vf_settings([item], 2, {0: "0000:03:00.2", 1: "0000:03:00.3"})
+    assert info.value.field == field
+    assert words in info.value.message and info.value.fix
+
+
+def test_per_vf_settings_by_address_and_twice():
+    addresses = {0: "0000:03:00.2", 1: "0000:03:00.3"}
+    assert sriov.normalize_vf_settings(
+        [{"address": "03:00.3", "mac": "52:54:00:AA:00:01", "vlan": 0, "spoofchk": True}],
+        2, addresses) == {1: {"mac": "52:54:00:aa:00:01", "vlan": 0, "spoofchk": True}}
+    # The all-zero MAC is passed on (some PF drivers clear the VF's MAC with it).
+    assert sriov.normalize_vf_settings([{"index": 0, "mac": "00:00:00:00:00:00"}], 2) == \
+        {0: {"mac": "00:00:00:00:00:00"}}
+    with pytest.raises(GpuhostError) as info:
+        sriov.normalize_vf_settings([{"index": 1}, {"address": "0000:03:00.3"}], 2, addresses)
+    assert info.value.field == "vfs[1].index" and "twice" in info.value.message
+
+
+def ip_state(vfs):
+    """A FakeIproute whose answers follow the ip link set calls, as a NIC's would."""
+    ip = FakeIproute([dict(v) for v in vfs])
+
+    def call(argv, _call=ip.__call__):
+        rc, out, err = _call(argv)
+        if argv[:3] == ["ip", "link", "set"]:
+            entry = next(v for v in ip.vfinfo if v["vf"] == int(argv[6]))
+            pairs = dict(zip(argv[7::2], argv[8::2]))
+            for key, value in pairs.items():
+                if key == "mac":
+                    entry["address"] = value
+                elif key == "vlan":
+                    entry["vlan_list"] = [{"vlan": int(value)}] if int(value) else [{}]
+                elif key in ("spoofchk", "trust"):
+                    entry[key] = value == "on"
+                elif key == "state":
+                    entry["link_state"] = value
+        return rc, out, err
+    ip.call = call
+    return ip
+
+
+MLX5_FRESH = [{"vf": i, "address": "00:00:00:00:00:00", "spoofchk": False, "trust": False,
+               "link_state": "auto"} for i in range(2)]
+TENANT_VFS = [{"index": 0, "mac": "52:54:00:6c:00:01", "vlan": 100, "spoofchk": True,
+               "trust": False},
+              {"index": 1, "vlan": 0, "spoofchk": True, "trust": False}]
+
+
+def test_per_vf_settings_are_idempotent_and_read_back(sim):
+    configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci")
+    ip = ip_state(MLX5_FRESH)
+    first = configure(sim, runner=ip.call, pf="eno1", num_vfs=2, vf_driver="vfio-pci",
+                      vfs=TENANT_VFS).result
+    assert first["changed"] is True
+    sets = [c for c in ip.calls if c[:3] == ["ip", "link", "set"]]
+    # mlx5 starts with spoof checking off: it is set on; vlan 0 and trust off are there.
+    assert sets == [["ip", "link", "set", "dev", "eno1", "vf", "0", "mac", "52:54:00:6c:00:01",
+                     "vlan", "100", "spoofchk", "on"],
+                    ["ip", "link", "set", "dev", "eno1", "vf", "1", "spoofchk", "on"]]
+    again = configure(sim, runner=ip.call, pf="eno1", num_vfs=2, vf_driver="vfio-pci",
+                      vfs=TENANT_VFS).result
+    assert again["changed"] is False and again["steps"] == []
+    assert len([c for c in ip.calls if c[:3] == ["ip", "link", "set"]]) == 2
+
+
+def test_per_vf_settings_in_check_mode_change_nothing(sim):
+    configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci")
+    ip = ip_state(MLX5_FRESH)
+    result = configure(sim, check_mode=True, runner=ip.call, pf="eno1", num_vfs=2,
+                       vf_driver="vfio-pci", vfs=TENANT_VFS).result
+    assert result["changed"] is True and result["created"] == []
+    assert "ip link set dev eno1 vf 1 spoofchk on" in result["steps"]
+    assert all(c[:3] != ["ip", "link", "set"] for c in ip.calls)
+
+
+def test_settings_of_new_vfs_are_read_once_the_vfs_exist(sim):
+    # A fresh VF's values are the driver's choice (mlx5: spoofchk off), so nothing is
+    # assumed: the step reads the VF after creating it and sets what differs.
+    ip = ip_state(MLX5_FRESH)
+    result = configure(sim, runner=ip.call, pf="eno1", num_vfs=2, vf_driver="vfio-pci",
+                       vfs=TENANT_VFS).result
+    assert result["created"] == ["0000:03:00.2", "0000:03:00.3"]
+    assert [v["spoofchk"] for v in ip.vfinfo] == [True, True]
+    assert ip.vfinfo[0]["address"] == "52:54:00:6c:00:01"
+    assert ip.vfinfo[0]["vlan_list"] == [{"vlan": 100}]
+    assert configure(sim, runner=ip.call, pf="eno1", num_vfs=2, vf_driver="vfio-pci",
+                     vfs=TENANT_VFS).result["changed"] is False
+
+
+def test_boot_apply_reapplies_persisted_vf_settings(sim):
+    ip = ip_state(MLX5_FRESH)
+    configure(sim, runner=ip.call, pf="eno1", num_vfs=2, vf_driver="vfio-pci",
+              vfs=TENANT_VFS, persistent=True)
+    config = json.loads(open(sim.path(sriov.CONFIG_FILE)).read())
+    assert [(v["index"], v["mac"], v["vlan"], v["spoofchk"]) for v in config["pfs"][PF]["vfs"]] \
+        == [(0, "52:54:00:6c:00:01", 100, True), (1, None, 0, True)]
+    sim.write("/sys/bus/pci/devices/%s/sriov_numvfs" % PF, "0")      # the reboot
+    ip.vfinfo[:] = [dict(v) for v in MLX5_FRESH]                      # fresh VFs again
+    assert sriov.boot_apply([sriov.CONFIG_FILE], writer=sim, runner=ip.call) == 0
+    assert [(v["address"], v.get("vlan_list"), v["spoofchk"]) for v in ip.vfinfo] == [
+        ("52:54:00:6c:00:01", [{"vlan": 100}], True), ("00:00:00:00:00:00", None, True)]
+
+
+def test_per_vf_settings_on_a_test_root_are_skipped_not_failed(sim):
+    result = configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci", vfs=TENANT_VFS).result
+    assert len(sriov.current_vfs(sim, PF)) == 2
+    assert any("per-VF settings of VF(s) 0, 1 on eno1" in s for s in result["skipped_actions"])
+    again = configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci", vfs=TENANT_VFS).result
+    assert again["changed"] is False
 
 
 def test_parse_vfinfo_reads_iproute_json():
