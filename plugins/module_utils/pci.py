@@ -24,6 +24,7 @@ CLASS_3D = 0x0302
 GPU_CLASSES = (CLASS_VGA, CLASS_3D, 0x0380)
 CLASS_AUDIO_HDA = 0x0403
 CLASS_BRIDGE_PREFIX = 0x06
+CLASS_NETWORK_PREFIX = 0x02     # Ethernet, InfiniBand and other network controllers
 CLASS_PCI_BRIDGE = 0x0604
 
 
@@ -151,6 +152,10 @@ class PciFunction:
     @property
     def is_bridge(self):
         return (self.class_code >> 16) == CLASS_BRIDGE_PREFIX
+
+    @property
+    def is_network(self):
+        return (self.class_code >> 16) == CLASS_NETWORK_PREFIX
 
     @property
     def is_sriov_pf(self):

@@ -242,7 +242,10 @@ class _Host:
             if function.iommu_group is not None:
                 self.groups.setdefault(function.iommu_group, []).append(address)
         self.gpus = tuple(a for a in ordered if topology.pci[a].is_gpu)
-        self.pfs = tuple(a for a in ordered if topology.pci[a].is_sriov_pf)
+        # A tenant's nic_vf is a network VF: an SR-IOV PF of another class (an NVMe
+        # controller with secondary controllers, an accelerator) is no NIC.
+        self.pfs = tuple(a for a in ordered
+                         if topology.pci[a].is_sriov_pf and topology.pci[a].is_network)
         self._gpu_verdicts = {}
         self._vf_candidates = {}
         self._vf_index: Dict[str, int] = {}   # VF address -> its number on its PF
@@ -1072,7 +1075,7 @@ def _choose_vf(host, ledger, node, field):
                          % later)
             summary.append(text)
     raise _NoFit(node, "VFs", "1 SR-IOV VF on node %s" % node,
-                 "0 (%s)" % ("; ".join(summary) or "no SR-IOV PF on node %s" % node),
+                 "0 (%s)" % ("; ".join(summary) or "no SR-IOV PF on node %s among its network controllers" % node),
                  "%s.nic_vf" % field,
                  "create more VFs on a PF of node %s (gpuhost.kvm.sriov_vfs), or set "
                  "nic_vf: false" % node)

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.lab
 
 GPU_SLOTS = {"0000:21:00": 0, "0000:41:00": 1}      # "GPU" slot -> NUMA node
 NVME_PF = "0000:22:00.0"
+NIC_PF = "0000:23:00.0"       # igb (82576): the SR-IOV NIC whose VFs the tenants get
 CONSOLE_VGA = "0000:00:01.0"
 DIRTY_GROUP = ("0000:00:04.0", "0000:01:01.0", "0000:01:02.0")   # bridge, display, xHCI
 PCI = "/sys/bus/pci/devices/"
@@ -89,6 +90,18 @@ def test_nvme_pf_offers_four_vfs_on_the_first_gpus_node(lab):
     assert _attr(lab, NVME_PF, "sriov_totalvfs") == "4"
     assert _attr(lab, NVME_PF, "sriov_numvfs") == "0"
     assert _attr(lab, NVME_PF, "numa_node") == "0"
+
+
+def test_igb_nic_pf_offers_seven_vfs_on_the_first_gpus_node_and_carries_no_route(lab):
+    assert _attr(lab, NIC_PF, "class") == "0x020000"
+    assert (_attr(lab, NIC_PF, "vendor"), _attr(lab, NIC_PF, "device")) == ("0x8086", "0x10c9")
+    assert _attr(lab, NIC_PF, "sriov_totalvfs") == "7"
+    assert _attr(lab, NIC_PF, "numa_node") == "0"
+    assert os.path.basename(lab.ssh("readlink %s%s/driver" % (PCI, NIC_PF)).stdout.strip()) == "igb"
+    netdev, = lab.listdir(PCI + NIC_PF + "/net")
+    # the default route and SSH stay on the virtio NIC: the PF is the tenants' alone
+    assert netdev not in lab.ssh("ip route show default").stdout
+    assert lab.ssh("ip -o -4 addr show dev %s" % netdev).stdout.strip() == ""
 
 
 def test_dirty_group_holds_display_usb_and_bridge(lab):

@@ -59,6 +59,8 @@ SITE = os.path.join(REPO, "site.yml")
 ONBOARD = os.path.join(REPO, "playbooks", "tenant_onboard.yml")
 FIRST_TENANT = "tenant-lab0"
 GPU_NODE1 = "0000:41:00.0"
+NIC_PF = "0000:23:00.0"                          # igb: the tenants' SR-IOV NIC
+NIC_VFS = ("0000:23:10.0", "0000:23:10.2")       # sriov_irq_num_vfs: 2 (offset 128, stride 2)
 RECAP_RE = re.compile(r"^%s\s*:\s*(?P<counts>(?:\w+=\d+\s*)+)$" % re.escape(HOST), re.M)
 
 # For the converged state: the affinity of the IRQs the collection pins, those of the NIC and NVMe functions
@@ -91,7 +93,8 @@ sec initramfs-modules; cat /etc/initramfs-tools/modules 2>&1
 sec drivers; for d in /sys/bus/pci/devices/*; do
   printf '%s %s %s\n' "${d##*/}" "$(basename "$(readlink "$d/driver" 2>/dev/null)" 2>/dev/null)" \
     "$(cat "$d/driver_override" 2>/dev/null)"; done
-sec sriov; cat /sys/bus/pci/devices/0000:22:00.0/sriov_numvfs
+sec sriov; cat /sys/bus/pci/devices/0000:22:00.0/sriov_numvfs /sys/bus/pci/devices/0000:23:00.0/sriov_numvfs
+ip -o link show dev "$(ls /sys/bus/pci/devices/0000:23:00.0/net)"
 sec hugepages; cat /sys/devices/system/node/node*/hugepages/hugepages-*/nr_hugepages
 sec sysctl; cat /proc/sys/vm/nr_hugepages; ls /etc/sysctl.d 2>&1
 sec irq; for i in /proc/irq/[0-9]*; do printf '%s %s\n' "${i##*/}" \
@@ -122,7 +125,8 @@ done
 sec drivers; for d in /sys/bus/pci/devices/*; do
   printf '%s %s %s\n' "${d##*/}" "$(basename "$(readlink "$d/driver" 2>/dev/null)" 2>/dev/null)" \
     "$(cat "$d/driver_override" 2>/dev/null)"; done
-sec sriov; cat /sys/bus/pci/devices/0000:22:00.0/sriov_numvfs
+sec sriov; cat /sys/bus/pci/devices/0000:22:00.0/sriov_numvfs /sys/bus/pci/devices/0000:23:00.0/sriov_numvfs
+ip -o link show dev "$(ls /sys/bus/pci/devices/0000:23:00.0/net)" | sed 's/ state [A-Z]* / /'
 sec hugepages; for f in /sys/devices/system/node/node*/hugepages/hugepages-*/nr_hugepages; do
   echo "$f $(cat "$f")"; done
 """ + OWNED_IRQS + r"""
@@ -316,10 +320,17 @@ def test_reboot_without_rerunning_brings_the_host_back(lab):
     for function in ("0000:21:00.0", "0000:21:00.1"):
         assert lab.ssh("readlink /sys/bus/pci/devices/%s/driver" % function).stdout.strip() \
             .endswith("/vfio-pci"), function
-    assert lab.read("/sys/bus/pci/devices/0000:22:00.0/sriov_numvfs").strip() == "2"
-    for vf in ("0000:22:00.1", "0000:22:00.2"):
+    assert lab.read("/sys/bus/pci/devices/%s/sriov_numvfs" % NIC_PF).strip() == "2"
+    for vf in NIC_VFS:
         assert lab.ssh("readlink /sys/bus/pci/devices/%s/driver" % vf).stdout.strip() \
             .endswith("/vfio-pci"), vf
+    # The tenant's VF keeps its network identity across the boot (gpuhost-sriov.service
+    # sets it through the PF): the PF's driver reports the inventory's MAC and VLAN with
+    # spoof checking on, as `ip link show <pf>` prints them.
+    tenant_vf = _inventory_tenant()["nic_vf"]
+    link = lab.ssh("ip link show dev $(ls /sys/bus/pci/devices/%s/net)" % NIC_PF).stdout
+    assert re.search(r"vf 0\s+link/ether %s .*vlan %d, spoof checking on, .*trust off"
+                     % (re.escape(tenant_vf["mac"]), tenant_vf["vlan"]), link), link
     assert int(lab.read("/sys/devices/system/node/node0/hugepages/hugepages-2048kB/"
                         "nr_hugepages")) >= 512
     assert FIRST_TENANT in lab.ssh("virsh -c qemu:///system list --all --name").stdout
@@ -340,12 +351,20 @@ def test_verify_after_the_reboot_reads_the_kernel_and_validates(lab):
     assert not failed, failed
 
 
+def _inventory_tenants():
+    host_vars = os.path.join(REPO, "inventories", "lab", "host_vars", "hk-gpu-01.yml")
+    with open(host_vars, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)["gpuhost_tenants"]
+
+
+def _inventory_tenant(name=FIRST_TENANT):
+    return next(t for t in _inventory_tenants() if t["name"] == name)
+
+
 @pytest.mark.acceptance
 def test_concurrent_onboardings_get_the_free_gpu_once_and_keep_the_first_tenant(lab, tmp_path):
     _Steps.need("converge")
-    host_vars = os.path.join(REPO, "inventories", "lab", "host_vars", "hk-gpu-01.yml")
-    with open(host_vars, encoding="utf-8") as handle:
-        tenants = yaml.safe_load(handle)["gpuhost_tenants"]
+    tenants = _inventory_tenants()
     # Two more tenants, each asking for "a GPU": only 41:00.0 (node 1) is free.
     for name in ("tenant-lab1", "tenant-lab2"):
         tenants.append({"name": name, "gpus": 1, "vcpus": 2, "memory_gib": 1,

@@ -867,18 +867,23 @@ def test_boot_vga_is_never_chosen_by_count_but_can_be_named():
     assert named["tenants"][0]["gpus"][0]["address"] == "0000:41:00.0"
 
 
-def test_lab_tenant_gets_the_same_vf_before_and_after_the_vfs_exist():
-    """The lab's recorded first boot (no VFs yet) and its boot with 2 VFs plan the lab
-    tenant's VF at the same address: the one sriov_vfs then creates."""
+def test_lab_tenant_gets_the_same_nic_vf_before_and_after_the_vfs_exist():
+    """The lab's recorded first boot with its igb NIC (no VFs yet) and its boot with 2 VFs
+    plan the lab tenant's VF at the same address, the one sriov_vfs then creates (first
+    VF offset 128, stride 2), and from the NIC, not from the SR-IOV NVMe PF that comes
+    first on the same node."""
     import os
     recording = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures",
                              "lab-recording")
     lab_tenant = {"name": "tenant-lab0", "gpus": ["0000:21:00.0"], "vcpus": 2,
                   "memory_gib": 1, "hugepage_size": "2M", "nic_vf": True}
     vfs = {}
-    for boot in ("first-boot", "iommu-pt-vfs"):
+    for boot in ("igb-first-boot", "igb-vfs"):
         topology = read_host_topology(os.path.join(recording, boot), with_irqs=False)
+        assert topology.pci["0000:22:00.0"].sriov_totalvfs == 4      # the NVMe PF
         vfs[boot] = plan_placement(topology, [lab_tenant], vf_count=2)["tenants"][0]["vf"]
-    assert vfs["first-boot"]["address"] == vfs["iommu-pt-vfs"]["address"] == "0000:22:00.1"
-    assert vfs["first-boot"]["iommu_group"] is None
-    assert vfs["iommu-pt-vfs"]["iommu_group"] is not None
+    assert vfs["igb-first-boot"]["address"] == vfs["igb-vfs"]["address"] == "0000:23:10.0"
+    assert vfs["igb-first-boot"]["pf"] == vfs["igb-vfs"]["pf"] == "0000:23:00.0"
+    assert vfs["igb-first-boot"]["index"] == vfs["igb-vfs"]["index"] == 0
+    assert vfs["igb-first-boot"]["iommu_group"] is None
+    assert vfs["igb-vfs"]["iommu_group"] is not None

@@ -4,6 +4,7 @@
 """The planner on topologies read from sysfs trees: the synthetic hosts of
 tests/fixturegen.py and the recorded real machines in tests/fixtures/topologies/."""
 
+import copy
 import json
 
 import pytest
@@ -143,6 +144,23 @@ def test_amd_nps4_host_vf_only_exists_on_node_0(hosts):
         plan_placement(hosts["amd_nps4"], [a100(gpus=["41:00.0"], vcpus=4, memory_gib=8)])
     assert excinfo.value.field == "tenants[0].nic_vf"
     assert "no SR-IOV PF on node 1" in excinfo.value.message
+
+
+def test_a_vf_of_an_sriov_pf_that_is_no_network_controller_is_no_nic_vf(hosts):
+    # The lab's node 0 has an SR-IOV NVMe PF (secondary controllers) before its NIC: a
+    # tenant's nic_vf must come from the NIC. Here the runbook host's only PF is made an
+    # NVMe controller: no VF is offered, and the error says why.
+    topo = copy.deepcopy(hosts["runbook"])
+    pf = topo.pci[fixturegen.RUNBOOK_PF]
+    pf.class_code = 0x010802
+    for vf in pf.virtfns:
+        topo.pci[vf].class_code = 0x010802
+    with pytest.raises(GpuhostError) as excinfo:
+        plan_placement(topo, [a100()])
+    assert excinfo.value.field == "tenants[0].nic_vf"
+    assert "no SR-IOV PF on node 0 among its network controllers" in excinfo.value.message
+    # without a VF the same tenant fits
+    assert plan_placement(topo, [a100(nic_vf=False)])["tenants"][0]["vf"] is None
 
 
 # ------------------------------------------------------------------ dirty USB group
