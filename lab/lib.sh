@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the lab/* commands: where the cached image and the running lab's state live.
 # Sourced, not executed. The recipe hash covers only what changes the image (lab/build,
 # lab/packages.txt, lab/image/), so editing the boot or ssh helpers never forces a rebuild.
@@ -15,7 +16,7 @@ lab_die() { printf '[lab] ERROR: %s\n' "$*" >&2; exit 1; }
 
 lab_recipe_hash() {
   (
-    cd "$lab_dir"
+    cd "$lab_dir" || exit 1
     {
       printf '%s\n' build packages.txt
       find image -type f -o -type l
@@ -33,7 +34,10 @@ lab_state_file=$lab_run_dir/state
 lab_console_log=$lab_run_dir/console.log
 lab_pid_file=$lab_run_dir/qemu.pid
 lab_monitor_sock=$lab_run_dir/monitor.sock
+# Used by the scripts that source this file (lab/up, lab/reset), not here.
+# shellcheck disable=SC2034
 lab_overlay=$lab_run_dir/overlay.qcow2
+# shellcheck disable=SC2034
 lab_port_file=$lab_run_dir/ssh-port
 
 lab_running() {
@@ -65,6 +69,8 @@ lab_load_state() {
 lab_ssh() {
   local opts
   mapfile -t opts < <(lab_ssh_opts "$lab_key" "$lab_port")
+  # The arguments are a command line for the lab's shell, as ssh passes them.
+  # shellcheck disable=SC2029
   ssh "${opts[@]}" root@127.0.0.1 "$@"
 }
 

@@ -10,7 +10,6 @@ lab's serial console log.
 """
 
 import json
-import os
 import re
 import shlex
 import time

@@ -59,7 +59,7 @@ def old_entry(entry):
     ({"mac": "52:54:00:6c:00"}, "nic_vf.mac", "not a MAC address"),
     ({"mac": "52-54-00-6c-00-01"}, "nic_vf.mac", "not a MAC address"),
     ({"mac": " 52:54:00:6c:00:01"}, "nic_vf.mac", "not a MAC address"),
-    ({"mac": 525400},  "nic_vf.mac", "not a MAC address"),
+    ({"mac": 525400}, "nic_vf.mac", "not a MAC address"),
     ({"mac": "01:00:5e:00:00:01"}, "nic_vf.mac", "multicast"),
     ({"mac": "ff:ff:ff:ff:ff:ff"}, "nic_vf.mac", "multicast"),
     ({"mac": "53:54:00:6c:00:01"}, "nic_vf.mac", "multicast"),
@@ -282,8 +282,8 @@ def test_validation_is_not_run_without_evidence():
     plan = plan_placement(runbook_host(), [tenant()])
     check = validation.check_vf_settings(plan, _iommu({}))
     assert check["status"] == "not_run" and "not the live host" in check["detail"]
-    check = validation.check_vf_settings(plan, _iommu({}, error="iproute2 (ip) is not "
-                                                            "installed"))
+    check = validation.check_vf_settings(
+        plan, _iommu({}, error="iproute2 (ip) is not installed"))
     assert check["status"] == "not_run" and "iproute2" in check["detail"]
     check = validation.check_vf_settings(plan, {"sriov_pfs": []})
     assert check["status"] == "not_run" and "does not exist" in check["detail"]
