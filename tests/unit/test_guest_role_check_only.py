@@ -8,7 +8,9 @@ not executed (the role itself runs in check mode in tests/integration)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 
 import jinja2
 import yaml
@@ -74,7 +76,25 @@ def test_check_only_rhel9_driver_and_runtime_vars():
 def test_check_only_debian12_driver_vars():
     debian = load("vars/Debian.yml")
     assert "nvidia-driver" in debian["__guest_driver_packages"]
-    assert "non-free" in debian["__guest_nonfree_repo"]
+    # The components go onto the guest's own sources: no archive address in the role.
+    assert "debian.org" not in json.dumps(debian)
+    deb822, one_line = debian["__guest_nonfree_sources"]
+    assert deb822["path"] == "/etc/apt/sources.list.d/debian.sources"
+    enabled = "Components: main contrib non-free non-free-firmware"
+    for line in ("Components: main", "Components: main non-free-firmware", "Components:\tmain "):
+        assert re.sub(deb822["regexp"], deb822["replace"], line, flags=re.M) == enabled, line
+    # Already enabled, or another component list: left alone (a second run changes nothing).
+    for line in (enabled, "Components: main contrib"):
+        assert re.sub(deb822["regexp"], deb822["replace"], line, flags=re.M) == line
+    for before, after in (
+            ("deb http://mirror.example/debian bookworm main",
+             "deb http://mirror.example/debian bookworm main contrib non-free non-free-firmware"),
+            ("deb [signed-by=/k.gpg] http://m.example/d bookworm-updates main non-free-firmware",
+             "deb [signed-by=/k.gpg] http://m.example/d bookworm-updates main contrib non-free non-free-firmware"),
+            ("deb-src http://mirror.example/debian bookworm main",
+             "deb-src http://mirror.example/debian bookworm main")):
+        # ansible.builtin.replace's \1 is Python's, as in re.sub
+        assert re.sub(one_line["regexp"], one_line["replace"], before, flags=re.M) == after, before
     assert debian["__guest_runtime"]["docker"]["packages"] == ["apparmor", "docker.io"]
 
 
