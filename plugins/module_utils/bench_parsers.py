@@ -151,7 +151,7 @@ def parse_perf_analyzer_csv(text):
             except ValueError:
                 raise GpuhostError("line %d: %s is %r, not a number" % (line_number, name, cell),
                                    field="perf_analyzer", fix="give the CSV exactly as perf_analyzer wrote it")
-            match = re.match(r"^p([\d.]+) latency$", name)
+            match = re.match(r"^p([\d.]+) latency\Z", name)
             if name in _PERF_COLUMNS:
                 step[_PERF_COLUMNS[name]] = int(value) if name == "Concurrency" else value
             elif match:

@@ -19,7 +19,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 
 # The kernel's bitmap_parselist() takes "a", "a-b" and "a-b:used/group"; a stride without
 # its "/group" part is rejected there, so it is rejected here too.
-_RANGE_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
+_RANGE_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?\Z")
 
 
 def parse_cpulist(text, field="cpulist"):
@@ -99,7 +99,7 @@ def parse_cpumask(text, field="cpumask"):
     if raw.startswith("0x"):
         raw = raw[2:]
     digits = raw.replace(",", "")
-    if not digits or not re.match(r"^[0-9a-f]+$", digits):
+    if not digits or not re.match(r"^[0-9a-f]+\Z", digits):
         raise GpuhostError("cannot parse CPU mask %r" % (text,), field=field,
                            fix="give a hex mask such as ff or 00000000,0000000f")
     value = int(digits, 16)

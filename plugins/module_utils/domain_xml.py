@@ -42,7 +42,7 @@ except ImportError as exc:  # pragma: no cover - reported through missing_requir
 
 KIB = 1024
 GIB_KIB = 1024 * 1024
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 # QEMU's default guest address width (phys-bits) is 40 bits, 1 TiB.
 QEMU_DEFAULT_PHYS_BITS = 40
 MAX_PHYS_BITS = 52
@@ -155,7 +155,7 @@ def hugepage_size_to_kib(value, field_name="hugepage_size"):
         return None
     if isinstance(value, int):
         return value
-    match = re.match(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", str(value), re.IGNORECASE)
+    match = re.match(r"^\s*(\d+)\s*([KMG]?)i?B?\s*\Z", str(value), re.IGNORECASE)
     if not match:
         raise GpuhostError("cannot read hugepage size %r" % (value,), field=field_name,
                            fix="write 1G, 2M or a size in KiB such as 1048576")
@@ -612,8 +612,8 @@ DEVICE_TAGS = {"disk", "controller", "interface", "hostdev", "serial", "console"
                "input", "memballoon", "video", "graphics", "sound", "rng", "watchdog",
                "channel", "filesystem", "tpm", "redirdev", "smartcard", "hub", "panic",
                "shmem", "memory", "iommu", "vsock", "audio", "lease", "emulator"}
-MACHINE_ALIASES = {"q35": re.compile(r"^pc-q35-[\d.]+$"),
-                   "pc": re.compile(r"^pc-i440fx-[\d.]+$")}
+MACHINE_ALIASES = {"q35": re.compile(r"^pc-q35-[\d.]+\Z"),
+                   "pc": re.compile(r"^pc-i440fx-[\d.]+\Z")}
 CPUSET_ATTRIBUTES = {"cpuset", "nodeset", "cpus", "vcpus"}
 HEX_ATTRIBUTES = {"domain", "bus", "slot", "function", "controller", "unit"}
 

@@ -29,7 +29,7 @@ from typing import Dict, List
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
 
-_PCI_COMPONENT = re.compile(r"^[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_PCI_COMPONENT = re.compile(r"^[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
 _FIRMWARE_FB = ("efi vga", "efifb", "simple", "vesa", "vga16", "bochs")   # /proc/fb names
 
 

@@ -23,7 +23,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
 # Functions that may share a group with a passed-through device: vfio accepts bridges
 # (bound to pcieport or to no driver), and a host bridge does no DMA of its own.
 NEUTRAL_CLASSES = (0x0600, 0x0604, 0x0609)
-_VENDOR_RE = re.compile(r"^(0x)?[0-9a-fA-F]{4}$")
+_VENDOR_RE = re.compile(r"^(0x)?[0-9a-fA-F]{4}\Z")
 
 
 @dataclass

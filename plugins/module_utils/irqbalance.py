@@ -28,7 +28,7 @@ CPULIST_KEY = "IRQBALANCE_BANNED_CPULIST"
 MASK_KEY = "IRQBALANCE_BANNED_CPUS"
 ARGS_KEY = "IRQBALANCE_ARGS"
 POLICY_OPTION = "--policyscript"
-_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z")
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 

@@ -17,7 +17,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 # on hosts with Intel VMD, which puts its root ports in domains 10000 and up.
 _ADDRESS_RE = re.compile(
     r"^(?:(?P<domain>[0-9a-fA-F]{1,5}):)?(?P<bus>[0-9a-fA-F]{1,2}):"
-    r"(?P<slot>[0-9a-fA-F]{1,2})\.(?P<function>[0-7])$")
+    r"(?P<slot>[0-9a-fA-F]{1,2})\.(?P<function>[0-7])\Z")
 
 CLASS_VGA = 0x0300
 CLASS_3D = 0x0302
@@ -233,8 +233,8 @@ def format_vendor_device(function):
 
 
 PCI_DEVICES_DIR = "sys/bus/pci/devices"
-_FULL_ADDRESS_RE = re.compile(r"^[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_VIRTFN_RE = re.compile(r"^virtfn(\d+)$")
+_FULL_ADDRESS_RE = re.compile(r"^[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
+_VIRTFN_RE = re.compile(r"^virtfn(\d+)\Z")
 
 
 _CANONICAL = {}

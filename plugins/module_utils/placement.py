@@ -68,7 +68,7 @@ GIB_KIB = 1048576
 _READY_VF_DRIVERS = (None, "", "vfio-pci")
 # libvirt domain names become file names (/etc/libvirt/qemu/<name>.xml): no path
 # characters, no leading dot or dash.
-TENANT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+TENANT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 _TENANT_KEYS = ("name", "gpus", "vcpus", "memory_gib", "hugepage_size", "nic_vf",
                 "iothreads", "emulator_policy")
 

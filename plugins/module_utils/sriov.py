@@ -45,7 +45,7 @@ UNIT_FILE = "/etc/systemd/system/gpuhost-sriov.service"
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-sriov-apply"
 LIBRARY = ("sriov",)
 VF_DRIVERS = ("vfio-pci", "default", "none")
-_ADDRESS_LIKE = re.compile(r"^([0-9a-fA-F]{1,5}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}\.[0-7]$")
+_ADDRESS_LIKE = re.compile(r"^([0-9a-fA-F]{1,5}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}\.[0-7]\Z")
 LINK_STATES = ("auto", "enable", "disable")
 
 
@@ -83,7 +83,7 @@ def current_vfs(writer, pf):
     found = {}
     base = writer.path(device_path(pf))
     for name in _listdir(base):
-        match = re.match(r"^virtfn(\d+)$", name)
+        match = re.match(r"^virtfn(\d+)\Z", name)
         if match:
             found[int(match.group(1))] = os.path.basename(os.readlink(os.path.join(base, name)))
     return found

@@ -19,7 +19,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 SYS_NODE_DIR = "sys/devices/system/node"
-_NODE_DIR_RE = re.compile(r"^node(\d+)$")
+_NODE_DIR_RE = re.compile(r"^node(\d+)\Z")
 
 
 def validate_root(root, field="root"):

@@ -104,9 +104,9 @@ class HostTopology:
 
 
 CPU_DIR = "sys/devices/system/cpu"
-_CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
-_NODE_LINK_RE = re.compile(r"^node(\d+)$")
-_HUGEPAGE_DIR_RE = re.compile(r"^hugepages-(\d+)kB$")
+_CPU_DIR_RE = re.compile(r"^cpu(\d+)\Z")
+_NODE_LINK_RE = re.compile(r"^node(\d+)\Z")
+_HUGEPAGE_DIR_RE = re.compile(r"^hugepages-(\d+)kB\Z")
 _MEMINFO_RE = re.compile(r"^Node\s+\d+\s+(\w+):\s+(\d+)")
 _TRIGGERS = ("edge", "level", "fasteoi", "simple", "percpu", "percpu_devid", "bad")
 
@@ -302,7 +302,7 @@ def _parse_irq_row(label, tokens, ncpus, columns):
     position = 1
     if position < len(rest):
         hwirq, trigger = _split_trigger(rest[position])
-        if re.match(r"^(0x)?[0-9a-fA-F]+$", hwirq) and (trigger or hwirq.isdigit()):
+        if re.match(r"^(0x)?[0-9a-fA-F]+\Z", hwirq) and (trigger or hwirq.isdigit()):
             irq.hwirq = hwirq
             irq.trigger = trigger or irq.trigger
             position += 1
@@ -485,7 +485,7 @@ def read_iommu_state(root="/", interrupts_text=None):
     elif any(u.startswith("ivhd") for u in state.units):
         state.vendor = "amd"
     elif state.units:
-        state.vendor = re.sub(r"\d+$", "", state.units[0]) or None
+        state.vendor = re.sub(r"\d+\Z", "", state.units[0]) or None
     elif "DMAR" in state.acpi_tables:
         state.vendor = "intel"
     elif "IVRS" in state.acpi_tables:

@@ -37,7 +37,7 @@ def parse_virsh_vcpupin(text):
     """``virsh vcpupin NAME`` -> {vcpu: (cpus...)}."""
     pins = {}
     for line in str(text).splitlines():
-        match = re.match(r"^\s*(\d+)\s+([0-9,\-]+)\s*$", line)
+        match = re.match(r"^\s*(\d+)\s+([0-9,\-]+)\s*\Z", line)
         if match:
             pins[int(match.group(1))] = parse_cpulist(match.group(2))
     return pins

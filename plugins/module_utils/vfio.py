@@ -320,7 +320,7 @@ def _persisted_rule_files(writer):
     except OSError:
         return []
     return sorted("/etc/udev/rules.d/" + n for n in names
-                  if re.match(r"^61-gpuhost-vfio-.*\.rules$", n))
+                  if re.match(r"^61-gpuhost-vfio-.*\.rules\Z", n))
 
 
 def plan_persistence(changes, writer, addresses, bind, mechanism, initramfs):
