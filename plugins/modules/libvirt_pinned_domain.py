@@ -133,7 +133,7 @@ options:
     description:
       - The system disk, a qcow2 overlay on a base image.
       - When O(disk.path) does not exist the module creates it with
-        C(qemu-img create -f qcow2 -F <base_format> -b <base_image> <path> [size]) and
+        C(qemu-img create -f qcow2 -F <base_format> -b <base_image> -- <path> [size]) and
         records it as created, so O(state=absent) with O(remove_storage) removes it.
         An existing file is used as it is and never removed.
     type: dict
@@ -499,6 +499,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology, topology_from_dict)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import qemu_img_size
 
 STRUCTURED_OPTIONS = ("vcpus", "vcpu_pins", "guest_topology", "memory_gib", "memory_nodes",
                       "emulator_cpus", "iothreads", "iothread_cpus", "gpus")
@@ -751,6 +752,8 @@ class PinnedDomain:
         """Steps (label, callable) that create the overlay and the seed."""
         steps = []
         disk = self.params["disk"]
+        if disk and disk["size"] is not None:
+            qemu_img_size(disk["size"], field="disk.size")
         if disk and not os.path.exists(disk["path"]):
             argv = self._overlay_argv(disk)
             steps.append(("create overlay %s" % disk["path"], disk["path"], argv, None))
@@ -788,9 +791,9 @@ class PinnedDomain:
                                    field="disk.base_image",
                                    fix="download or build the base image first")
             argv = [qemu_img, "create", "-f", "qcow2", "-F", disk["base_format"],
-                    "-b", disk["base_image"], disk["path"]]
+                    "-b", disk["base_image"], "--", disk["path"]]
         elif disk["size"]:
-            argv = [qemu_img, "create", "-f", "qcow2", disk["path"]]
+            argv = [qemu_img, "create", "-f", "qcow2", "--", disk["path"]]
         else:
             raise GpuhostError("%s does not exist and there is nothing to create it from"
                                % disk["path"], field="disk",
