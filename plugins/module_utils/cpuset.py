@@ -20,6 +20,10 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 # The kernel's bitmap_parselist() takes "a", "a-b" and "a-b:used/group"; a stride without
 # its "/group" part is rejected there, so it is rejected here too.
 _RANGE_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?\Z")
+# The kernel's largest NR_CPUS (CONFIG_NR_CPUS allows up to 8192): no host has a CPU
+# number at or above it, and a bound keeps one hostile value ("0-99999999999") from
+# making a set of billions of CPUs on the controller or the host.
+MAX_CPUS = 8192
 
 
 def parse_cpulist(text, field="cpulist"):
@@ -34,6 +38,7 @@ def parse_cpulist(text, field="cpulist"):
         if text < 0:
             raise GpuhostError("CPU number %d is negative" % text, field=field,
                                fix="give CPU numbers as 0 or more")
+        _check_bound(text, text, field)
         return (text,)
     if isinstance(text, (list, tuple, set, frozenset)):
         cpus = set()
@@ -58,6 +63,7 @@ def parse_cpulist(text, field="cpulist"):
         if last < first:
             raise GpuhostError("range %r runs backwards in cpulist %r" % (part, text),
                                field=field, fix="write the lower CPU first, as in 4-7")
+        _check_bound(last, part, field)
         if used < 1 or group < used:
             raise GpuhostError("bad stride in %r of cpulist %r" % (part, text), field=field,
                                fix="use first-last:used/group with 1 <= used <= group")
@@ -67,6 +73,14 @@ def parse_cpulist(text, field="cpulist"):
         for base in range(first, last + 1, group):
             cpus.update(range(base, min(base + used, last + 1)))
     return tuple(sorted(cpus))
+
+
+def _check_bound(cpu, shown, field):
+    if cpu >= MAX_CPUS:
+        raise GpuhostError("CPU %d in %r is beyond the kernel's limit of %d CPUs"
+                           % (cpu, shown, MAX_CPUS), field=field,
+                           fix="give CPU numbers below %d, as the host's online list shows "
+                               "them (/sys/devices/system/cpu/online)" % MAX_CPUS)
 
 
 def format_cpulist(cpus):
@@ -102,6 +116,11 @@ def parse_cpumask(text, field="cpumask"):
     if not digits or not re.match(r"^[0-9a-f]+\Z", digits):
         raise GpuhostError("cannot parse CPU mask %r" % (text,), field=field,
                            fix="give a hex mask such as ff or 00000000,0000000f")
+    significant = digits.lstrip("0")
+    if len(significant) * 4 > MAX_CPUS:
+        raise GpuhostError("CPU mask %r reaches beyond the kernel's limit of %d CPUs"
+                           % (text if len(str(text)) <= 80 else str(text)[:80] + "...", MAX_CPUS),
+                           field=field, fix="give a mask of at most %d bits" % MAX_CPUS)
     value = int(digits, 16)
     cpus = []
     bit = 0

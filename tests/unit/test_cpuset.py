@@ -83,3 +83,27 @@ def test_stride_without_group_is_rejected_as_the_kernel_does():
     with pytest.raises(GpuhostError) as err:
         parse_cpulist("0-15:4", field="cpus")
     assert "cpus" in str(err.value) and "0-31:1/2" in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["0-99999999999", "8192", "0-8192", "0-99999999999:1/2",
+                                   10 ** 12, ["1", "0-8192"]])
+def test_cpu_numbers_are_bounded_by_the_kernels_limit(value):
+    # One hostile value must not make a set of billions of CPUs (it would exhaust the
+    # controller's or the host's memory before any other check ran).
+    with pytest.raises(GpuhostError) as info:
+        parse_cpulist(value, field="cpus")
+    assert info.value.field == "cpus"
+    assert "beyond the kernel's limit of 8192 CPUs" in info.value.message
+    assert "below 8192" in info.value.fix
+
+
+def test_the_highest_possible_cpu_still_parses():
+    assert parse_cpulist("8190-8191") == (8190, 8191)
+    assert parse_cpumask("8" + "0" * 2047) == (8191,)
+
+
+def test_a_cpu_mask_wider_than_the_kernels_limit_is_refused():
+    with pytest.raises(GpuhostError) as info:
+        parse_cpumask("1" + "0" * 2048, field="mask")
+    assert info.value.field == "mask" and "limit of 8192 CPUs" in info.value.message
+    assert parse_cpumask("0" * 5000 + "f") == (0, 1, 2, 3)     # leading zeros are fine
