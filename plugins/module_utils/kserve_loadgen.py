@@ -42,6 +42,11 @@ import time
 from urllib.parse import quote, urlsplit
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    finite_number, positive_int)
+
+# The longest a run, its warm-up or one request may be told to take: a day.
+MAX_RUN_S = 86400.0
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -245,12 +250,17 @@ class LoadRun:
         if concurrency < 1:
             raise GpuhostError("concurrency must be at least 1, got %d" % concurrency, field="concurrency",
                                fix="use the number of requests in flight the tenant must sustain (the runbook: 8)")
-        for field, value in (("duration_s", duration_s), ("requests", requests)):
-            if value is not None and value <= 0:
-                raise GpuhostError("%s must be positive, got %s" % (field, value), field=field,
-                                   fix="leave it out, or give a positive limit")
-        if timeout_s <= 0:
-            raise GpuhostError("timeout_s must be positive", field="timeout_s", fix="give seconds, e.g. 10")
+        # Finite and bounded: a NaN or infinite duration or timeout never ends the run.
+        if duration_s is not None:
+            duration_s = finite_number(duration_s, "duration_s", maximum=MAX_RUN_S, unit="seconds")
+        if requests is not None:
+            requests = positive_int(requests, "requests")
+        timeout_s = finite_number(timeout_s, "timeout_s", maximum=MAX_RUN_S, unit="seconds")
+        connect_timeout_s = finite_number(connect_timeout_s, "connect_timeout_s", maximum=MAX_RUN_S,
+                                          unit="seconds")
+        warmup_s = finite_number(warmup_s or 0, "warmup_s", allow_minimum=True, maximum=MAX_RUN_S,
+                                 unit="seconds")
+        batch_size = positive_int(batch_size, "batch_size")
         self.host, self.port, base = parse_url(url)
         self.url = url
         self.model = model

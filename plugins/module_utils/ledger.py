@@ -34,6 +34,7 @@ import tempfile
 import time
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
     TenantRequest,
     check_unique_macs,
@@ -210,7 +211,9 @@ class locked:
 
     def __init__(self, path, timeout=60.0, poll=0.05, read_only=False):
         self.lock_path = path + ".lock"
-        self.timeout = timeout
+        # 0 tries once; NaN would never expire (no comparison with it is true).
+        self.timeout = finite_number(timeout, "lock_timeout", allow_minimum=True,
+                                     maximum=86400, unit="seconds")
         self.poll = poll
         self.read_only = read_only
         self.fd = None

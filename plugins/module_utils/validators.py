@@ -8,6 +8,7 @@ be read as an option by the command it is given to."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
@@ -37,3 +38,45 @@ def qemu_img_size(value, field="size"):
         raise GpuhostError("%r is larger than qemu-img can create (8 EiB)" % (value,),
                            field=field, fix="give a smaller size, such as 40G")
     return text
+
+
+def finite_number(value, field, minimum=0.0, allow_minimum=False, maximum=None, unit=""):
+    """``value`` as a finite float above ``minimum`` (or equal to it with
+    ``allow_minimum``), at most ``maximum``: NaN compares false with everything, so a
+    NaN timeout never expires, and an infinite one never either."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if isinstance(value, bool) or number is None or math.isnan(number) or math.isinf(number):
+        raise GpuhostError("%r is not a finite number" % (value,), field=field,
+                           fix="give a number%s, such as 10" % (" of %s" % unit if unit else ""))
+    if number < minimum or (number == minimum and not allow_minimum):
+        raise GpuhostError("%s must be %s %s, got %r" % (
+            field, "at least" if allow_minimum else "more than", _plain(minimum), value),
+            field=field, fix="give a %s number%s" % (
+                "non-negative" if allow_minimum and minimum == 0 else "positive",
+                " of %s" % unit if unit else ""))
+    if maximum is not None and number > maximum:
+        raise GpuhostError("%s must be at most %s, got %r" % (field, _plain(maximum), value),
+                           field=field, fix="give at most %s%s" % (_plain(maximum),
+                                                                   " " + unit if unit else ""))
+    return number
+
+
+def positive_int(value, field, maximum=None):
+    """``value`` as an int of 1 or more (at most ``maximum``); bools are refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise GpuhostError("%r is not a whole number" % (value,), field=field,
+                           fix="give a whole number of 1 or more")
+    if value < 1:
+        raise GpuhostError("%s must be at least 1, got %d" % (field, value), field=field,
+                           fix="give a whole number of 1 or more")
+    if maximum is not None and value > maximum:
+        raise GpuhostError("%s must be at most %d, got %d" % (field, maximum, value),
+                           field=field, fix="give at most %d" % maximum)
+    return value
+
+
+def _plain(number):
+    return ("%d" % number) if float(number).is_integer() else ("%s" % number)
