@@ -417,13 +417,31 @@ def read_config(writer):
     return data
 
 
+def systemd_device_unit(path):
+    """The .device unit of a sysfs path, escaped as ``systemd-escape --path --suffix=device``
+    does: "/" becomes "-", and every byte but ASCII letters, digits, ":", "_" and a "."
+    that does not lead becomes \\xNN. An interface named "br-lan" is
+    sys-subsystem-net-devices-br\\x2dlan.device; unescaped, systemd would wait on the
+    device of a path that does not exist (".../br/lan")."""
+    parts = []
+    for index, byte in enumerate(path.strip("/").encode("utf-8")):
+        char = chr(byte)
+        if char == "/":
+            parts.append("-")
+        elif (char.isascii() and char.isalnum()) or char in ":_" or (char == "." and index):
+            parts.append(char)
+        else:
+            parts.append("\\x%02x" % byte)
+    return "".join(parts) + ".device"
+
+
 def unit_text(config):
     """gpuhost-sriov.service, ordered after the PFs' devices and before libvirt."""
     after = ["systemd-modules-load.service"]
     wants = []
     for entry in config["pfs"].values():
         if entry.get("netdev"):
-            unit = "sys-subsystem-net-devices-%s.device" % entry["netdev"]
+            unit = systemd_device_unit("/sys/subsystem/net/devices/%s" % entry["netdev"])
             after.append(unit)
             wants.append(unit)
         elif "systemd-udev-settle.service" not in after:

@@ -6,6 +6,7 @@ per-VF settings and the errors that must leave the tree alone."""
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -341,3 +342,14 @@ def test_module_reports_modprobe_it_cannot_run_on_a_test_root(sim):
     os.rename(driver_dir, driver_dir + ".unloaded")
     result = configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci", check_mode=True).result
     assert "modprobe vfio-pci (root is not /)" in result["skipped_actions"]
+
+
+@pytest.mark.parametrize("netdev", ["ens1f0np0", "br-lan", "enp0s3.100", "eth_0:1", "wlp\u00e9"])
+def test_device_unit_names_are_escaped_as_systemd_escape_does(netdev):
+    """The boot unit waits for the PF's device unit: an interface name with "-" (or any
+    byte systemd escapes) must give the unit systemd itself names, checked against the
+    real systemd-escape."""
+    path = "/sys/subsystem/net/devices/%s" % netdev
+    real = subprocess.run(["systemd-escape", "--path", "--suffix=device", path],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert sriov.systemd_device_unit(path) == real
