@@ -37,6 +37,37 @@ class HostWriter:
     def path(self, host_path):
         return os.path.join(self.root, str(host_path).lstrip("/"))
 
+    def write_target(self, host_path):
+        """The path below ``root`` that a write of ``host_path`` may use, or a
+        GpuhostError: no ".." component, and the folder it lands in, links resolved,
+        inside ``root`` (an absolute link in a test tree, or a planted one, would
+        otherwise send the write out of it). With root / every path qualifies."""
+        parts = [part for part in str(host_path).split("/") if part not in ("", ".")]
+        if ".." in parts:
+            raise GpuhostError("%s has a '..' component" % host_path, field="path",
+                               fix="name the file by its absolute path on the host, "
+                                   "without '..'")
+        target = os.path.join(self.root, *parts) if parts else self.root
+        root_real = os.path.realpath(self.root)
+        folder_real = os.path.realpath(os.path.dirname(target))
+        if root_real != "/" and folder_real != root_real and \
+                not folder_real.startswith(root_real + os.sep):
+            raise GpuhostError(
+                "%s leads out of %s through a link (to %s)" % (host_path, self.root, folder_real),
+                field="root", fix="remove the link, or give a root whose tree holds the file")
+        return target
+
+    def _replaceable(self, host_path, target):
+        """``target`` may be replaced: absent, or a regular file that is no link."""
+        if os.path.islink(target):
+            raise GpuhostError(
+                "%s is a symbolic link (to %s): gpuhost.kvm never writes through a link"
+                % (host_path, os.readlink(target)), field="path",
+                fix="remove the link (or put the real file in its place) and run again")
+        if os.path.lexists(target) and not os.path.isfile(target):
+            raise GpuhostError("%s is not a regular file" % host_path, field="path",
+                               fix="move it away and run again")
+
     def exists(self, host_path):
         return os.path.lexists(self.path(host_path))
 
@@ -63,7 +94,7 @@ class HostWriter:
         callers tell "kernel-managed IRQ" from a real failure by its errno.
         """
         data = str(value).encode()
-        fd = os.open(self.path(host_path), os.O_WRONLY | os.O_TRUNC)
+        fd = os.open(self.write_target(host_path), os.O_WRONLY | os.O_TRUNC)
         try:
             os.write(fd, data)
         finally:
@@ -76,7 +107,8 @@ class HostWriter:
         Returns the host paths of the folders it had to create, deepest first, so that
         an undo can remove them again; on failure it removes them itself.
         """
-        target = self.path(host_path)
+        target = self.write_target(host_path)
+        self._replaceable(host_path, target)
         if mode is None:
             try:
                 mode = os.stat(target).st_mode & 0o7777
@@ -119,7 +151,7 @@ class HostWriter:
 
     def remove_file(self, host_path):
         try:
-            os.unlink(self.path(host_path))
+            os.unlink(self.write_target(host_path))
         except FileNotFoundError:
             pass
 

@@ -128,3 +128,68 @@ def test_library_files_follow_imports_and_wrapper_runs_them(tmp_path):
                           "reapply_main", dest=str(tmp_path), interpreter="/usr/bin/python3")
     assert text.startswith("#!/usr/bin/python3\n")
     assert "sys.exit(reapply_main(sys.argv[1:]))" in text
+
+
+# -- one safe writer: confined to root, never through a link (hostile-input class 4) ----
+
+def test_a_link_planted_at_the_destination_is_refused_and_its_target_untouched(tmp_path):
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (root / "etc" / "gpuhost.conf").symlink_to(victim)
+    writer = HostWriter(str(root))
+    with pytest.raises(GpuhostError) as info:
+        writer.write_file("/etc/gpuhost.conf", "new\n")
+    assert "is a symbolic link" in info.value.message and "never writes through a link" in info.value.message
+    assert info.value.field == "path" and "remove the link" in info.value.fix
+    assert victim.read_text() == "keep\n" and (root / "etc" / "gpuhost.conf").is_symlink()
+
+
+@pytest.mark.parametrize("host_path", ["/etc/../../outside.conf", "../outside.conf", "/etc/a/../../../x"])
+def test_dot_dot_never_leaves_root(tmp_path, host_path):
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    writer = HostWriter(str(root))
+    for write in (lambda: writer.write_file(host_path, "x\n"), lambda: writer.write(host_path, "1"),
+                  lambda: writer.remove_file(host_path)):
+        with pytest.raises(GpuhostError) as info:
+            write()
+        assert "has a '..' component" in info.value.message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+
+
+def test_an_absolute_link_inside_the_tree_does_not_carry_writes_out_of_root(tmp_path):
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "modprobe.d").symlink_to(outside)          # absolute, planted
+    writer = HostWriter(str(root))
+    with pytest.raises(GpuhostError) as info:
+        writer.write_file("/etc/modprobe.d/gpuhost.conf", "blacklist x\n")
+    assert "leads out of" in info.value.message and info.value.field == "root"
+    with pytest.raises(GpuhostError):
+        writer.write("/etc/modprobe.d/attr", "1")
+    assert list(outside.iterdir()) == []
+
+
+def test_links_that_stay_inside_root_are_followed_for_folders(tmp_path):
+    # sysfs is full of relative links (devices/X -> ../../devices/pci0000:00/X): a write
+    # through a folder link that stays inside the tree is the normal case.
+    root = tmp_path / "root"
+    real = root / "sys" / "devices" / "pci0000:00" / "0000:41:00.0"
+    real.mkdir(parents=True)
+    (real / "driver_override").write_text("(null)\n")
+    (root / "sys" / "bus" / "pci" / "devices").mkdir(parents=True)
+    (root / "sys" / "bus" / "pci" / "devices" / "0000:41:00.0").symlink_to("../../../devices/pci0000:00/0000:41:00.0")
+    HostWriter(str(root)).write("/sys/bus/pci/devices/0000:41:00.0/driver_override", "vfio-pci")
+    assert (real / "driver_override").read_text() == "vfio-pci"
+
+
+def test_a_directory_at_the_destination_is_not_replaced(tmp_path):
+    root = tmp_path / "root"
+    (root / "etc" / "gpuhost.conf").mkdir(parents=True)
+    with pytest.raises(GpuhostError) as info:
+        HostWriter(str(root)).write_file("/etc/gpuhost.conf", "x\n")
+    assert "is not a regular file" in info.value.message
