@@ -218,19 +218,31 @@ class locked:
         self.read_only = read_only
         self.fd = None
 
+    def _open(self, flags):
+        """The lock file, never through a link planted at its place (O_NOFOLLOW): the
+        PID written into it would land in the link's target."""
+        try:
+            return os.open(self.lock_path, flags | os.O_NOFOLLOW, 0o600)
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                raise
+            raise GpuhostError("the ledger's lock file %s is a symbolic link" % self.lock_path,
+                               field="path", fix="remove the link (nothing but gpuhost.kvm "
+                                                 "should write there) and run again") from err
+
     def __enter__(self):
         if self.read_only:
             # Check mode must not create anything: without a lock file there is no
             # ledger to protect yet; with one, wait for writers with a shared lock.
             try:
-                self.fd = os.open(self.lock_path, os.O_RDONLY)
+                self.fd = self._open(os.O_RDONLY)
             except FileNotFoundError:
                 return self
             mode = fcntl.LOCK_SH
         else:
             directory = os.path.dirname(os.path.abspath(self.lock_path))
             os.makedirs(directory, mode=0o700, exist_ok=True)
-            self.fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            self.fd = self._open(os.O_RDWR | os.O_CREAT)
             mode = fcntl.LOCK_EX
         deadline = time.monotonic() + self.timeout
         while True:

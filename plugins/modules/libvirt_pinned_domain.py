@@ -863,7 +863,12 @@ class PinnedDomain:
         try:
             for label, path, argv, digest in steps:
                 if argv is None and os.path.exists(path):
-                    backup = path + ".gpuhost-previous"
+                    # A fresh name of our own (mkstemp, O_EXCL), never a fixed one: a link
+                    # planted at "<seed>.gpuhost-previous" would take the copy.
+                    handle, backup = tempfile.mkstemp(dir=os.path.dirname(path),
+                                                      prefix=".%s.gpuhost-previous."
+                                                      % os.path.basename(path))
+                    os.close(handle)
                     shutil.copy2(path, backup)
                     self._replaced.append((path, backup))
                 if argv is not None:

@@ -216,3 +216,18 @@ def test_bad_tenant_is_refused_before_the_lock_creates_anything(eight_gpu, tmp_p
             tenant_ledger.TenantLedger(module).run()
         assert excinfo.value.field == field, excinfo.value.message
         assert not folder.exists()
+
+
+def test_a_link_planted_at_the_lock_file_is_refused_and_its_target_untouched(tmp_path):
+    from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger as ledger_core
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    path = tmp_path / "ledger.json"
+    (tmp_path / "ledger.json.lock").symlink_to(victim)
+    for read_only in (False, True):
+        with pytest.raises(GpuhostError) as info:
+            with ledger_core.locked(str(path), timeout=0, read_only=read_only):
+                pass
+        assert "is a symbolic link" in info.value.message and "remove the link" in info.value.fix
+    assert victim.read_text() == "keep\n"

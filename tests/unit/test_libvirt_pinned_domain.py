@@ -301,3 +301,20 @@ def test_plan_vf_mac_and_vlan_reach_the_domain_and_a_change_is_reported(tmp_path
     # The module's own option wins over the plan.
     override = env.run(name="tenant-a100", plan=plan, network={"type": "vf", "vlan": 0})
     assert override["changed"] and "<vlan>" not in override["xml"]
+
+
+def test_a_seed_rebuild_keeps_its_backup_under_a_fresh_name_never_through_a_planted_link(tmp_path):
+    env = Env(tmp_path)
+    seed = tmp_path / "seed.iso"
+    args = plan_args(cloud_init={"seed_path": str(seed),
+                                 "user_data": "#cloud-config\nhostname: tenant-a100\n"})
+    env.run(**args)
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (tmp_path / "seed.iso.gpuhost-previous").symlink_to(victim)    # the old fixed name
+    args["cloud_init"]["user_data"] += "packages: [numactl]\n"
+    assert env.run(**args)["actions"] == ["build seed %s" % seed]
+    assert victim.read_text() == "keep\n"
+    # the backup is gone after the define succeeded; only the planted link stays
+    assert sorted(p.name for p in tmp_path.iterdir() if "gpuhost-previous" in p.name) == [
+        "seed.iso.gpuhost-previous"]
