@@ -52,7 +52,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_cpu_state, read_irqs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, HostWriter, describe_os_error, python_library_files, wrapper_script)
+    ChangeSet, HostWriter, describe_os_error, python_library_files, read_state_file,
+    wrapper_script)
 
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-irq-reapply"
 POLICY_SCRIPT = "/usr/local/libexec/gpuhost/gpuhost-irqbalance-policy"
@@ -249,16 +250,8 @@ def _read_one(writer, number):
 # -- persistence -----------------------------------------------------------------------
 
 def read_config(writer):
-    text = writer.read_file(CONFIG_FILE)
-    if not text:
-        return {"rules": []}
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise GpuhostError("%s is not valid JSON" % CONFIG_FILE, field="persistent",
+    return read_state_file(writer, CONFIG_FILE, "rules", list, field="persistent",
                            fix="fix or remove the file, then run the module again")
-    data.setdefault("rules", [])
-    return data
 
 
 def known_managed_names(writer):

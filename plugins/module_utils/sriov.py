@@ -34,7 +34,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
     normalize_address, vf_address)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, HostWriter, python_library_files, wrapper_script)
+    ChangeSet, HostWriter, python_library_files, read_state_file, wrapper_script)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (  # noqa: F401
     FRESH_VF, parse_vfinfo, validate_flag, validate_mac, validate_vlan)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
@@ -405,16 +405,8 @@ def describe_vfs(writer, pf):
 # -- persistence -----------------------------------------------------------------------
 
 def read_config(writer):
-    text = writer.read_file(CONFIG_FILE)
-    if not text:
-        return {"pfs": {}}
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise GpuhostError("%s is not valid JSON" % CONFIG_FILE, field="persistent",
+    return read_state_file(writer, CONFIG_FILE, "pfs", dict, field="persistent",
                            fix="fix or remove the file, then run the module again")
-    data.setdefault("pfs", {})
-    return data
 
 
 def systemd_device_unit(path):

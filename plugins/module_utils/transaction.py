@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import importlib
+import json
 import os
 import re
 import tempfile
@@ -154,6 +155,33 @@ class HostWriter:
             os.unlink(self.write_target(host_path))
         except FileNotFoundError:
             pass
+
+
+def read_state_file(writer, path, key, entries, field, fix):
+    """A JSON state file the collection keeps on the host: ``{key: entries}`` where
+    ``entries`` is ``dict`` (each value a dict) or ``list`` (each item a dict). A missing
+    or empty file is the empty state. Anything else (not JSON, JSON of another shape, as
+    a hand edit or another tool leaves it) is a GpuhostError naming the file, the shape
+    it should have, ``field`` and ``fix``, never a traceback from a later ``.get``."""
+    text = writer.read_file(path)
+    if not text or not text.strip():
+        return {key: entries()}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise GpuhostError("%s is not valid JSON" % path, field=field, fix=fix)
+    values = data.get(key, entries()) if isinstance(data, dict) else None
+    if isinstance(values, dict):
+        items = list(values.values())
+    else:
+        items = values if isinstance(values, list) else None
+    if not isinstance(values, entries) or any(not isinstance(item, dict) for item in items):
+        raise GpuhostError(
+            "%s is valid JSON of another shape: gpuhost.kvm keeps {\"%s\": %s} there"
+            % (path, key, "{...: {...}}" if entries is dict else "[{...}, ...]"),
+            field=field, fix=fix)
+    data[key] = values
+    return data
 
 
 @dataclass

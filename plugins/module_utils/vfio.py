@@ -43,7 +43,8 @@ from typing import Dict, List, Optional
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
     PciAddress, normalize_address)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+    ChangeSet, read_state_file)
 
 VFIO_PCI = "vfio-pci"
 STATE_FILE = "/var/lib/gpuhost/vfio-bind.json"
@@ -260,17 +261,9 @@ def check_groups(context, selected, options):
 # -- state file ------------------------------------------------------------------------
 
 def read_state(writer):
-    text = writer.read_file(STATE_FILE)
-    if not text:
-        return {"devices": {}}
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise GpuhostError("%s is not valid JSON" % STATE_FILE, field="state",
+    return read_state_file(writer, STATE_FILE, "devices", dict, field="state",
                            fix="remove the file; gpuhost.kvm then lets the kernel pick the "
                                "driver when a device is given back")
-    data.setdefault("devices", {})
-    return data
 
 
 def dump_state(state):
