@@ -168,7 +168,12 @@ def select_irqs(root, irqs, rule, strict=True):
                 raise GpuhostError("no PCI function %s on this host" % address,
                                    field="pci_devices", fix="list devices with lspci -D")
             continue
-        numbers.update(found)
+        # A vector the driver allocated but never requested has no /proc/irq entry (igb
+        # lists its MSI-X vectors in msi_irqs while its interface is down, and reallocates
+        # them when VFs are created): nothing to pin now, and the re-apply pins it when it
+        # appears. Writing its affinity failed with ENOENT and rolled the whole run back.
+        numbers.update(n for n in found if str(n) in irqs
+                       or os.path.isdir(os.path.join(root, "proc/irq", str(n))))
     if rule.name_regex is not None:
         pattern = re.compile(rule.name_regex)
         numbers.update(irq.number for irq in irqs.values()

@@ -546,3 +546,17 @@ def test_absent_needs_the_name_and_present_needs_cpus_and_a_selector(sim, capsys
         assert snapshot(sim.root) == before
         message = json.loads(capsys.readouterr().out)["msg"]
         assert message.startswith("state is ") and missing in message, (args, message)
+
+
+def test_a_device_vector_without_a_proc_irq_entry_is_not_selected(tmp_path):
+    """Seen on the lab's igb PF with its interface down, after VFs were created: msi_irqs
+    listed 38-40, /proc/irq had no 38-40, and the pin's write failed with ENOENT, rolling
+    the whole sriov_irq run back. Such a vector has nothing to pin until it appears."""
+    root = str(tmp_path)
+    msi = os.path.join(root, "sys/bus/pci/devices/0000:23:00.0/msi_irqs")
+    os.makedirs(msi)
+    for number in (38, 39, 40, 47):
+        open(os.path.join(msi, str(number)), "w").close()
+    os.makedirs(os.path.join(root, "proc/irq/47"))
+    rule = irq_pinning.IrqRule(cpus=(0, 1), pci_devices=("0000:23:00.0",))
+    assert irq_pinning.select_irqs(root, {}, rule) == [47]
