@@ -13,8 +13,8 @@ from helpers import REPO
 sys.path.insert(0, os.path.join(REPO, "tools"))
 import apt_sources  # noqa: E402
 
-MIRROR = "http://mirror.example.internal/debian"
-SECURITY = "http://mirror.example.internal/debian-security"
+MIRROR = "http://mirror.example.internal/archive"
+SECURITY = "http://mirror.example.internal/security"
 
 
 def _root(tmp_path, sources=None, one_line=None, codename="bookworm"):
@@ -81,8 +81,8 @@ def test_an_image_of_another_suite_uses_the_mirror_of_the_machines_release(tmp_p
 
 def test_disabled_stanzas_and_other_components_do_not_count(tmp_path):
     root = _root(tmp_path, sources=(
-        "Types: deb\nURIs: http://disabled.example/debian\nSuites: bookworm\nComponents: main\nEnabled: no\n\n"
-        "Types: deb\nURIs: http://contrib-only.example/debian\nSuites: bookworm\nComponents: contrib\n"))
+        "Types: deb\nURIs: http://disabled.example/archive\nSuites: bookworm\nComponents: main\nEnabled: no\n\n"
+        "Types: deb\nURIs: http://contrib-only.example/archive\nSuites: bookworm\nComponents: contrib\n"))
     with pytest.raises(apt_sources.SourcesError) as err:
         apt_sources.backports_stanza(apt_sources.read_sources(root), "bookworm")
     assert "none of the machine's sources serves bookworm or bookworm-updates" in str(err.value)

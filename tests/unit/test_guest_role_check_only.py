@@ -87,12 +87,12 @@ def test_check_only_debian12_driver_vars():
     for line in (enabled, "Components: main contrib"):
         assert re.sub(deb822["regexp"], deb822["replace"], line, flags=re.M) == line
     for before, after in (
-            ("deb http://mirror.example/debian bookworm main",
-             "deb http://mirror.example/debian bookworm main contrib non-free non-free-firmware"),
+            ("deb http://mirror.example/archive bookworm main",
+             "deb http://mirror.example/archive bookworm main contrib non-free non-free-firmware"),
             ("deb [signed-by=/k.gpg] http://m.example/d bookworm-updates main non-free-firmware",
              "deb [signed-by=/k.gpg] http://m.example/d bookworm-updates main contrib non-free non-free-firmware"),
-            ("deb-src http://mirror.example/debian bookworm main",
-             "deb-src http://mirror.example/debian bookworm main")):
+            ("deb-src http://mirror.example/archive bookworm main",
+             "deb-src http://mirror.example/archive bookworm main")):
         # ansible.builtin.replace's \1 is Python's, as in re.sub
         assert re.sub(one_line["regexp"], one_line["replace"], before, flags=re.M) == after, before
     assert debian["__guest_runtime"]["docker"]["packages"] == ["apparmor", "docker.io"]
