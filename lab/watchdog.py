@@ -14,7 +14,8 @@ A boot is in progress when the console's last "Linux version" line comes after i
 login prompt. When the console has not grown for ``--stall`` seconds during a boot, the
 watchdog keeps the console as console-stall.log, sends ``system_reset`` to the QEMU
 monitor and notes it in its log. It does the same when the kernel itself reports that the
-boot will not finish (kernel_stall_report: a task hung twice, a CPU stuck for minutes),
+boot will not finish (kernel_stall_report: a task hung twice, a CPU stuck for minutes,
+RCU stalls for minutes),
 which keeps the console busy. The default stall (300 s) is longer than lab_wait_boot's
 (240 s), and a kernel report must stand for REPORT_GRACE seconds, so a boot lab/up or
 lab/reboot is waiting on is reset by them, not twice.
@@ -48,21 +49,37 @@ def boot_in_progress(console_tail):
 
 HUNG_TASK_RE = re.compile(rb"INFO: task (\S+) blocked for more than \d+ seconds")
 SOFT_LOCKUP_RE = re.compile(rb"soft lockup - CPU#\d+ stuck for (\d+)s!")
+RCU_STALL_RE = re.compile(rb"\[\s*(\d+)\.\d+\] rcu: INFO: rcu_\w+ (?:detected stalls|self-detected stall)")
 # Healthy boots on a loaded build machine reported soft lockups of 21 to 53 s and went
 # on; the boot that never came back (2026-11-30: every CPU's migration thread and
 # cryptomgr_test on CPU 7, stop_machine waiting on a vCPU that made no progress) reported
 # the same lockup every 26 s up to 782 s, which kept the console busy.
 SOFT_LOCKUP_STALL_SECONDS = 180
+# A CI reboot (2026-12-01, QEMU 10, the first boot with intel_iommu=on) kept a halted
+# vCPU asleep for good: "rcu_preempt kthread timer wakeup didn't happen", "rcu_preempt
+# detected stalls on CPUs/tasks" every 21 s from early boot to 559 s, so the console never
+# went quiet. RCU stall reports that go on for this long (kernel time, first to last) mean
+# grace periods no longer end; a starved vCPU in a healthy boot reports one and recovers.
+RCU_STALL_SPAN_SECONDS = 180
 REPORT_GRACE = 60
 
 
 def kernel_stall_report(console_text):
     """Why the kernel's own reports in ``console_text`` say the boot will not finish, or
     None: a task reported hung twice (stuck in D state for about four minutes; the
-    detector checks every 120 s), or a CPU reported stuck for SOFT_LOCKUP_STALL_SECONDS
-    or more. A single hung-task report or a short soft lockup is a starved TCG vCPU."""
+    detector checks every 120 s), a CPU reported stuck for SOFT_LOCKUP_STALL_SECONDS
+    or more, or RCU stall reports spanning RCU_STALL_SPAN_SECONDS of kernel time. A single
+    hung-task report, a short soft lockup or one RCU stall is a starved TCG vCPU."""
     seen = set()
+    first_rcu_stall = None
     for line in console_text.splitlines():
+        rcu = RCU_STALL_RE.search(line)
+        if rcu:
+            at = int(rcu.group(1))
+            first_rcu_stall = at if first_rcu_stall is None else first_rcu_stall
+            if at - first_rcu_stall >= RCU_STALL_SPAN_SECONDS:
+                return "the kernel reported RCU stalls for %d s: %s" % (
+                    at - first_rcu_stall, _printable(line))
         hung = HUNG_TASK_RE.search(line)
         if hung:
             if hung.group(1) in seen:

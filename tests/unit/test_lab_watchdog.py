@@ -35,6 +35,18 @@ STUCK_CPU_BOOT = (b"[    0.000000] Linux version 6.1.0-57-amd64 (debian-kernel@l
                              % (s + 2, s, s + 2) for s in (26, 53, 79, 105, 131, 157, 183)))
 # The same boot up to the 157 s report: still within what a starved vCPU reports.
 STUCK_CPU_BOOT_157S = STUCK_CPU_BOOT[:STUCK_CPU_BOOT.index(b"[  185.")]
+# The CI reboot of 2026-12-01 (QEMU 10, first boot with intel_iommu=on): a halted vCPU's
+# timer never fired, and the kernel reported RCU stalls every 21 s or so up to 559 s.
+def _rcu_stall(at):
+    return (b"[  %d.617175] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\r\n"
+            b"[  %d.617483] rcu: \t5-...!: (0 ticks this GP) idle=2b50/0/0x0 softirq=24/24 "
+            b"fqs=0 (false positive?)\r\n"
+            b"[  %d.619208] rcu: rcu_preempt kthread timer wakeup didn't happen for 5251 jiffies! "
+            b"g-347 f0x0 RCU_GP_WAIT_FQS(5) ->state=0x402\r\n" % (at, at, at))
+
+
+RCU_STALLED_BOOT = (STALLED_REBOOT
+                    + b"".join(_rcu_stall(at) for at in range(33, 600, 21)))
 # A healthy boot on a loaded host: one short lockup, then on to the login prompt.
 SHORT_LOCKUP = (b"[   32.702182] watchdog: BUG: soft lockup - CPU#0 stuck for 21s! "
                 b"[kworker/u17:2:59]\r\n")
@@ -53,6 +65,20 @@ def test_kernel_reports_that_mean_the_boot_will_not_finish():
         "than 241 seconds.")
     other = b"[  300.1] INFO: task systemd-udevd:90 blocked for more than 120 seconds.\n"
     assert watchdog.kernel_stall_report(hung % 120 + other) is None      # two tasks, once each
+
+
+
+def test_rcu_stalls_that_go_on_for_minutes_mean_the_boot_will_not_finish():
+    assert watchdog.kernel_stall_report(RCU_STALLED_BOOT) == (
+        "the kernel reported RCU stalls for 189 s: [  222.617175] rcu: INFO: rcu_preempt "
+        "detected stalls on CPUs/tasks:")
+    # A starved vCPU in a healthy boot: a few reports within three minutes, then on.
+    assert watchdog.kernel_stall_report(_rcu_stall(40) + _rcu_stall(61) + _rcu_stall(210)) is None
+    assert watchdog.kernel_stall_report(_rcu_stall(40) * 50) is None
+    self_detected = b"[  %d.1] rcu: INFO: rcu_sched self-detected stall on CPU\r\n"
+    assert watchdog.kernel_stall_report(self_detected % 30 + self_detected % 215) == (
+        "the kernel reported RCU stalls for 185 s: [  215.1] rcu: INFO: rcu_sched "
+        "self-detected stall on CPU")
 
 
 def test_a_boot_is_in_progress_from_the_kernel_banner_until_the_login_prompt():
@@ -171,6 +197,22 @@ def test_a_cpu_stuck_for_minutes_resets_the_boot_although_the_console_is_busy(la
     with open(path, "ab") as handle:
         handle.write(FIRST_BOOT)                 # the reset boots normally
     assert dog.step(200.0) == "idle" and monitor.commands == ["system_reset"]
+
+
+def test_rcu_stalls_for_minutes_reset_the_boot_although_the_console_is_busy(lab_run):
+    tmp_path, monitor = lab_run
+    cut = RCU_STALLED_BOOT.index(b"[  222.")
+    path, dog = _dog(tmp_path, monitor, FIRST_BOOT + RCU_STALLED_BOOT[:cut])
+    assert dog.step(0.0) == "idle"               # 168 s of stalls: not yet
+    with open(path, "ab") as handle:
+        handle.write(RCU_STALLED_BOOT[cut:])
+    assert dog.step(21.0) == "idle"              # first seen: lab_wait_boot may act on it
+    with open(path, "ab") as handle:
+        handle.write(_rcu_stall(621))
+    assert dog.step(81.0) == "reset"
+    assert monitor.wait_for(1) == ["system_reset"]
+    assert "boot stalled: the kernel reported RCU stalls for 189 s" in \
+        (tmp_path / "watchdog.log").read_text()
 
 
 def test_short_lockups_in_a_boot_that_goes_on_are_left_alone(lab_run):
