@@ -444,12 +444,16 @@ class TreeBuilder:
     def pci(self, address, class_code, vendor=0x10de, device=0x1234, driver=None,
             numa_node=-1, iommu_group=None, parent=None, boot_vga=None, netdev=None,
             sriov_totalvfs=None, sriov_offset=1, sriov_stride=1, sriov_vf_device=None,
-            local_cpulist=""):
-        """One PCI function; ``parent`` is the bridge it sits behind (a PCI address)."""
+            local_cpulist="", bus_dir=None):
+        """One PCI function; ``parent`` is the bridge it sits behind (a PCI address), or
+        ``bus_dir`` the root bus it sits on when that is not a host bridge's (see
+        pci_domain)."""
         address = str(PciAddress.parse(address))
         if parent:
             base = os.path.relpath(os.path.realpath(self.p("/sys/bus/pci/devices/" + parent)),
                                    self.root)
+        elif bus_dir:
+            base = bus_dir.lstrip("/")
         else:
             base = "sys/devices/pci%s:%02x" % (address[:4], PciAddress.parse(address).bus)
         dev = "/%s/%s" % (base, address)
@@ -477,10 +481,27 @@ class TreeBuilder:
             self.link("/sys/kernel/iommu_groups/%d/devices/%s" % (iommu_group, address), dev)
             self.link(dev + "/iommu_group", "/sys/kernel/iommu_groups/%d" % iommu_group)
         if netdev:
-            self.write("%s/net/%s/ifindex" % (dev, netdev), "2\n")
-            self.link("%s/net/%s/device" % (dev, netdev), dev)
-            self.link("/sys/class/net/%s" % netdev, "%s/net/%s" % (dev, netdev))
+            self.netdev(address, netdev)
         return dev
+
+    def netdev(self, address, name):
+        """A network interface on a PCI function (a VF's netdev, say)."""
+        dev = "/" + os.path.relpath(os.path.realpath(self.p("/sys/bus/pci/devices/" + address)),
+                                    self.root)
+        self.write("%s/net/%s/ifindex" % (dev, name), "2\n")
+        self.link("%s/net/%s/device" % (dev, name), dev)
+        self.link("/sys/class/net/%s" % name, "%s/net/%s" % (dev, name))
+        return self
+
+    def pci_domain(self, owner, domain=0x10000, bus=0):
+        """The root bus of a PCI domain that the function ``owner`` provides, as Intel VMD
+        does (drivers/pci/controller/vmd.c: the bus's parent is the VMD endpoint, so it
+        shows as <owner>/pci10000:00). Returns the bus directory, for pci(bus_dir=...)."""
+        owner_dir = os.path.relpath(os.path.realpath(self.p("/sys/bus/pci/devices/" + owner)),
+                                    self.root)
+        bus_dir = "/%s/pci%04x:%02x" % (owner_dir, domain, bus)
+        os.makedirs(self.p(bus_dir), exist_ok=True)
+        return bus_dir
 
     def irq(self, irq, name, chip="IR-PCI-MSI", device=None, cpus=None, hwirq=None):
         online = self._online()

@@ -3,11 +3,14 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Refusals checked before a tenant domain is defined.
 
-Pure functions over a HostTopology and the XML of the other defined domains, so tests
-feed them literal topologies and XML. Every refusal gives the numbers and the way out;
-the two that are sometimes deliberate have named overrides (``allow_cpu_overlap``,
-``allow_cross_node``). A dirty IOMMU group has none: the runbook's answer is another
-slot, never the ACS override.
+Pure functions over a HostTopology, the XML of the other defined domains and the
+host-safety context (host_safety.read_context), so tests feed them literal topologies
+and XML. Every refusal gives the numbers and the way out; those that are sometimes
+deliberate have named overrides (``allow_cpu_overlap``, ``allow_cross_node``,
+``allow_vcpu_emulator_overlap``, and the host-safety policy's ``allow_host_critical``
+and ``allow_boot_vga``). A dirty IOMMU group, or one shared with another domain, has
+none: the runbook's answer is another slot, never the ACS override. Nor has a device
+the host cannot live without (the root filesystem's chain, a bridge).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_xml import (
     pci_source_key, parse_xml)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
+    host_refusals, refusal_fix)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
 
@@ -160,6 +165,72 @@ def check_hostdevs_free(spec, others, report):
                 "(virsh edit %s, or state=absent for that tenant)" % (other.name, other.name)))
 
 
+def hostdev_origins(spec, from_plan, vf_option_given):
+    """Hostdev address -> the module option that names it, for refusals."""
+    gpu_option = "plan" if from_plan else "gpus"
+    origins = {a: gpu_option for gpu in spec.gpus for a in gpu.functions}
+    origins.update((a, "hostdevs") for a in spec.extra_hostdevs)
+    if spec.network.kind == "vf" and spec.network.vf_address:
+        origins[spec.network.vf_address] = ("network.vf_address" if vf_option_given or
+                                            not from_plan else "plan")
+    return origins
+
+
+def check_host_safety(spec, report, context, overrides, origins=None):
+    """The host-safety policy (host_safety.host_refusals) for every hostdev.
+
+    libvirt detaches a managed hostdev from its host driver when the domain starts, so
+    a domain must not be given what vfio_bind would refuse: the root filesystem's
+    device chain, a bridge, the NIC of the default route or SSH session, the boot VGA
+    with a console. Accepted overrides become warnings.
+    """
+    if context is None:
+        return
+    origins = origins or {}
+    addresses = [normalize_address(a) for a in spec.hostdev_addresses()]
+    blocking, allowed = host_refusals(context, addresses, overrides)
+    for refusal in blocking:
+        report.refusals.append(Refusal(
+            refusal.option or origins.get(refusal.address, "hostdev"),
+            "refusing to pass through: %s" % refusal.text(),
+            refusal_fix([refusal], origins.get(refusal.address, "the domain's devices")),
+            override=refusal.option))
+    for refusal in allowed:
+        report.warnings.append("%s %s; allowed by %s" % (refusal.address, refusal.reason,
+                                                         refusal.option))
+
+
+def check_groups_unshared(spec, topo, others, report):
+    """No IOMMU group is split between this domain and another.
+
+    The group is the unit of isolation: two guests holding functions of one group can
+    reach each other's device by peer-to-peer DMA, and vfio hands a group to one guest
+    only. Exact address clashes are check_hostdevs_free's.
+    """
+    mine = {}
+    for address in spec.hostdev_addresses():
+        function = topo.pci.get(normalize_address(address))
+        if function is not None and function.iommu_group is not None:
+            mine.setdefault(function.iommu_group, []).append(normalize_address(address))
+    for other in others:
+        shared = {}
+        for address in other.hostdevs:
+            function = topo.pci.get(address)
+            if function is None or function.iommu_group not in mine \
+                    or address in mine[function.iommu_group]:
+                continue
+            shared.setdefault(function.iommu_group, []).append(address)
+        for group, theirs in sorted(shared.items()):
+            report.refusals.append(Refusal(
+                "hostdev", "%s is in IOMMU group %s, which also holds %s of domain %s (%s): "
+                "one IOMMU group goes to one guest"
+                % (", ".join(sorted(mine[group])), group, ", ".join(sorted(theirs)),
+                   other.name, "running" if other.active else "defined"),
+                "give this tenant a device from another IOMMU group, or remove %s from %s "
+                "first (virsh edit %s, or state=absent for that tenant)"
+                % (", ".join(sorted(theirs)), other.name, other.name)))
+
+
 def check_cpus_online(spec, topo, report):
     online = set(topo.cpus.online)
     for label, cpus in (("vcpu_pins", spec.pinned_cpus()),
@@ -174,22 +245,40 @@ def check_cpus_online(spec, topo, report):
                 "or bring the CPUs online"))
 
 
-def check_cpu_overlap(spec, others, report, allow_cpu_overlap=False):
+def check_cpu_overlap(spec, others, report, allow_cpu_overlap=False, topo=None):
+    """No CPU, and no core, shared with another domain's vCPUs.
+
+    Besides the same CPU, a vCPU on an SMT sibling of another domain's vCPU counts
+    (with ``topo``): threads of one core share its caches and execution units, the
+    ground of MDS and L1TF style leaks, so a tenant's core is reserved whole even where
+    it pins only one thread.
+    """
     mine = set(spec.pinned_cpus())
     helpers = set(spec.emulator_cpus) | set(spec.iothread_cpus)
     for other in others:
         theirs = set(other.vcpu_cpus)
         vcpu_clash = sorted(mine & theirs)
         helper_clash = sorted(helpers & theirs)
-        if not vcpu_clash and not helper_clash:
+        siblings = sorted((cpu, sibling) for cpu in mine - theirs
+                          for sibling in _thread_siblings(topo, cpu) & theirs)
+        if not vcpu_clash and not helper_clash and not siblings:
             continue
+        texts = []
         parts = []
         if vcpu_clash:
             parts.append("vCPU pins %s" % format_cpulist(vcpu_clash))
         if helper_clash:
             parts.append("emulator/iothread pins %s" % format_cpulist(helper_clash))
-        text = "%s overlap the vCPUs of domain %s (pinned to %s)" % (
-            " and ".join(parts), other.name, format_cpulist(theirs))
+        if parts:
+            texts.append("%s overlap the vCPUs of domain %s (pinned to %s)" % (
+                " and ".join(parts), other.name, format_cpulist(theirs)))
+        if siblings:
+            texts.append(
+                "vCPU pins %s share cores with the vCPUs of domain %s (%s): threads of one "
+                "core share its caches, so one tenant can observe the other"
+                % (format_cpulist(set(c for c, _s in siblings)), other.name,
+                   ", ".join("CPU %d is the SMT sibling of %d" % p for p in siblings)))
+        text = "; ".join(texts)
         if allow_cpu_overlap:
             report.warnings.append(text + "; allowed by allow_cpu_overlap")
         else:
@@ -198,6 +287,35 @@ def check_cpu_overlap(spec, others, report, allow_cpu_overlap=False):
                 "plan all tenants together with numa_cpuset so their cores are disjoint, "
                 "or set allow_cpu_overlap: true if sharing is deliberate",
                 override="allow_cpu_overlap"))
+
+
+def _thread_siblings(topo, cpu):
+    """The other hardware threads of ``cpu``'s core (none without a topology)."""
+    record = topo.cpus.cpus.get(cpu) if topo is not None else None
+    return set(record.thread_siblings) - {cpu} if record is not None else set()
+
+
+def check_vcpu_helper_overlap(spec, report, allow_vcpu_emulator_overlap=False):
+    """No vCPU on this domain's own emulator or iothread CPUs: a vCPU that spins there
+    starves QEMU's I/O and the emulator steals the vCPU's time."""
+    pinned = set(spec.pinned_cpus())
+    clashes = [(label, sorted(pinned & set(cpus)))
+               for label, cpus in (("emulator_cpus", spec.emulator_cpus),
+                                   ("iothread_cpus", spec.iothread_cpus))]
+    clashes = [(label, cpus) for label, cpus in clashes if cpus]
+    if not clashes:
+        return
+    text = "vCPU pins %s are also this domain's %s" % (
+        format_cpulist(set(c for _label, cpus in clashes for c in cpus)),
+        " and ".join("%s (%s)" % (label, format_cpulist(cpus)) for label, cpus in clashes))
+    if allow_vcpu_emulator_overlap:
+        report.warnings.append(text + "; allowed by allow_vcpu_emulator_overlap")
+        return
+    report.refusals.append(Refusal(
+        "vcpu_pins", text + ": the vCPUs and QEMU's own threads would take turns on them",
+        "pin the emulator and iothreads to other cores (numa_cpuset plans them on the "
+        "node's housekeeping CPUs), or set allow_vcpu_emulator_overlap: true on a host "
+        "too small to keep them apart", override="allow_vcpu_emulator_overlap"))
 
 
 def check_nodes(spec, topo, report, allow_cross_node=False):
@@ -301,9 +419,14 @@ def _size_text(size_kib):
     return "%dK" % size_kib
 
 
-def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node=False):
+def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node=False,
+                  allow_vcpu_emulator_overlap=False, host_context=None, host_overrides=None,
+                  hostdev_origins=None):
     """All checks; ``defined`` lists every domain libvirt has (this one included, if
-    defined). Returns a PreflightReport; call raise_if_refused() on it."""
+    defined). ``host_context`` (host_safety.read_context) turns on the host-safety
+    policy, with ``host_overrides`` ({allow_host_critical: bool, ...}) and
+    ``hostdev_origins`` (address -> option, for the refusals). Returns a
+    PreflightReport; call raise_if_refused() on it."""
     report = PreflightReport()
     current = None
     others = []
@@ -312,10 +435,13 @@ def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node
             current = domain
         else:
             others.append(domain)
+    check_host_safety(spec, report, host_context, host_overrides or {}, hostdev_origins)
     check_cpus_online(spec, topo, report)
     check_hostdevs(spec, topo, report)
     check_hostdevs_free(spec, others, report)
-    check_cpu_overlap(spec, others, report, allow_cpu_overlap=allow_cpu_overlap)
+    check_groups_unshared(spec, topo, others, report)
+    check_cpu_overlap(spec, others, report, allow_cpu_overlap=allow_cpu_overlap, topo=topo)
+    check_vcpu_helper_overlap(spec, report, allow_vcpu_emulator_overlap)
     check_nodes(spec, topo, report, allow_cross_node=allow_cross_node)
     check_hugepages(spec, topo, report, current=current)
     return report

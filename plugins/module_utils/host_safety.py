@@ -5,16 +5,25 @@
 
 A device is host-critical when losing its driver would lock the operator out:
 
-* it holds a mounted filesystem or active swap (the disk controller behind
-  /proc/self/mountinfo's major:minor, through partitions and dm/md slaves);
+* it holds a mounted filesystem or active swap: the disk controller behind
+  /proc/self/mountinfo's major:minor (through partitions and dm/md slaves), every PCI
+  function above it on its sysfs path (root ports, switch ports), and the function that
+  owns the controller's whole PCI domain (an Intel VMD endpoint owns domain 10000 and
+  every NVMe drive in it), with that owner's own ancestors;
 * it carries the default route (/proc/net/route, /proc/net/ipv6_route) or the local
-  address of the SSH connection the module runs over (SSH_CONNECTION);
+  address of the SSH connection the module runs over (SSH_CONNECTION); when that NIC is
+  an SR-IOV VF, its PF counts too, since the VF dies with it;
 * it is the boot VGA (boot_vga=1) and a console is active on it: a bound vtconsole
   plus a framebuffer on that device or a firmware framebuffer (efifb, simpledrm, vesafb)
   that the boot VGA backs.
 
 It also finds the open users of a GPU's device nodes (/proc/*/fd -> /dev/dri/*,
 /dev/nvidiaN, /dev/snd/*) and the PCI devices of running libvirt domains.
+
+The decision, which of these refuse and under which override, is ``vfio.refusals_for``;
+``host_refusals`` applies it for every module that hands a device away or destroys one
+(vfio_bind, sriov_vfs, libvirt_pinned_domain), so the messages and the override names
+are the same everywhere.
 """
 
 from __future__ import annotations
@@ -27,9 +36,11 @@ from dataclasses import dataclass, field
 from typing import Dict, List
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+    PciAddress, normalize_address)
 
 _PCI_COMPONENT = re.compile(r"^[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
+_PCI_ROOT_BUS = re.compile(r"^pci(?P<domain>[0-9a-f]{4,5}):[0-9a-f]{2}\Z")   # pci10000:00
 _FIRMWARE_FB = ("efi vga", "efifb", "simple", "vesa", "vga16", "bochs")   # /proc/fb names
 
 
@@ -65,11 +76,48 @@ def _realpath(root, host_path):
 
 def pci_address_of_path(real_host_path):
     """The innermost PCI function on a /sys/devices path, or None (virtual devices)."""
-    found = None
-    for part in real_host_path.split("/"):
-        if _PCI_COMPONENT.match(part):
-            found = part
-    return normalize_address(found) if found else None
+    chain = pci_chain_of_path(real_host_path)
+    return chain[-1] if chain else None
+
+
+def pci_chain_of_path(real_host_path):
+    """Every PCI function on a /sys/devices path, outermost first: the root port and
+    switch ports above a device, then the device."""
+    return [normalize_address(part) for part in real_host_path.split("/")
+            if _PCI_COMPONENT.match(part)]
+
+
+def pci_domain_owners(root="/"):
+    """PCI domain number -> the function that owns the domain.
+
+    A storage controller such as Intel VMD hides its NVMe drives in a PCI domain of its
+    own (10000 and up); the kernel puts that domain's root bus (``pci10000:00``) in the
+    owner's sysfs directory. Domains the platform's host bridges own have no entry.
+    """
+    owners = {}
+    for address in _listdir(root, "/sys/bus/pci/devices"):
+        for entry in _listdir(root, "/sys/bus/pci/devices/%s" % address):
+            match = _PCI_ROOT_BUS.match(entry)
+            if match:
+                owners[int(match.group("domain"), 16)] = normalize_address(address)
+    return owners
+
+
+def pci_dependency_chain(root, address, owners, _depth=0):
+    """``address`` and every PCI function it cannot work without, outermost first.
+
+    That is each function above it on its sysfs path and, for a function in a domain
+    that another function owns (``pci_domain_owners``), the owner and its own chain.
+    The owner is looked up even when the path already passes through it, so a tree
+    whose domain hangs under /sys/devices directly is covered too.
+    """
+    chain = pci_chain_of_path(_realpath(root, "/sys/bus/pci/devices/%s" % address)) or [address]
+    for member in list(chain):
+        owner = owners.get(PciAddress.parse(member).domain)
+        if owner and owner not in chain and _depth < 4:
+            chain[:0] = [a for a in pci_dependency_chain(root, owner, owners, _depth + 1)
+                         if a not in chain]
+    return chain
 
 
 # -- storage ---------------------------------------------------------------------------
@@ -142,14 +190,26 @@ def read_swaps(root="/"):
 
 
 def storage_devices(root="/"):
-    """PCI address -> the mountpoints (and swap devices) it holds."""
+    """PCI address -> the mountpoints (and swap devices) it holds.
+
+    A mount counts for its disk controller and for every function that controller
+    depends on (``pci_dependency_chain``): passing a root port or a VMD endpoint
+    through takes the disk with it.
+    """
+    owners = pci_domain_owners(root)
     holders: Dict[str, List[str]] = {}
+
+    def hold(block_dir, what):
+        for controller in sorted(block_device_pci(root, block_dir)):
+            for address in pci_dependency_chain(root, controller, owners):
+                held = holders.setdefault(address, [])
+                if what not in held:
+                    held.append(what)
+
     for mountpoint, major_minor, source in read_mounts(root):
-        for address in block_device_pci(root, _block_dir(root, major_minor, source)):
-            holders.setdefault(address, []).append(mountpoint)
+        hold(_block_dir(root, major_minor, source), mountpoint)
     for swap in read_swaps(root):
-        for address in block_device_pci(root, _block_dir(root, None, swap)):
-            holders.setdefault(address, []).append("swap %s" % swap)
+        hold(_block_dir(root, None, swap), "swap %s" % swap)
     return holders
 
 
@@ -371,15 +431,27 @@ def read_host_critical(root="/", functions=None, ssh_connection=None, ip_addr_js
     critical.storage = storage_devices(root)
     critical.root_fs = {address: points for address, points in critical.storage.items()
                         if "/" in points}
-    for ifname in sorted(default_route_interfaces(root)):
-        for address in netdev_pci(root, ifname):
-            critical.network.setdefault(address, []).append("the default route (%s)" % ifname)
-    for ifname in sorted(ssh_interfaces(root, ssh_connection, ip_addr_json)):
-        for address in netdev_pci(root, ifname):
-            critical.network.setdefault(address, []).append(
-                "the current SSH connection (%s)" % ifname)
+    carried = [("the default route (%s)" % ifname, ifname)
+               for ifname in sorted(default_route_interfaces(root))]
+    carried += [("the current SSH connection (%s)" % ifname, ifname)
+                for ifname in sorted(ssh_interfaces(root, ssh_connection, ip_addr_json))]
+    for what, ifname in carried:
+        for address in sorted(netdev_pci(root, ifname)):
+            critical.network.setdefault(address, []).append(what)
+            # A VF disappears with its PF's driver or VF count: the PF carries it too.
+            pf = _physfn(root, address)
+            if pf:
+                critical.network.setdefault(pf, []).append(
+                    "%s through its VF %s" % (what, address))
     critical.console = console_vga(root, functions)
     return critical
+
+
+def _physfn(root, address):
+    link = "/sys/bus/pci/devices/%s/physfn" % address
+    if not os.path.islink(_p(root, link)):
+        return None
+    return pci_address_of_path(_realpath(root, link))
 
 
 def read_context(root="/", functions=None, ssh_connection=None, ip_addr_json=None,
@@ -422,3 +494,79 @@ def running_domain_devices_or_skip(module, libvirt_uri, live, skipped):
             raise
         module.warn("could not check running libvirt domains: %s" % err.message)
         return None
+
+
+# -- the policy, for every module ------------------------------------------------------
+
+def read_module_context(module, root, functions=None, domain_devices=None):
+    """``read_context`` as a module on the host sees it.
+
+    On the live host (root /) the SSH connection comes from SSH_CONNECTION and the
+    addresses from ``ip -j addr``; on a test root neither exists, so neither is read.
+    """
+    live = root in ("/", None)
+    ip_addr_json = None
+    ip = module.get_bin_path("ip") if live else None
+    if ip:
+        rc, out, _err = module.run_command([ip, "-j", "addr", "show"])
+        ip_addr_json = out if rc == 0 else None
+    return read_context(root or "/", functions,
+                        ssh_connection=os.environ.get("SSH_CONNECTION") if live else None,
+                        ip_addr_json=ip_addr_json, domain_devices=domain_devices)
+
+
+def host_refusals(context, addresses, options):
+    """The host-safety refusals for handing ``addresses`` away or destroying them.
+
+    Returns (blocking, allowed): the refusals that stand, and those an override in
+    ``options`` (allow_host_critical, allow_boot_vga, ...) lets through. The driver is
+    not changed by these callers now, so open users are left to vfio_bind, and running
+    domains to the caller's own check. Addresses the host does not have are skipped:
+    each caller reports those in its own words.
+    """
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import refusals_for
+    blocking, allowed = [], []
+    for address in addresses:
+        if address not in context.functions:
+            continue
+        for refusal in refusals_for(context, address, options, changing_driver=False):
+            if refusal.option is not None and options.get(refusal.option):
+                allowed.append(refusal)
+            else:
+                blocking.append(refusal)
+    return blocking, allowed
+
+
+def refusal_fix(refusals, devices_option):
+    """The way out of ``refusals``, as vfio_bind words it, naming the option the devices
+    came from (``devices_option``)."""
+    fixes = sorted(set(r.option for r in refusals if r.option))
+    if any(r.option is None for r in refusals):
+        fix = "remove the device(s) marked 'no override' from %s" % devices_option
+        if fixes:
+            fix += "; for the others set %s only if you accept the risk" % ", ".join(fixes)
+        return fix
+    return "set %s only if you accept the risk, or leave the device(s) out of %s" % (
+        ", ".join(fixes), devices_option)
+
+
+def check_vf_count_change(context, pf, vfs, num_vfs, options):
+    """Refuse a VF count change of ``pf`` that destroys a VF the host depends on.
+
+    The kernel changes a count only through 0, so every VF in ``vfs`` (the PF's VFs
+    now) goes away, and with it the route, the SSH session or the filesystem it carries.
+    """
+    blocking, _allowed = host_refusals(context, vfs, options)
+    if not blocking:
+        return
+    fixes = sorted(set(r.option for r in blocking if r.option))
+    fix = "keep num_vfs at %d, and move what the VF(s) carry to another device first" % len(vfs)
+    if fixes and all(r.option for r in blocking):
+        fix += "; set %s only if you accept the risk" % ", ".join(fixes)
+    first = blocking[0]
+    raise GpuhostError(
+        "refusing to change the VF count of %s from %d to %d: the kernel destroys every VF "
+        "first, and %s" % (pf, len(vfs), num_vfs, "; ".join(r.text() for r in blocking)),
+        field=first.option if fixes and all(r.option for r in blocking) else "num_vfs",
+        fix=fix, details={"refusals": [{"address": r.address, "reason": r.reason,
+                                        "override": r.option} for r in blocking]})

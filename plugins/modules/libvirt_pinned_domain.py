@@ -31,11 +31,22 @@ description:
     addresses libvirt assigned before.
   - A change to a running domain updates its persistent definition and returns
     RV(restart_required=true); the module never restarts a tenant by itself.
-  - "Before defining, preflight refuses: a hostdev outside a clean IOMMU group or used
-    by another defined domain; pins on offline CPUs; vCPU pins overlapping another
-    domain's vCPU pins (O(allow_cpu_overlap)); too few free hugepages of the size on the
-    node, counted per node (pages this running domain holds count as free); CPUs,
-    memory or the VF on a node other than the GPU's (O(allow_cross_node))."
+  - "Before defining, preflight refuses: a hostdev outside a clean IOMMU group, used
+    by another defined domain, or in an IOMMU group of which another defined domain
+    holds a function; pins on offline CPUs; vCPU pins overlapping another domain's vCPU
+    pins or on SMT siblings of them (O(allow_cpu_overlap)); vCPU pins on the domain's
+    own emulator or iothread CPUs (O(allow_vcpu_emulator_overlap)); too few free
+    hugepages of the size on the node, counted per node (pages this running domain holds
+    count as free); CPUs, memory or the VF on a node other than the GPU's
+    (O(allow_cross_node))."
+  - "It also applies the host-safety policy of M(gpuhost.kvm.vfio_bind) to every
+    hostdev, with the same messages and overrides, because libvirt detaches a
+    C(managed=yes) hostdev from the host when the domain starts: never a device on the
+    root filesystem's chain (its disk controller, every bridge above it, a controller
+    such as Intel VMD that owns the PCI domain holding it) nor a PCI bridge; the NIC of
+    the default route or of the SSH connection, or the PF of such a VF, only with
+    O(allow_host_critical); the boot VGA with an active console only with
+    O(allow_boot_vga)."
 author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
@@ -298,14 +309,17 @@ options:
     description: The domain UUID; a defined domain with another UUID is refused.
     type: str
   root:
-    description: Root of the host tree the preflight reads sysfs and procfs from.
+    description:
+      - Root of the host tree the preflight reads sysfs and procfs from.
+      - With O(root=/) the host-safety check also finds the NIC of the SSH connection
+        (C(SSH_CONNECTION), C(ip -j addr)); with another root it does not.
     type: path
     default: /
   topology:
     description:
       - The host topology as data (the dict form of C(topology_to_dict), as in the
-        C(topology) key of M(gpuhost.kvm.capacity_facts)); when given, O(root) is not
-        read.
+        C(topology) key of M(gpuhost.kvm.capacity_facts)); when given, O(root) is read
+        only for the host-safety check of the hostdevs (mounts, routes, consoles).
     type: dict
   allow_cpu_overlap:
     description: Accept vCPU pins that overlap another domain's (a warning instead of a
@@ -314,6 +328,25 @@ options:
     default: false
   allow_cross_node:
     description: Accept CPUs, memory or the VF on a node other than the GPU's.
+    type: bool
+    default: false
+  allow_vcpu_emulator_overlap:
+    description:
+      - Accept vCPU pins on this domain's own O(emulator_cpus) or O(iothread_cpus) (a
+        warning instead of a refusal), for a host too small to keep them apart.
+    type: bool
+    default: false
+  allow_host_critical:
+    description:
+      - Pass through the NIC of the default route or of the SSH connection (or the PF of
+        such a VF), or a disk controller with mounted filesystems other than the root
+        filesystem. The same override as M(gpuhost.kvm.vfio_bind)'s; nothing overrides
+        the root filesystem's devices or a bridge.
+    type: bool
+    default: false
+  allow_boot_vga:
+    description: Pass through the boot VGA although a console is active on it (the same
+      override as M(gpuhost.kvm.vfio_bind)'s).
     type: bool
     default: false
   remove_storage:
@@ -491,8 +524,10 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import domain_xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_preflight import (
-    defined_domain_from_xml, run_preflight)
+    defined_domain_from_xml, hostdev_origins, run_preflight)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
+    read_module_context)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt, libvirt_error_text,
     open_connection)
@@ -501,6 +536,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology, topology_from_dict)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import qemu_img_size
 
+HOST_SAFETY_OVERRIDES = ("allow_host_critical", "allow_boot_vga")
 STRUCTURED_OPTIONS = ("vcpus", "vcpu_pins", "guest_topology", "memory_gib", "memory_nodes",
                       "emulator_cpus", "iothreads", "iothread_cpus", "gpus")
 DEFINED_STATES = ("present", "running", "shutdown", "destroyed")
@@ -571,6 +607,9 @@ def build_module():
             topology=dict(type="dict"),
             allow_cpu_overlap=dict(type="bool", default=False),
             allow_cross_node=dict(type="bool", default=False),
+            allow_vcpu_emulator_overlap=dict(type="bool", default=False),
+            allow_host_critical=dict(type="bool", default=False),
+            allow_boot_vga=dict(type="bool", default=False),
             remove_storage=dict(type="bool", default=False),
             state_dir=dict(type="path", default="/var/lib/gpuhost-kvm/domains"),
         ),
@@ -694,6 +733,13 @@ class PinnedDomain:
                         if a in topo.pci)
         return dx.GpuSpec(address=address, functions=tuple(functions or (address,)),
                           bar64_total=int(bar64 or 0))
+
+    def host_context(self, spec, topo):
+        """What the host-safety policy reads (mounts, routes, consoles), or None when
+        the domain takes no host device."""
+        if not spec.hostdev_addresses():
+            return None
+        return read_module_context(self.module, self.params["root"], topo.pci)
 
     # ---------------------------------------------------------------- libvirt
 
@@ -935,9 +981,17 @@ class PinnedDomain:
                     "first if it is a different machine" % self.name)
         topo = self.topology()
         spec = self.build_spec(topo)
-        report = run_preflight(spec, topo, self.defined_domains(),
-                               allow_cpu_overlap=self.params["allow_cpu_overlap"],
-                               allow_cross_node=self.params["allow_cross_node"])
+        params = self.params
+        report = run_preflight(
+            spec, topo, self.defined_domains(),
+            allow_cpu_overlap=params["allow_cpu_overlap"],
+            allow_cross_node=params["allow_cross_node"],
+            allow_vcpu_emulator_overlap=params["allow_vcpu_emulator_overlap"],
+            host_context=self.host_context(spec, topo),
+            host_overrides={o: params[o] for o in HOST_SAFETY_OVERRIDES},
+            hostdev_origins=hostdev_origins(
+                spec, from_plan=params["plan"] is not None,
+                vf_option_given=bool((params["network"] or {}).get("vf_address"))))
         self.warnings = report.warnings
         report.raise_if_refused()
 

@@ -19,6 +19,10 @@ description:
     iproute2 (C(ip link set dev <pf> vf <n> ...)), as argument lists.
   - Refuses to change the count while a VF is attached to a running libvirt domain,
     unless O(force=true).
+  - Refuses to change the count when a VF that the change destroys carries the default
+    route or the SSH connection (its netdev, or a bond, bridge or VLAN over it), unless
+    O(allow_host_critical=true), or holds the root filesystem (no override). This is
+    the host-safety policy of M(gpuhost.kvm.vfio_bind), with the same messages.
 author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
@@ -43,6 +47,13 @@ options:
     default: default
   force:
     description: Change the count although a VF is attached to a running domain.
+    type: bool
+    default: false
+  allow_host_critical:
+    description:
+      - Change the count although a VF it destroys carries the default route or the SSH
+        connection, or holds a mounted filesystem other than the root filesystem (the
+        same override as M(gpuhost.kvm.vfio_bind)'s).
     type: bool
     default: false
   vfs:
@@ -196,9 +207,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    running_domain_devices_or_skip)
+    check_vf_count_change, read_module_context, running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sriov import (
-    UNIT_FILE, VF_DRIVERS, describe_vfs, plan_persistence, plan_sriov)
+    UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, plan_persistence, plan_sriov)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     HostWriter, run_host_change, systemctl)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import VFIO_PCI, prepend_modprobe
@@ -214,6 +225,7 @@ def build_module():
         num_vfs=dict(type="int", required=True),
         vf_driver=dict(type="str", choices=list(VF_DRIVERS), default="default"),
         force=dict(type="bool", default=False),
+        allow_host_critical=dict(type="bool", default=False),
         vfs=dict(type="list", elements="dict", options=vf_spec),
         persistent=dict(type="bool", default=False),
         libvirt_uri=dict(type="str"),
@@ -250,11 +262,22 @@ class SriovConfigurator(object):
     def _systemctl(self, *args):
         systemctl(self.module, *args)
 
+    def _check_destroyed_vfs(self):
+        """A different count destroys every VF there is; none may carry the host."""
+        existing = current_vfs(self.writer, self.plan.pf)
+        if not existing or len(existing) == self.params["num_vfs"]:
+            return
+        check_vf_count_change(
+            read_module_context(self.module, self.params["root"]), self.plan.pf,
+            [existing[i] for i in sorted(existing)], self.params["num_vfs"],
+            {"allow_host_critical": self.params["allow_host_critical"]})
+
     def run(self):
         params = self.params
         self.plan = plan_sriov(self.writer, params["pf"], params["num_vfs"],
                                params["vf_driver"], params["force"], params["vfs"],
                                self.runner, self._domain_devices())
+        self._check_destroyed_vfs()
         changes = self.plan.changes
         self.skipped.extend(self.plan.skipped)
         if self.plan.needs_modprobe and changes:

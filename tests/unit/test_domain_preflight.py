@@ -163,3 +163,132 @@ def test_defined_domain_units_and_default_pages():
     domain = defined_domain_from_xml(xml)
     assert (domain.memory_kib, domain.hugepage_size_kib, domain.hostdevs) == (
         4 * 1048576, 0, ())
+
+
+# -- issue 20: host safety, shared IOMMU groups, SMT siblings, own helper CPUs ----------
+
+def gpu_only_spec():
+    """The runbook tenant given the A100 without its HDA function (same IOMMU group)."""
+    tenant = runbook_tenant(vf=False)
+    tenant["gpus"] = [dict(tenant["gpus"][0], functions=[RUNBOOK_GPU])]
+    return dx.spec_from_plan(tenant)
+
+
+def test_function_of_a_group_another_domain_holds_is_refused():
+    other = DefinedDomain(name="tenant-b", hostdevs=(RUNBOOK_HDA,), active=True)
+    report = run_preflight(gpu_only_spec(), runbook_topology(), [other])
+    assert refusal_fields(report) == ["hostdev"]
+    refusal = report.refusals[0]
+    assert refusal.msg == ("0000:65:00.0 is in IOMMU group 27, which also holds "
+                           "0000:65:00.1 of domain tenant-b (running): one IOMMU group "
+                           "goes to one guest")
+    assert refusal.override is None
+    assert "give this tenant a device from another IOMMU group" in refusal.fix
+    # Nothing overrides it: the CPU override does not touch it.
+    assert refusal_fields(run_preflight(gpu_only_spec(), runbook_topology(), [other],
+                                        allow_cpu_overlap=True)) == ["hostdev"]
+
+
+def test_groups_of_this_domains_own_previous_definition_are_not_shared():
+    mine = DefinedDomain(name="tenant-a100", hostdevs=(RUNBOOK_GPU, RUNBOOK_HDA))
+    assert run_preflight(gpu_only_spec(), runbook_topology(), [mine]).refusals == []
+
+
+def one_thread_per_core_spec():
+    """Two vCPUs on CPUs 1 and 2: one thread each of cores 1 and 2 (siblings 33, 34)."""
+    tenant = runbook_tenant(vcpus=2, vf=False)
+    tenant["vcpu_pins"] = [1, 2]
+    return dx.spec_from_plan(tenant)
+
+
+def test_vcpu_on_the_smt_sibling_of_another_domains_vcpu_is_refused_unless_allowed():
+    other = DefinedDomain(name="tenant-b", vcpu_cpus=(34, 40))
+    report = run_preflight(one_thread_per_core_spec(), runbook_topology(), [other])
+    assert refusal_fields(report) == ["vcpu_pins"]
+    refusal = report.refusals[0]
+    assert refusal.msg == ("vCPU pins 2 share cores with the vCPUs of domain tenant-b "
+                           "(CPU 2 is the SMT sibling of 34): threads of one core share "
+                           "its caches, so one tenant can observe the other")
+    assert refusal.override == "allow_cpu_overlap"
+    allowed = run_preflight(one_thread_per_core_spec(), runbook_topology(), [other],
+                            allow_cpu_overlap=True)
+    assert allowed.refusals == []
+    assert allowed.warnings[0].endswith("; allowed by allow_cpu_overlap")
+
+
+def test_vcpu_on_own_emulator_or_iothread_cpu_is_refused_unless_allowed():
+    tenant = runbook_tenant(vcpus=2, vf=False)
+    tenant.update(emulator_cpus="1", iothread_cpus="0,33")
+    report = run_preflight(dx.spec_from_plan(tenant), runbook_topology(), [])
+    assert refusal_fields(report) == ["vcpu_pins"]
+    refusal = report.refusals[0]
+    assert refusal.msg.startswith("vCPU pins 1,33 are also this domain's emulator_cpus (1) "
+                                  "and iothread_cpus (33)")
+    assert refusal.override == "allow_vcpu_emulator_overlap"
+    assert "numa_cpuset plans them on the node's housekeeping CPUs" in refusal.fix
+    allowed = run_preflight(dx.spec_from_plan(tenant), runbook_topology(), [],
+                            allow_vcpu_emulator_overlap=True)
+    assert allowed.refusals == [] and "allow_vcpu_emulator_overlap" in allowed.warnings[0]
+
+
+def literal_context(topo, **critical):
+    """The host-safety context of a literal topology: what host_safety.read_context
+    would find, given as HostCriticalDevices fields."""
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
+        HostCriticalDevices)
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import HostContext
+    return HostContext(functions=topo.pci, iommu_enabled=True,
+                       critical=HostCriticalDevices(**critical))
+
+
+def test_host_critical_hostdevs_are_refused_with_vfio_binds_words():
+    topo = runbook_topology()
+    tenant = runbook_tenant()
+    spec_ = dx.spec_from_plan(tenant, extra_hostdevs=("0000:b1:00.0",))
+    context = literal_context(
+        topo, root_fs={"0000:b1:00.0": ["/"]}, storage={"0000:b1:00.0": ["/"]},
+        network={RUNBOOK_VF: ["the default route (ens1f0v0)"]})
+    origins = {RUNBOOK_VF: "plan", "0000:b1:00.0": "hostdevs"}
+    report = run_preflight(spec_, topo, [], host_context=context, hostdev_origins=origins)
+    assert [(r.field, r.override) for r in report.refusals] == [
+        ("hostdevs", None), ("allow_host_critical", "allow_host_critical")]
+    root_disk, nic = report.refusals
+    assert root_disk.msg == ("refusing to pass through: 0000:b1:00.0 holds the root "
+                             "filesystem: unbinding it stops the host at once (and this "
+                             "module with it) (no override)")
+    assert root_disk.fix == "remove the device(s) marked 'no override' from hostdevs"
+    assert nic.msg == ("refusing to pass through: 0000:41:00.2 is the NIC of the default "
+                       "route (ens1f0v0) (set allow_host_critical: true to override)")
+    assert nic.fix == ("set allow_host_critical only if you accept the risk, or leave the "
+                       "device(s) out of plan")
+    allowed = run_preflight(spec_, topo, [], host_context=context, hostdev_origins=origins,
+                            host_overrides={"allow_host_critical": True})
+    assert [r.field for r in allowed.refusals] == ["hostdevs"]
+    assert allowed.warnings == ["0000:41:00.2 is the NIC of the default route (ens1f0v0); "
+                                "allowed by allow_host_critical"]
+
+
+def test_bridge_and_boot_vga_hostdevs_are_refused():
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciFunction
+    topo = runbook_topology()
+    topo.pci["0000:64:01.0"] = PciFunction(address="0000:64:01.0", class_code=0x060400,
+                                           vendor_id=0x8086, iommu_group=90, numa_node=0)
+    spec_ = dx.spec_from_plan(runbook_tenant(vf=False), extra_hostdevs=("0000:64:01.0",))
+    context = literal_context(topo, console={RUNBOOK_GPU: "boot VGA with an active console "
+                                                          "(VGA text console; vtconsole x)"})
+    report = run_preflight(spec_, topo, [], host_context=context,
+                           hostdev_origins={RUNBOOK_GPU: "gpus", "0000:64:01.0": "hostdevs"})
+    assert [(r.field, r.override) for r in report.refusals] == [
+        ("allow_boot_vga", "allow_boot_vga"), ("hostdevs", None)]
+    assert "0000:64:01.0 is a PCI bridge" in report.refusals[1].msg
+
+
+def test_hostdev_origins_name_the_option_each_device_came_from():
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_preflight import (
+        hostdev_origins)
+    spec_ = dx.spec_from_plan(runbook_tenant(), extra_hostdevs=("0000:b1:00.0",))
+    assert hostdev_origins(spec_, from_plan=True, vf_option_given=False) == {
+        RUNBOOK_GPU: "plan", RUNBOOK_HDA: "plan", RUNBOOK_VF: "plan",
+        "0000:b1:00.0": "hostdevs"}
+    assert hostdev_origins(spec_, from_plan=False, vf_option_given=True)[RUNBOOK_VF] == \
+        "network.vf_address"

@@ -10,6 +10,7 @@ import pytest
 from sysfs_sim import TreeBuilder, build_sim_host
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
 
 
@@ -20,7 +21,9 @@ def root(tmp_path):
 
 def test_root_filesystem_found_through_partition(root):
     critical = host_safety.read_host_critical(root, read_pci_functions(root))
-    assert critical.root_fs == {"0000:01:00.0": ["/", "/boot/efi"]}
+    # The NVMe controller and the root port above it (build_sim_host).
+    assert critical.root_fs == {"0000:00:01.0": ["/", "/boot/efi"],
+                                "0000:01:00.0": ["/", "/boot/efi"]}
 
 
 def test_dm_slaves_lead_to_the_controller(root):
@@ -37,7 +40,7 @@ def test_proc_mounts_fallback_uses_dev_name(root, tmp_path):
     import os
     os.unlink(os.path.join(root, "proc/self/mountinfo"))
     TreeBuilder(root).write("/proc/mounts", "/dev/nvme0n1p2 / ext4 rw 0 0\n")
-    assert host_safety.storage_devices(root) == {"0000:01:00.0": ["/"]}
+    assert host_safety.storage_devices(root) == {"0000:00:01.0": ["/"], "0000:01:00.0": ["/"]}
 
 
 def test_default_route_nic(root):
@@ -129,3 +132,107 @@ def write_libvirt_test_node(tmp_path, address):
 </node>
 """ % (domain, bus, slot, function))
     return "test://%s" % node
+
+
+# -- issue 20: the root filesystem's whole chain, and VFs carrying the host -------------
+
+def vmd_host(root, nested=True):
+    """/ on an NVMe drive in PCI domain 10000, which the VMD endpoint 0000:00:0e.0 owns.
+
+    ``nested``: the kernel's layout, the domain's root bus inside the endpoint's
+    directory. Otherwise the domain hangs under /sys/devices and only the endpoint's
+    pci10000:00 entry tells who owns it.
+    """
+    tree = TreeBuilder(root).cpus()
+    tree.iommu()
+    tree.pci("0000:00:0e.0", 0x010400, vendor=0x8086, device=0x9a0b, driver="vmd",
+             iommu_group=3)
+    bus_dir = tree.pci_domain("0000:00:0e.0")
+    if not nested:
+        bus_dir = "/sys/devices/pci10000:00"
+    tree.pci("10000:00:02.0", 0x060400, vendor=0x8086, device=0x9a09, driver="pcieport",
+             iommu_group=3, bus_dir=bus_dir)
+    tree.pci("10000:01:00.0", 0x010802, vendor=0x144d, device=0xa80a, driver="nvme",
+             iommu_group=3, parent="10000:00:02.0")
+    tree.block("nvme0n1", "10000:01:00.0", "259:0", partitions=(("nvme0n1p2", "259:2"),))
+    tree.mount("/", "/dev/nvme0n1p2", "259:2")
+    return root
+
+
+@pytest.mark.parametrize("nested", [True, False], ids=["kernel-layout", "flat-domain"])
+def test_vmd_endpoint_owning_the_root_disk_domain_holds_the_root_filesystem(tmp_path, nested):
+    root = vmd_host(str(tmp_path), nested)
+    critical = host_safety.read_host_critical(root, read_pci_functions(root))
+    assert critical.root_fs == {"0000:00:0e.0": ["/"], "10000:00:02.0": ["/"],
+                                "10000:01:00.0": ["/"]}
+
+
+def test_domain_owners_are_read_from_the_root_bus_entry(tmp_path):
+    root = vmd_host(str(tmp_path))
+    assert host_safety.pci_domain_owners(root) == {0x10000: "0000:00:0e.0"}
+
+
+def vf_with_netdev(root, vf="0000:03:00.2", netdev="eno1v0"):
+    """Two VFs on eno1's PF (build_sim_host), the first with a netdev of its own."""
+    from sysfs_sim import SimulatedKernel
+    kernel = SimulatedKernel(root, vf_drivers={"0000:03:00.0": "mlx5_core"})
+    kernel.write("/sys/bus/pci/devices/0000:03:00.0/sriov_numvfs", "2")
+    TreeBuilder(root).netdev(vf, netdev)
+    return kernel
+
+
+def only_default_route(root, ifname):
+    import os
+    os.unlink(os.path.join(root, "proc/net/route"))
+    TreeBuilder(root).route(ifname)
+
+
+def test_pf_of_the_vf_carrying_the_default_route_is_critical_too(root):
+    vf_with_netdev(root)
+    only_default_route(root, "eno1v0")
+    critical = host_safety.read_host_critical(root)
+    assert critical.network["0000:03:00.2"] == ["the default route (eno1v0)"]
+    assert critical.network["0000:03:00.0"] == [
+        "the default route (eno1v0) through its VF 0000:03:00.2"]
+
+
+def test_vf_under_a_bond_that_carries_the_ssh_session_is_critical(root):
+    vf_with_netdev(root)
+    tree = TreeBuilder(root)
+    tree.write("/sys/devices/virtual/net/bond0/lower_eno1v0/ifindex", "2\n")
+    tree.link("/sys/class/net/bond0", "/sys/devices/virtual/net/bond0")
+    ip_json = json.dumps([{"ifname": "bond0", "addr_info": [{"local": "10.0.0.5"}]}])
+    critical = host_safety.read_host_critical(root, ssh_connection="10.0.0.9 5 10.0.0.5 22",
+                                              ip_addr_json=ip_json)
+    assert critical.network["0000:03:00.2"] == ["the current SSH connection (bond0)"]
+
+
+def test_vf_count_change_refused_when_it_destroys_the_default_route_vf(root):
+    vf_with_netdev(root)
+    only_default_route(root, "eno1v0")
+    context = host_safety.read_context(root)
+    with pytest.raises(GpuhostError) as err:
+        host_safety.check_vf_count_change(context, "0000:03:00.0",
+                                          ["0000:03:00.2", "0000:03:00.3"], 0, {})
+    assert err.value.field == "allow_host_critical"
+    assert ("refusing to change the VF count of 0000:03:00.0 from 2 to 0: the kernel "
+            "destroys every VF first, and 0000:03:00.2 is the NIC of the default route "
+            "(eno1v0) (set allow_host_critical: true to override)") == err.value.msg
+    assert "keep num_vfs at 2" in err.value.fix
+    host_safety.check_vf_count_change(context, "0000:03:00.0",
+                                      ["0000:03:00.2", "0000:03:00.3"], 0,
+                                      {"allow_host_critical": True})
+
+
+def test_host_refusals_are_vfio_binds_policy_with_its_overrides(root):
+    context = host_safety.read_context(root)
+    blocking, allowed = host_safety.host_refusals(
+        context, ["0000:01:00.0", "0000:03:00.0", "0000:42:00.0", "0000:00:04.0",
+                  "0000:41:00.0", "0000:99:00.0"], {"allow_boot_vga": True})
+    assert [(r.address, r.option) for r in blocking] == [
+        ("0000:01:00.0", None), ("0000:03:00.0", "allow_host_critical"),
+        ("0000:00:04.0", None)]
+    assert [(r.address, r.option) for r in allowed] == [("0000:42:00.0", "allow_boot_vga")]
+    assert host_safety.refusal_fix(blocking, "hostdevs") == (
+        "remove the device(s) marked 'no override' from hostdevs; for the others set "
+        "allow_host_critical only if you accept the risk")

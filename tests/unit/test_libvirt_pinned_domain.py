@@ -21,7 +21,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import topology_to_dict
 from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
 
-from test_domain_xml_support import (private_connection,
+from test_domain_xml_support import (RUNBOOK_GPU, RUNBOOK_HDA, private_connection,
                                      runbook_tenant, runbook_topology, validate_domain_xml)
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
@@ -36,8 +36,13 @@ class Env:
         self.conn = private_connection(tmp_path)
         self.topology = topology or runbook_topology()
         self.state_dir = str(tmp_path / "state")
+        # The host-safety check reads mounts and routes below root even when the
+        # topology is given: an empty tree keeps it off this machine's own devices.
+        self.root = str(tmp_path / "empty-root")
+        os.makedirs(self.root, exist_ok=True)
 
     def run(self, check=False, **args):
+        args.setdefault("root", self.root)
         args.setdefault("domain_type", "test")
         args.setdefault("uri", "test:///unused-the-connection-is-given")
         args.setdefault("state_dir", self.state_dir)
@@ -318,3 +323,125 @@ def test_a_seed_rebuild_keeps_its_backup_under_a_fresh_name_never_through_a_plan
     # the backup is gone after the define succeeded; only the planted link stays
     assert sorted(p.name for p in tmp_path.iterdir() if "gpuhost-previous" in p.name) == [
         "seed.iso.gpuhost-previous"]
+
+
+# -- issue 20: host safety and tenant isolation, through the module --------------------
+
+def sim_env(tmp_path):
+    """An Env on the simulated host (tests/sysfs_sim.py), read through ``root``: / on
+    the NVMe 0000:01:00.0 behind root port 0000:00:01.0, the default route on eno1
+    (0000:03:00.0), a console on the boot VGA 0000:42:00.0."""
+    from sysfs_sim import build_sim_host
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+        read_host_topology)
+    root = build_sim_host(str(tmp_path / "host"))
+    env = Env(tmp_path, topology=read_host_topology(root, with_irqs=False))
+    env.root = root
+    return env
+
+
+def small_domain(**extra):
+    args = dict(name="tenant-x", vcpus=2, vcpu_pins=[1, 2], memory_gib=1,
+                hugepage_size="none", memory_nodes="0")
+    args.update(extra)
+    return args
+
+
+@pytest.mark.parametrize("hostdev, words", [
+    ("0000:01:00.0", "0000:01:00.0 holds the root filesystem"),
+    ("0000:00:01.0", "0000:00:01.0 is a PCI bridge"),
+    ("0000:00:04.0", "0000:00:04.0 is a PCI bridge"),
+])
+def test_devices_the_host_cannot_live_without_are_refused_with_no_override(tmp_path, hostdev,
+                                                                           words):
+    env = sim_env(tmp_path)
+    err = env.fail(**small_domain(hostdevs=[hostdev], allow_host_critical=True,
+                                  allow_boot_vga=True))
+    assert words in err.message and "(no override)" in err.message
+    assert err.field == "hostdevs"
+    assert "remove the device(s) marked 'no override' from hostdevs" in err.message
+    assert env.names() == []
+
+
+def test_default_route_nic_is_refused_then_allowed_by_the_vfio_bind_override(tmp_path):
+    env = sim_env(tmp_path)
+    err = env.fail(**small_domain(hostdevs=["0000:03:00.0"]))
+    assert err.field == "allow_host_critical"
+    assert ("refusing to pass through: 0000:03:00.0 is the NIC of the default route (eno1) "
+            "(set allow_host_critical: true to override)") in err.message
+    assert env.names() == []
+    result = env.run(**small_domain(hostdevs=["0000:03:00.0"], allow_host_critical=True))
+    assert env.names() == ["tenant-x"]
+    assert result["warnings_preflight"] == [
+        "0000:03:00.0 is the NIC of the default route (eno1); allowed by allow_host_critical"]
+
+
+def test_boot_vga_with_a_console_is_refused_as_a_gpu(tmp_path):
+    env = sim_env(tmp_path)
+    err = env.fail(**small_domain(vcpu_pins=[5, 6], memory_nodes="1",
+                                  gpus=["0000:42:00.0"]))
+    assert err.field == "allow_boot_vga"
+    assert "0000:42:00.0 boot VGA with an active console" in err.message
+    assert "leave the device(s) out of gpus" in err.message
+    assert env.names() == []
+
+
+def test_vf_carrying_the_default_route_is_refused_as_the_network_vf(tmp_path):
+    from sysfs_sim import SimulatedKernel, TreeBuilder
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+        read_host_topology)
+    env = sim_env(tmp_path)
+    SimulatedKernel(env.root).write("/sys/bus/pci/devices/0000:03:00.0/sriov_numvfs", "1")
+    tree = TreeBuilder(env.root)
+    tree.netdev("0000:03:00.2", "eno1v0")
+    os.unlink(os.path.join(env.root, "proc/net/route"))
+    tree.route("eno1v0")
+    env.topology = read_host_topology(env.root, with_irqs=False)
+    err = env.fail(**small_domain(network={"type": "vf", "vf_address": "0000:03:00.2"}))
+    assert err.field == "allow_host_critical"
+    assert "0000:03:00.2 is the NIC of the default route (eno1v0)" in err.message
+    assert "leave the device(s) out of network.vf_address" in err.message
+    # Its PF is the host's NIC too: the VF dies with the PF's driver.
+    err = env.fail(**small_domain(hostdevs=["0000:03:00.0"]))
+    assert "0000:03:00.0 is the NIC of the default route (eno1v0) through its VF " \
+        "0000:03:00.2" in err.message
+
+
+def test_second_domain_with_a_function_of_the_same_iommu_group_is_refused(tmp_path):
+    env = Env(tmp_path)
+    env.run(name="tenant-a", vcpus=2, vcpu_pins=[1, 33], memory_gib=1, memory_nodes="0",
+            hugepage_size="2M", emulator_cpus="0,32",
+            gpus=[{"address": RUNBOOK_GPU, "functions": [RUNBOOK_GPU]}])
+    err = env.fail(name="tenant-b", vcpus=2, vcpu_pins=[2, 34], memory_gib=1,
+                   memory_nodes="0", hugepage_size="2M", emulator_cpus="0,32",
+                   hostdevs=[RUNBOOK_HDA])
+    assert err.field == "hostdev"
+    assert ("0000:65:00.1 is in IOMMU group 27, which also holds 0000:65:00.0 of domain "
+            "tenant-a (defined): one IOMMU group goes to one guest") in err.message
+    assert env.names() == ["tenant-a"]
+
+
+def test_vcpus_on_smt_siblings_of_another_domain_are_refused(tmp_path):
+    env = Env(tmp_path)
+    env.run(name="tenant-a", vcpus=2, vcpu_pins=[1, 2], memory_gib=1, memory_nodes="0",
+            hugepage_size="2M", emulator_cpus="0,32")
+    err = env.fail(name="tenant-b", vcpus=2, vcpu_pins=[33, 34], memory_gib=1,
+                   memory_nodes="0", hugepage_size="2M", emulator_cpus="0,32")
+    assert err.field == "vcpu_pins"
+    assert ("vCPU pins 33-34 share cores with the vCPUs of domain tenant-a (CPU 33 is the "
+            "SMT sibling of 1, CPU 34 is the SMT sibling of 2)") in err.message
+    assert "set allow_cpu_overlap: true if sharing is deliberate" in err.message
+    assert env.names() == ["tenant-a"]
+
+
+def test_vcpus_on_the_domains_own_emulator_cpus_are_refused(tmp_path):
+    env = Env(tmp_path)
+    args = dict(name="tenant-a", vcpus=2, vcpu_pins=[1, 33], memory_gib=1,
+                memory_nodes="0", hugepage_size="2M", emulator_cpus="1,33")
+    err = env.fail(**args)
+    assert err.field == "vcpu_pins"
+    assert "vCPU pins 1,33 are also this domain's emulator_cpus (1,33)" in err.message
+    assert "set allow_vcpu_emulator_overlap: true" in err.message
+    assert env.names() == []
+    env.run(allow_vcpu_emulator_overlap=True, **args)
+    assert env.names() == ["tenant-a"]

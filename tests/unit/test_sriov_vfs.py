@@ -353,3 +353,60 @@ def test_device_unit_names_are_escaped_as_systemd_escape_does(netdev):
     real = subprocess.run(["systemd-escape", "--path", "--suffix=device", path],
                           capture_output=True, text=True, check=True).stdout.strip()
     assert sriov.systemd_device_unit(path) == real
+
+
+# -- issue 20: a count change must not destroy the VF the host runs on -------------------
+
+def host_traffic_on_first_vf(sim, route=True):
+    """Two VFs on eno1's PF; the first, 0000:03:00.2, has the netdev eno1v0 and, with
+    ``route``, the default route (the PF's own route is gone)."""
+    from sysfs_sim import TreeBuilder
+    configure(sim, pf=PF, num_vfs=2)
+    tree = TreeBuilder(sim.root)
+    tree.netdev("0000:03:00.2", "eno1v0")
+    if route:
+        os.unlink(os.path.join(sim.root, "proc/net/route"))
+        tree.route("eno1v0")
+    return tree
+
+
+@pytest.mark.parametrize("num_vfs", [0, 1, 4])
+def test_count_change_destroying_the_default_route_vf_is_refused(sim, num_vfs):
+    host_traffic_on_first_vf(sim)
+    err = failed(sim, pf=PF, num_vfs=num_vfs)
+    assert err.field == "allow_host_critical"
+    assert ("refusing to change the VF count of 0000:03:00.0 from 2 to %d: the kernel "
+            "destroys every VF first, and 0000:03:00.2 is the NIC of the default route "
+            "(eno1v0) (set allow_host_critical: true to override)" % num_vfs) == err.msg
+    assert err.fix.startswith("keep num_vfs at 2")
+    assert len(sriov.current_vfs(sim, PF)) == 2
+
+
+def test_check_mode_refuses_the_same_count_change(sim):
+    host_traffic_on_first_vf(sim)
+    with pytest.raises(GpuhostError) as err:
+        configure(sim, check_mode=True, pf=PF, num_vfs=0)
+    assert err.value.field == "allow_host_critical"
+
+
+def test_vf_under_a_bridge_carrying_the_default_route_is_refused(sim):
+    tree = host_traffic_on_first_vf(sim, route=False)
+    tree.write("/sys/devices/virtual/net/br0/brif/eno1v0/port_no", "0x1\n")
+    tree.link("/sys/class/net/br0", "/sys/devices/virtual/net/br0")
+    os.unlink(os.path.join(sim.root, "proc/net/route"))
+    tree.route("br0")
+    err = failed(sim, pf=PF, num_vfs=0)
+    assert "0000:03:00.2 is the NIC of the default route (br0)" in err.msg
+
+
+def test_override_and_unchanged_count_let_the_run_through(sim):
+    host_traffic_on_first_vf(sim)
+    assert not configure(sim, pf=PF, num_vfs=2).result["changed"]   # nothing destroyed
+    configure(sim, pf=PF, num_vfs=3, allow_host_critical=True)
+    assert len(sriov.current_vfs(sim, PF)) == 3
+
+
+def test_vfs_without_host_traffic_change_count_freely(sim):
+    host_traffic_on_first_vf(sim, route=False)
+    configure(sim, pf=PF, num_vfs=1)
+    assert len(sriov.current_vfs(sim, PF)) == 1
