@@ -22,9 +22,10 @@ from ansible.module_utils.testing import patch_module_args
 
 from fixturegen import HOSTS as FIXTURE_HOSTS
 from helpers import REPO, ansible_env
-from sysfs_sim import SimulatedKernel, build_sim_host, snapshot
+from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     iommu_groups_facts, irq_affinity, libvirt_pinned_domain, numa_cpuset, sriov_vfs,
     tenant_ledger, vfio_bind)
@@ -64,7 +65,12 @@ class Host:
         return os.path.join(self.root, host_path.lstrip("/"))
 
     def apply_tweaks(self, tweaks):
-        """Data-driven changes that make a host bad in one way (see bad_inputs.yml)."""
+        """Data-driven changes that make a host bad in one way (see bad_inputs.yml).
+
+        Besides the header's: sysfs_write {path: value} writes through the simulated
+        kernel, netdev {address: name} adds an interface, domains [{name, vcpu_pins,
+        hostdevs}] defines other tenants in the case's libvirt connection.
+        """
         tweaks = _expand(tweaks or {}, self)
         for host_path in tweaks.get("empty_dir", ()):
             shutil.rmtree(self.p(host_path), ignore_errors=True)
@@ -89,6 +95,13 @@ class Host:
             os.makedirs(os.path.dirname(self.ledger), exist_ok=True)
             with open(self.ledger, "w") as handle:
                 handle.write(tweaks["ledger_text"])
+        # The kernel's part too: writing sriov_numvfs makes the VFs appear.
+        for host_path, value in (tweaks.get("sysfs_write") or {}).items():
+            SimulatedKernel(self.root).write(host_path, value)
+        for address, ifname in (tweaks.get("netdev") or {}).items():
+            TreeBuilder(self.root).netdev(address, ifname)
+        for domain in tweaks.get("domains", ()):
+            self.connection().defineXML(_domain_xml(domain))
         # Each tweak that changes the tree changes what the kernel knows, so start afresh.
         self.kernel = SimulatedKernel(self.root)
 
@@ -105,6 +118,21 @@ class Host:
         import libvirt
         return {d.name(): d.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
                 for d in self.conn.listAllDomains(0)}
+
+
+def _domain_xml(domain):
+    """Test-driver XML of another tenant's domain: {name, vcpu_pins, hostdevs}."""
+    pins = "".join("<vcpupin vcpu='%d' cpuset='%s'/>" % (vcpu, cpus)
+                   for vcpu, cpus in enumerate(domain.get("vcpu_pins") or ()))
+    hostdevs = ""
+    for address in domain.get("hostdevs") or ():
+        parsed = PciAddress.parse(address)
+        hostdevs += ("<hostdev mode='subsystem' type='pci' managed='yes'><source><address "
+                     "domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'/></source>"
+                     "</hostdev>" % (parsed.domain, parsed.bus, parsed.slot, parsed.function))
+    return ("<domain type='test'><name>%s</name><memory>1048576</memory><vcpu>%d</vcpu>"
+            "<os><type>hvm</type></os><cputune>%s</cputune><devices>%s</devices></domain>"
+            % (domain["name"], max(1, len(domain.get("vcpu_pins") or ())), pins, hostdevs))
 
 
 def host_state(host):
