@@ -22,6 +22,7 @@ import io
 import re
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
 
 _TRTEXEC_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)*")
 _TRTEXEC_STAT = re.compile(r"(min|max|mean|median|percentile\(([\d.]+)%\))\s*=\s*([-+\d.eE]+)\s*ms")
@@ -67,7 +68,9 @@ def parse_trtexec(text, batch_size=1):
     ``latency`` is trtexec's "Latency" (H2D + GPU compute + D2H of one query);
     ``throughput`` is its qps times ``batch_size`` (the batch each query carries).
     """
-    result = {"runner": "trtexec", "complete": True, "aborted": None, "batch_size": int(batch_size),
+    # A batch below 1 would report a throughput of zero or less as if it were measured.
+    batch_size = positive_int(batch_size, "batch_size")
+    result = {"runner": "trtexec", "complete": True, "aborted": None, "batch_size": batch_size,
               "warnings": []}
     in_summary = False
     found_summary = False

@@ -43,10 +43,21 @@ from urllib.parse import quote, urlsplit
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
-    finite_number, positive_int)
+    finite_number, positive_int, url as checked_url)
 
 # The longest a run, its warm-up or one request may be told to take: a day.
 MAX_RUN_S = 86400.0
+# The most tensor elements one request may carry, all inputs together: 2**25, seven
+# times the runbook's ResNet50 batch of 32 (32x3x224x224 = 4.8 million). An input
+# without data is built as that many zeros in memory and then as JSON (a few bytes per
+# element), in check mode too; past this bound one value would exhaust the guest's memory.
+MAX_TENSOR_ELEMENTS = 1 << 25
+# No inference framework takes more dimensions than this (TensorRT: 8, NumPy: 64).
+MAX_TENSOR_DIMS = 64
+# Each worker holds one connection and one request in flight.
+MAX_CONCURRENCY = 1024
+# The most requests a run may count or warm up with: a request-count run has no other end.
+MAX_REQUESTS = 10000000
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -111,6 +122,30 @@ def _zeros(datatype, count):
     return [value] * count
 
 
+def tensor_shape(shape, field):
+    """A tensor shape as a list of whole dimensions of 1 or more, at most
+    MAX_TENSOR_DIMS of them; the element count is bounded by the caller. Checked before
+    any multiplication, so no value makes work in proportion to itself."""
+    fix = "give the concrete shape of one request, batch dimension included, e.g. [32, 3, 224, 224]"
+    if not isinstance(shape, (list, tuple)) or not shape:
+        raise GpuhostError("%r is not a shape" % (shape,), field=field, fix=fix)
+    if len(shape) > MAX_TENSOR_DIMS:
+        raise GpuhostError("the shape has %d dimensions, more than %d" % (len(shape), MAX_TENSOR_DIMS),
+                           field=field, fix=fix)
+    dims = []
+    for dim in shape:
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise GpuhostError("dimension %r of %r is not a whole number" % (dim, list(shape)), field=field,
+                               fix=fix)
+        dims.append(dim)
+    if any(dim < 1 for dim in dims):
+        raise GpuhostError("shape %s has a dimension below 1" % dims, field=field, fix=fix)
+    if any(dim > MAX_TENSOR_ELEMENTS for dim in dims):
+        raise GpuhostError("shape %s has a dimension above the limit of %d elements per request"
+                           % (dims, MAX_TENSOR_ELEMENTS), field=field, fix=fix)
+    return dims
+
+
 def build_infer_body(inputs, outputs=None, parameters=None):
     """The JSON body of a v2 infer request. An input without ``data`` is filled with zeros
     of its shape, so that a benchmark can name shapes without shipping tensors."""
@@ -118,18 +153,26 @@ def build_infer_body(inputs, outputs=None, parameters=None):
         raise GpuhostError("at least one input tensor is needed", field="inputs",
                            fix="give name, shape and datatype of each model input, as in the model's config")
     tensors = []
+    total_elements = 0
     for index, tensor in enumerate(inputs):
         for key in ("name", "shape", "datatype"):
             if key not in tensor:
                 raise GpuhostError("input tensor has no %s" % key, field="inputs[%d].%s" % (index, key),
                                    fix="give name, shape and datatype of each model input")
-        shape = [int(dim) for dim in tensor["shape"]]
-        if any(dim < 1 for dim in shape):
-            raise GpuhostError("shape %s has a dimension below 1" % shape, field="inputs[%d].shape" % index,
-                               fix="give the concrete shape of one request, batch dimension included")
+        shape = tensor_shape(tensor["shape"], "inputs[%d].shape" % index)
+        elements = math.prod(shape)
+        total_elements += elements
+        if total_elements > MAX_TENSOR_ELEMENTS:
+            raise GpuhostError(
+                "shape %s makes the request %s elements, above the limit of %d (2**25)"
+                % (shape, "{:,}".format(total_elements), MAX_TENSOR_ELEMENTS),
+                field="inputs[%d].shape" % index,
+                fix="give the shape of one request as the model takes it (the runbook's ResNet50: "
+                    "[32, 3, 224, 224]); measure a larger batch as several requests with a higher "
+                    "concurrency")
         entry = {"name": tensor["name"], "shape": shape, "datatype": tensor["datatype"]}
         if tensor.get("data") is None:
-            entry["data"] = _zeros(tensor["datatype"], math.prod(shape))
+            entry["data"] = _zeros(tensor["datatype"], elements)
         else:
             entry["data"] = tensor["data"]
         if tensor.get("parameters"):
@@ -144,15 +187,17 @@ def build_infer_body(inputs, outputs=None, parameters=None):
 
 
 def parse_url(url):
-    """(host, port, base path) of an http:// URL; https is refused with a reason."""
-    parts = urlsplit(url if "://" in url else "http://" + url)
-    if parts.scheme != "http":
-        raise GpuhostError("only plain http is supported, got %s" % parts.scheme, field="url",
+    """(host, port, base path) of an http:// URL (``HOST:PORT`` alone means http), checked
+    by the one URL validator; https is refused with a reason."""
+    if isinstance(url, str) and "://" not in url:
+        url = "http://" + url
+    scheme, host, port, path = checked_url(url, field="url", schemes=("http", "https"),
+                                           example="http://127.0.0.1:8000")
+    if scheme != "http":
+        raise GpuhostError("only plain http is supported, got %s" % scheme, field="url",
                            fix="point the load generator at the server's HTTP port inside the guest "
                                "(Triton: 8000), the way perf_analyzer -u does")
-    if not parts.hostname:
-        raise GpuhostError("no host in %r" % url, field="url", fix="use http://HOST:PORT")
-    return parts.hostname, parts.port or 80, parts.path.rstrip("/")
+    return host, port, path
 
 
 def infer_path(base, model, version=None):
@@ -247,14 +292,16 @@ class LoadRun:
         if duration_s is None and requests is None:
             raise GpuhostError("the run has no end", field="duration_s",
                                fix="give duration_s (seconds of measurement) or requests (a count), or both")
-        if concurrency < 1:
-            raise GpuhostError("concurrency must be at least 1, got %d" % concurrency, field="concurrency",
-                               fix="use the number of requests in flight the tenant must sustain (the runbook: 8)")
+        concurrency = positive_int(concurrency, "concurrency", maximum=MAX_CONCURRENCY,
+                                   fix="use the number of requests in flight the tenant must sustain "
+                                       "(the runbook: 8)")
         # Finite and bounded: a NaN or infinite duration or timeout never ends the run.
         if duration_s is not None:
             duration_s = finite_number(duration_s, "duration_s", maximum=MAX_RUN_S, unit="seconds")
         if requests is not None:
-            requests = positive_int(requests, "requests")
+            requests = positive_int(requests, "requests", maximum=MAX_REQUESTS)
+        warmup_requests = positive_int(warmup_requests or 0, "warmup_requests", minimum=0,
+                                       maximum=MAX_REQUESTS)
         timeout_s = finite_number(timeout_s, "timeout_s", maximum=MAX_RUN_S, unit="seconds")
         connect_timeout_s = finite_number(connect_timeout_s, "connect_timeout_s", maximum=MAX_RUN_S,
                                           unit="seconds")

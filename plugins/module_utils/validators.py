@@ -1,15 +1,19 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Validators of option values that reach a command line or a size: each matches the
-whole value (``fullmatch``, never ``$``, which also matches before a trailing newline),
-bounds it, and fails with the option's name and the fix. A value that passes can never
-be read as an option by the command it is given to."""
+"""The one set of validators of option values: sizes, numbers, MAC addresses, VLAN IDs,
+interface names, config paths and URLs. Each matches the whole value (``fullmatch``,
+never ``$``, which also matches before a trailing newline), bounds it, and fails with
+the option's name and the fix. A value that passes can never be read as an option by
+the command it is given to."""
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import unicodedata
+from urllib.parse import urlsplit
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
@@ -64,18 +68,168 @@ def finite_number(value, field, minimum=0.0, allow_minimum=False, maximum=None, 
     return number
 
 
-def positive_int(value, field, maximum=None):
-    """``value`` as an int of 1 or more (at most ``maximum``); bools are refused."""
+def positive_int(value, field, maximum=None, minimum=1, fix=None):
+    """``value`` as an int of ``minimum`` (1 unless told) or more, at most ``maximum``;
+    bools are refused. ``fix`` replaces the generic advice for a value out of range."""
+    advice = "give a whole number of %d or more%s" % (
+        minimum, " and at most %d" % maximum if maximum is not None else "")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise GpuhostError("%r is not a whole number" % (value,), field=field,
-                           fix="give a whole number of 1 or more")
-    if value < 1:
-        raise GpuhostError("%s must be at least 1, got %d" % (field, value), field=field,
-                           fix="give a whole number of 1 or more")
+        raise GpuhostError("%r is not a whole number" % (value,), field=field, fix=advice)
+    if value < minimum:
+        raise GpuhostError("%s must be at least %d, got %d" % (field, minimum, value), field=field,
+                           fix=fix or advice)
     if maximum is not None and value > maximum:
         raise GpuhostError("%s must be at most %d, got %d" % (field, maximum, value),
-                           field=field, fix="give at most %d" % maximum)
+                           field=field, fix=fix or "give at most %d" % maximum)
     return value
+
+
+# -- MAC addresses, VLAN IDs, flags ---------------------------------------------------
+
+# Six colon-separated octets, nothing before or after.
+MAC_RE = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
+ZERO_MAC = "00:00:00:00:00:00"
+VLAN_MAX = 4094             # 802.1Q: 4095 is reserved, 0 means no VLAN tag
+MAC_EXAMPLE = "52:54:00:6c:00:01"
+
+
+def validate_mac(value, field="mac", allow_zero=False):
+    """A unicast MAC address in lower case, or a GpuhostError naming ``field``.
+
+    ``allow_zero`` lets 00:00:00:00:00:00 through (sriov_vfs: some PF drivers take it to
+    clear a VF's MAC); a tenant's MAC is never all-zero.
+    """
+    if not isinstance(value, str) or not MAC_RE.fullmatch(value):
+        raise GpuhostError("%r is not a MAC address" % (value,), field=field,
+                           fix="write six two-digit hex octets separated by colons, e.g. %s"
+                               % MAC_EXAMPLE)
+    mac = value.lower()
+    if mac == ZERO_MAC:
+        if allow_zero:
+            return mac
+        raise GpuhostError("%s is the all-zero MAC address" % mac, field=field,
+                           fix="give a real unicast address such as %s, or leave mac out "
+                               "for the driver's own" % MAC_EXAMPLE)
+    if int(mac[:2], 16) & 1:
+        raise GpuhostError("%s is a multicast address (the low bit of the first octet is "
+                           "set)" % mac, field=field,
+                           fix="give a unicast address: an even first octet, e.g. %s (52 "
+                               "is locally administered)" % MAC_EXAMPLE)
+    return mac
+
+
+def validate_vlan(value, field="vlan"):
+    """A VLAN ID as an int, 0 (no VLAN) to 4094."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise GpuhostError("%r is not a VLAN ID" % (value,), field=field,
+                           fix="give a whole number from 1 to %d, or 0 for no VLAN" % VLAN_MAX)
+    if not 0 <= value <= VLAN_MAX:
+        raise GpuhostError("VLAN %d is outside 0..%d" % (value, VLAN_MAX), field=field,
+                           fix="give a VLAN ID from 1 to %d (4095 is reserved), or 0 for "
+                               "no VLAN" % VLAN_MAX)
+    return value
+
+
+def validate_flag(value, field):
+    if not isinstance(value, bool):
+        raise GpuhostError("%r is not true or false" % (value,), field=field,
+                           fix="write true or false")
+    return value
+
+
+# -- interface names --------------------------------------------------------------------
+
+# include/uapi/linux/if.h: IFNAMSIZ is 16 bytes with the terminating NUL.
+IFNAMSIZ = 16
+
+
+def interface_name(value, field="interface"):
+    """A network interface name as the kernel accepts it (net/core/dev.c
+    dev_valid_name(): 1 to 15 bytes, not ``.`` or ``..``, no ``/``, ``:`` or
+    whitespace), returned unchanged: names are case-sensitive, so the canonical form is
+    the exact name. Two rules go beyond the kernel's, because the name reaches
+    command lines, systemd unit names and logs: no control characters, and no leading
+    ``-``, which ``ip`` or ``ethtool`` would read as an option."""
+    fix = ("give the interface's name exactly as 'ip -br link' shows it: 1 to %d "
+           "characters without '/', ':', blanks or a leading '-', e.g. ens1f0np0"
+           % (IFNAMSIZ - 1))
+    if not isinstance(value, str) or not value:
+        raise GpuhostError("%r is not an interface name" % (value,), field=field, fix=fix)
+    if len(value.encode("utf-8", "surrogatepass")) >= IFNAMSIZ:
+        raise GpuhostError("%r is longer than the kernel's %d-byte limit for interface names"
+                           % (value, IFNAMSIZ - 1), field=field, fix=fix)
+    if value in (".", "..") or value.startswith("-") or any(
+            char in "/:" or char.isspace() or unicodedata.category(char) == "Cc"
+            for char in value):
+        raise GpuhostError("%r is not an interface name" % (value,), field=field, fix=fix)
+    return value
+
+
+# -- config paths -------------------------------------------------------------------------
+
+def config_path(value, field, kind="file"):
+    """An absolute path to an existing config ``kind`` (file or directory), returned
+    normalised. A relative path would depend on the directory the module happens to run
+    in, and a missing one is a typo more often than a wish: it is refused, never
+    created."""
+    if not isinstance(value, str) or not value.strip():
+        raise GpuhostError("%r is not a path" % (value,), field=field,
+                           fix="give the absolute path of the %s" % kind)
+    if any(unicodedata.category(char) == "Cc" for char in value):
+        raise GpuhostError("%r holds control characters" % (value,), field=field,
+                           fix="give the absolute path of the %s" % kind)
+    if not os.path.isabs(value):
+        raise GpuhostError("%r is a relative path" % (value,), field=field,
+                           fix="give the absolute path of the %s, starting with /" % kind)
+    exists = os.path.isdir(value) if kind == "directory" else os.path.isfile(value)
+    if not exists:
+        raise GpuhostError("%s does not exist or is not a %s" % (value, kind), field=field,
+                           fix="check the path, or create the %s first: it is never created "
+                               "for you" % kind)
+    return os.path.normpath(value)
+
+
+# -- URLs --------------------------------------------------------------------------------
+
+# RFC 3986 reg-name, IPv4 and bracketed IPv6 hosts; a port of 1 to 5 digits.
+_URL_NETLOC = re.compile(r"(?P<host>\[[^\]]*\]|[^:\[\]]*)(?::(?P<port>[^:]*))?")
+_URL_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]")
+
+
+def url(value, field="url", schemes=("http", "https"), example="http://127.0.0.1:8000"):
+    """An absolute URL of one of ``schemes`` with a host and a valid port, returned as
+    (scheme, host, port, path). The port defaults to the scheme's (80, 443). Refused:
+    no scheme, a scheme not in ``schemes``, credentials, blanks or control characters,
+    an empty or malformed host, a port out of 1..65535, a query or a fragment."""
+    fix = "write it as %s (scheme, host and port, no user or query)" % example
+    if not isinstance(value, str) or not value:
+        raise GpuhostError("%r is not a URL" % (value,), field=field, fix=fix)
+    if any(char.isspace() or unicodedata.category(char) == "Cc" for char in value):
+        raise GpuhostError("%r holds blanks or control characters" % (value,), field=field,
+                           fix=fix)
+    try:
+        parts = urlsplit(value)
+    except ValueError as exc:
+        raise GpuhostError("%r is not a URL: %s" % (value, exc), field=field, fix=fix)
+    if not parts.scheme or not parts.netloc:
+        raise GpuhostError("%r is not an absolute URL" % (value,), field=field, fix=fix)
+    if parts.scheme not in schemes:
+        raise GpuhostError("the scheme of %r is %s, not %s" % (
+            value, parts.scheme, " or ".join(schemes)), field=field, fix=fix)
+    if "@" in parts.netloc:
+        raise GpuhostError("%r carries credentials" % (value,), field=field, fix=fix)
+    where = _URL_NETLOC.fullmatch(parts.netloc)
+    if where is None or not _URL_HOST.fullmatch(where.group("host")):
+        raise GpuhostError("%r has no valid host" % (value,), field=field, fix=fix)
+    port = where.group("port")
+    if port is not None and not (re.fullmatch(r"[0-9]{1,5}", port) and 1 <= int(port) <= 65535):
+        raise GpuhostError("%r has no valid port (1 to 65535)" % (value,), field=field,
+                           fix=fix)
+    if parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise GpuhostError("%r has a query or a fragment" % (value,), field=field, fix=fix)
+    default_port = {"http": 80, "https": 443}.get(parts.scheme)
+    return (parts.scheme, parts.hostname, int(port) if port else default_port,
+            parts.path.rstrip("/"))
 
 
 def _plain(number):

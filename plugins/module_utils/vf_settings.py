@@ -2,8 +2,8 @@
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A tenant VF's network isolation settings (MAC, VLAN, spoof checking, trust): the
-validators every input goes through, the defaults, and the one reader of a plan's
-``vf`` entry that every consumer uses.
+defaults and the one reader of a plan's ``vf`` entry that every consumer uses. The
+validators every input goes through are in validators.py.
 
 The same values travel from the tenant request (``nic_vf: {mac, vlan, spoofchk,
 trust}``) into the plan's ``vf`` entry, to gpuhost.kvm.sriov_vfs (``ip link set dev
@@ -15,66 +15,19 @@ into the validation report. A plan written before these keys existed lacks them:
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+# The MAC, VLAN and flag validators live with every other validator; they are imported
+# here under their old names because sriov.py and domain_xml.py take them from here.
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (  # noqa: F401
+    MAC_EXAMPLE, MAC_RE, VLAN_MAX, ZERO_MAC, validate_flag, validate_mac, validate_vlan)
 
-# Six colon-separated octets, nothing before or after (re.fullmatch: "$" would accept a
-# trailing newline).
-MAC_RE = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
-ZERO_MAC = "00:00:00:00:00:00"
-VLAN_MAX = 4094             # 802.1Q: 4095 is reserved, 0 means no VLAN tag
 SETTING_KEYS = ("mac", "vlan", "spoofchk", "trust")
 # A tenant VF without settings: the driver's own MAC, no VLAN, anti-spoofing on and not
 # trusted (no MAC change, no promiscuous mode from inside the guest).
 DEFAULTS = {"mac": None, "vlan": 0, "spoofchk": True, "trust": False}
-MAC_EXAMPLE = "52:54:00:6c:00:01"
-
-
-def validate_mac(value, field="mac", allow_zero=False):
-    """A unicast MAC address in lower case, or a GpuhostError naming ``field``.
-
-    ``allow_zero`` lets 00:00:00:00:00:00 through (sriov_vfs: some PF drivers take it to
-    clear a VF's MAC); a tenant's MAC is never all-zero.
-    """
-    if not isinstance(value, str) or not MAC_RE.fullmatch(value):
-        raise GpuhostError("%r is not a MAC address" % (value,), field=field,
-                           fix="write six two-digit hex octets separated by colons, e.g. %s"
-                               % MAC_EXAMPLE)
-    mac = value.lower()
-    if mac == ZERO_MAC:
-        if allow_zero:
-            return mac
-        raise GpuhostError("%s is the all-zero MAC address" % mac, field=field,
-                           fix="give a real unicast address such as %s, or leave mac out "
-                               "for the driver's own" % MAC_EXAMPLE)
-    if int(mac[:2], 16) & 1:
-        raise GpuhostError("%s is a multicast address (the low bit of the first octet is "
-                           "set)" % mac, field=field,
-                           fix="give a unicast address: an even first octet, e.g. %s (52 "
-                               "is locally administered)" % MAC_EXAMPLE)
-    return mac
-
-
-def validate_vlan(value, field="vlan"):
-    """A VLAN ID as an int, 0 (no VLAN) to 4094."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise GpuhostError("%r is not a VLAN ID" % (value,), field=field,
-                           fix="give a whole number from 1 to %d, or 0 for no VLAN" % VLAN_MAX)
-    if not 0 <= value <= VLAN_MAX:
-        raise GpuhostError("VLAN %d is outside 0..%d" % (value, VLAN_MAX), field=field,
-                           fix="give a VLAN ID from 1 to %d (4095 is reserved), or 0 for "
-                               "no VLAN" % VLAN_MAX)
-    return value
-
-
-def validate_flag(value, field):
-    if not isinstance(value, bool):
-        raise GpuhostError("%r is not true or false" % (value,), field=field,
-                           fix="write true or false")
-    return value
 
 
 @dataclass(frozen=True)

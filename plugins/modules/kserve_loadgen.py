@@ -36,6 +36,9 @@ options:
   url:
     description:
       - Base URL of the server's HTTP endpoint (Triton's is port 8000). Plain C(http) only.
+      - A scheme, a host and an optional port of 1 to 65535, with an optional path
+        prefix; credentials, a query, a fragment, blanks or control characters are
+        refused. C(HOST:PORT) alone means C(http://HOST:PORT).
     type: str
     default: http://127.0.0.1:8000
   model:
@@ -58,7 +61,11 @@ options:
         type: str
         required: true
       shape:
-        description: The shape of one request, batch dimension first when the model batches.
+        description:
+          - The shape of one request, batch dimension first when the model batches.
+          - Every dimension is 1 or more, at most 64 dimensions. All inputs together may
+            have at most 33554432 (2**25) elements, checked before anything is built, in
+            check mode too; the runbook's ResNet50 at batch 32 has 4.8 million.
         type: list
         elements: int
         required: true
@@ -81,29 +88,29 @@ options:
     description: Request-level parameters of the v2 protocol.
     type: dict
   concurrency:
-    description: Requests in flight at all times (the runbook measured with 8).
+    description: Requests in flight at all times (the runbook measured with 8); 1 to 1024.
     type: int
     default: 1
   duration_s:
-    description: Seconds of measurement after the warm-up.
+    description: Seconds of measurement after the warm-up; more than 0, at most 86400.
     type: float
   requests:
-    description: Requests to measure after the warm-up.
+    description: Requests to measure after the warm-up; 1 to 10000000.
     type: int
   warmup_s:
-    description: Seconds of warm-up whose requests are not counted.
+    description: Seconds of warm-up whose requests are not counted; 0 to 86400.
     type: float
     default: 0
   warmup_requests:
-    description: Answers to receive during the warm-up before the measurement starts.
+    description: Answers to receive during the warm-up before the measurement starts; 0 to 10000000.
     type: int
     default: 0
   timeout_s:
-    description: Seconds one request may take before it counts as a C(timeout) failure.
+    description: Seconds one request may take before it counts as a C(timeout) failure; more than 0, at most 86400.
     type: float
     default: 10
   connect_timeout_s:
-    description: Seconds a connection may take to open.
+    description: Seconds a connection may take to open; more than 0, at most 86400.
     type: float
     default: 5
   batch_size:
@@ -111,6 +118,7 @@ options:
       - Inferences one request carries (the batch dimension of its inputs). RV(throughput)
         is requests per second times this value, the unit of perf_analyzer's
         "Inferences/Second".
+      - 1 or more.
     type: int
     default: 1
   keep_samples:

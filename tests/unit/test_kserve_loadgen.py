@@ -83,3 +83,86 @@ def test_hard_deadline_bounds_the_run():
     inputs = [{"name": "x", "shape": [1], "datatype": "FP32"}]
     run = lg.LoadRun("http://127.0.0.1:1", "m", inputs, duration_s=60, warmup_s=10, timeout_s=10)
     assert run.hard_deadline_s() == 10 + 60 + 10 + 5 + 5
+
+
+# -- issue 20: bounded work from one value, one URL validator ----------------------------
+
+def _check_mode_generator(**options):
+    """The module's own worker in check mode, as ansible-playbook --check runs it."""
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.gpuhost.kvm.plugins.modules import kserve_loadgen as module_file
+    args = {"model": "resnet50", "requests": 10, "_ansible_check_mode": True}
+    args.update(options)
+    with patch_module_args(args):
+        return module_file.LoadGenerator(module_file.build_module())
+
+
+def test_a_huge_shape_is_refused_before_anything_is_built_even_in_check_mode():
+    # 10**12 zeros: before the bound the list was built in full (MemoryError or an
+    # exhausted guest), in check mode too.
+    generator = _check_mode_generator(
+        inputs=[{"name": "x", "shape": [100000, 100000, 100], "datatype": "FP32"}])
+    with pytest.raises(GpuhostError) as err:
+        generator.run()
+    assert err.value.field == "inputs[0].shape"
+    assert "above the limit of 33554432" in err.value.message
+    assert "[32, 3, 224, 224]" in err.value.fix
+    assert generator.msg == ""                      # nothing was run or planned
+
+
+def test_the_element_bound_counts_every_input_together():
+    half = [4096, 4096]                             # 2**24 elements each
+    lg.build_infer_body([{"name": "a", "shape": [64], "datatype": "FP32"}])
+    with pytest.raises(GpuhostError) as err:
+        lg.build_infer_body([{"name": "a", "shape": half, "datatype": "FP32"},
+                             {"name": "b", "shape": half + [2], "datatype": "FP32"}])
+    assert err.value.field == "inputs[1].shape"
+
+
+@pytest.mark.parametrize("shape, message", [
+    ([1] * 65, "has 65 dimensions, more than 64"),
+    ([2, "3"], "dimension '3' of [2, '3'] is not a whole number"),
+    ([True, 3], "is not a whole number"),
+    ([], "is not a shape"),
+    ([1 << 40], "has a dimension above the limit"),
+])
+def test_odd_shapes_get_an_answer_naming_the_input(shape, message):
+    with pytest.raises(GpuhostError) as err:
+        lg.build_infer_body([{"name": "x", "shape": shape, "datatype": "FP32"}])
+    assert err.value.field == "inputs[0].shape" and message in err.value.message
+
+
+@pytest.mark.parametrize("url, message", [
+    ("http://triton:0", "has no valid port"),
+    ("http://triton:99999", "has no valid port"),
+    ("http://[::1", "is not a URL"),
+    ("http://user:pw@triton:8000", "carries credentials"),
+    ("http://triton:8000/?model=x", "has a query or a fragment"),
+    ("http://tri ton:8000", "holds blanks or control characters"),
+    ("http://triton:8000\n", "holds blanks or control characters"),
+    ("http://:8000", "has no valid host"),
+])
+def test_malformed_urls_are_refused_naming_the_option(url, message):
+    # Before the one URL validator, ports 0 and 99999 passed (or raised ValueError from
+    # urlsplit), and credentials or a query went into the request line.
+    with pytest.raises(GpuhostError) as err:
+        lg.parse_url(url)
+    assert err.value.field == "url" and message in err.value.message
+    assert "http://127.0.0.1:8000" in err.value.fix
+
+
+@pytest.mark.parametrize("options, field, message", [
+    ({"concurrency": 5000}, "concurrency", "at most 1024"),
+    ({"warmup_requests": -1}, "warmup_requests", "at least 0, got -1"),
+    ({"requests": 10 ** 9}, "requests", "at most 10000000"),
+    ({"batch_size": 0}, "batch_size", "at least 1, got 0"),
+    ({"timeout_s": 0.0}, "timeout_s", "more than 0"),
+    ({"duration_s": float("inf")}, "duration_s", "is not a finite number"),
+])
+def test_counts_sizes_and_timeouts_are_bounded(options, field, message):
+    arguments = dict(url="http://127.0.0.1:1", model="m",
+                     inputs=[{"name": "x", "shape": [1], "datatype": "FP32"}], requests=10)
+    arguments.update(options)
+    with pytest.raises(GpuhostError) as err:
+        lg.LoadRun(**arguments)
+    assert err.value.field == field and message in err.value.message

@@ -61,3 +61,96 @@ def test_positive_ints_refuse_below_one_bools_and_fractions(value, message):
     with pytest.raises(GpuhostError) as info:
         positive_int(value, "batch_size", maximum=4)
     assert info.value.field == "batch_size" and message in info.value.message
+
+
+# -- issue 20: one set of validators ------------------------------------------------------
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import validators, vf_settings  # noqa: E402
+
+
+def test_mac_and_vlan_validators_live_in_validators_and_vf_settings_uses_them():
+    # one set: vf_settings (and through it sriov.py and domain_xml.py) uses these objects
+    assert vf_settings.validate_mac is validators.validate_mac
+    assert vf_settings.validate_vlan is validators.validate_vlan
+    assert validators.validate_mac("52:54:00:AB:00:01") == "52:54:00:ab:00:01"
+    with pytest.raises(GpuhostError, match="is not a MAC address"):
+        validators.validate_mac("52:54:00:ab:00:01\n", field="mac")
+    with pytest.raises(GpuhostError, match="outside 0..4094"):
+        validators.validate_vlan(4095)
+
+
+@pytest.mark.parametrize("name", ["eno1", "ens1f0np0", "br-tenant.100", "a" * 15, "enp65s0f1v3", "wlan_0"])
+def test_interface_names_pass_unchanged(name):
+    assert validators.interface_name(name, field="pf") == name
+
+
+@pytest.mark.parametrize("name, message", [
+    ("a" * 16, "longer than the kernel's 15-byte limit"),
+    ("é" * 8, "longer than the kernel's 15-byte limit"),   # 16 bytes in UTF-8
+    ("eth0\n", "is not an interface name"),                # a trailing newline
+    ("eth 0", "is not an interface name"),
+    ("eth0:1", "is not an interface name"),                # an alias label, not a device
+    ("../eth0", "is not an interface name"),
+    (".", "is not an interface name"),
+    ("..", "is not an interface name"),
+    ("-eth0", "is not an interface name"),                 # read as an option by ip
+    ("eth\x000", "is not an interface name"),
+    ("", "is not an interface name"),
+    (None, "is not an interface name"),
+    (7, "is not an interface name"),
+])
+def test_interface_names_follow_the_kernel_rules(name, message):
+    with pytest.raises(GpuhostError) as err:
+        validators.interface_name(name, field="pf")
+    assert err.value.field == "pf" and message in err.value.message
+    assert "ip -br link" in err.value.fix
+
+
+def test_config_paths_must_be_absolute_and_exist_and_are_never_created(tmp_path):
+    config = tmp_path / "irqbalance"
+    config.write_text("IRQBALANCE_ONESHOT=0\n")
+    assert validators.config_path(str(config), "irqbalance_config") == str(config)
+    assert validators.config_path(str(tmp_path) + "/.", "d", kind="directory") == str(tmp_path)
+    for value, message in (("etc/sysconfig/irqbalance", "is a relative path"),
+                           (str(tmp_path / "missing"), "does not exist or is not a file"),
+                           (str(tmp_path), "does not exist or is not a file"),
+                           ("", "is not a path"),
+                           (str(config) + "\n", "holds control characters")):
+        with pytest.raises(GpuhostError) as err:
+            validators.config_path(value, "irqbalance_config")
+        assert err.value.field == "irqbalance_config" and message in err.value.message
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("value, parsed", [
+    ("http://127.0.0.1:8000", ("http", "127.0.0.1", 8000, "")),
+    ("http://triton", ("http", "triton", 80, "")),
+    ("https://triton.example/v2/", ("https", "triton.example", 443, "/v2")),
+    ("http://[::1]:8000/prefix", ("http", "::1", 8000, "/prefix")),
+])
+def test_urls_parse_into_scheme_host_port_and_path(value, parsed):
+    assert validators.url(value) == parsed
+
+
+@pytest.mark.parametrize("value, message", [
+    ("ftp://host", "the scheme of 'ftp://host' is ftp, not http or https"),
+    ("host:8000", "is not an absolute URL"),
+    ("http://host:8000:9", "has no valid host"),
+    ("http://host:+80", "has no valid port"),
+    ("http://host:\u0663", "has no valid port"),        # a non-ASCII digit
+    ("http://ho_st", "has no valid host"),
+    ("http://host#x", "has a query or a fragment"),
+    ("", "is not a URL"),
+    (None, "is not a URL"),
+])
+def test_malformed_urls_are_refused(value, message):
+    with pytest.raises(GpuhostError) as err:
+        validators.url(value, field="url")
+    assert err.value.field == "url" and message in err.value.message
+
+
+def test_positive_int_takes_a_minimum_and_its_own_advice():
+    assert validators.positive_int(0, "warmup_requests", minimum=0) == 0
+    with pytest.raises(GpuhostError) as err:
+        validators.positive_int(0, "concurrency", fix="use 8")
+    assert err.value.fix == "use 8"
