@@ -116,7 +116,9 @@ def _is_neutral(function):
 
 def _member(function, address):
     if function is None:
-        return {"address": address, "class_code": None, "class_name": "Unknown device",
+        known = _pci_address(address) is not None
+        return {"address": address, "class_code": None,
+                "class_name": "Unknown device" if known else "not a PCI device",
                 "vendor_device": None, "driver": None, "numa_node": None}
     return {"address": address, "class_code": format_class_code(function.class_code),
             "class_name": class_name(function.class_code),
@@ -124,11 +126,24 @@ def _member(function, address):
             "numa_node": function.numa_node}
 
 
+def _pci_address(name):
+    """The PciAddress of a group member's name, None for a name that is not one."""
+    try:
+        return PciAddress.parse(name)
+    except GpuhostError:
+        return None
+
+
 def _group_members(topo, group):
-    """Canonical addresses in a group: from iommu_groups, else from the devices' links."""
+    """The members of a group: from iommu_groups, else from the devices' links. PCI
+    addresses are canonical; any other name is kept as it is. A group can hold devices
+    that are not PCI functions (platform devices on ARM), and whatever it holds shares
+    the group's DMA isolation, so such a member counts as a foreign device rather than
+    being dropped or failing the whole report."""
     members = topo.iommu.groups.get(group)
     if members:
-        return tuple(normalize_address(a) for a in members)
+        return tuple(str(address) if address is not None else name
+                     for name, address in ((m, _pci_address(m)) for m in members))
     return tuple(a for a, f in topo.pci.items() if f.iommu_group == group)
 
 
@@ -170,7 +185,8 @@ def group_members_verdict(topo, addresses):
                 continue
             seen.add(member)
             function = topo.pci.get(member)
-            if PciAddress.parse(member).slot_key in slots:
+            address = _pci_address(member)
+            if address is not None and address.slot_key in slots:
                 continue
             if function is not None and _is_neutral(function):
                 continue

@@ -44,14 +44,22 @@ def path(root, *parts):
     return os.path.join(root or "/", *parts)
 
 
-def read_text(file_path, default=None):
-    """The stripped content of a sysfs attribute, or ``default`` when unreadable."""
+def read_text(file_path, default=None, inner_nul_unknown=True):
+    """The stripped content of a sysfs attribute, or ``default`` when unreadable.
+
+    Trailing NULs are padding (some firmware attributes carry them) and are stripped
+    like blanks; a NUL inside the value means the attribute is not text the kernel
+    printed, so its value is unknown: ``default``, as for an unreadable file. A reader
+    whose parser names the file in its own error (/proc/interrupts) passes
+    ``inner_nul_unknown=False`` and gets the text as it is.
+    """
     try:
         # unbuffered binary reads: a host has thousands of these small attributes
         with open(file_path, "rb", buffering=0) as handle:
-            return handle.read().decode("utf-8", "replace").strip()
+            text = handle.read().decode("utf-8", "replace").strip("\x00 \t\n\r\x0b\x0c")
     except (OSError, ValueError):
         return default
+    return default if inner_nul_unknown and "\x00" in text else text
 
 
 def read_int(file_path, default=None, base=10):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import Dict, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import MAX_CPUS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
     Bar, PciFunction, read_pci_functions)
@@ -257,6 +258,10 @@ def read_numa_nodes(root="/", node_cpus=None, present=None):
                 surplus=sysfs.read_int(os.path.join(pool_dir, "surplus_hugepages"), 0))
         node.hugepages = dict(sorted(node.hugepages.items()))
         distances = (sysfs.read_text(os.path.join(node_dir, "distance")) or "").split()
+        if not all(value.isdigit() and value.isascii() for value in distances):
+            # Not the kernel's list of numbers: the distances are unknown, as when the
+            # file is missing (nothing decides on them; they are reported).
+            distances = []
         for order in orders:
             if order and len(order) == len(distances):
                 node.distances = {other: int(value)
@@ -313,8 +318,41 @@ def _parse_irq_row(label, tokens, ncpus, columns):
     return irq
 
 
-def parse_proc_interrupts(text):
+_INTERRUPTS_COLUMN_RE = re.compile(r"CPU([0-9]{1,4})")
+
+
+def _interrupts_columns(header_line, field):
+    """The CPU of each column of /proc/interrupts' header (``CPU0 CPU1 CPU4``).
+
+    Each word is CPU and a number below the kernel's 8192 CPUs, in increasing order
+    (show_interrupts() prints the online CPUs in order): anything else cannot be paired
+    with the counts below it, so it is refused, naming the file and the word."""
+    header = header_line.split()
+    fix = ("the file is not the kernel's /proc/interrupts: check what is mounted at "
+           "proc/ under root, or read it again from a live host")
+    if not header:
+        raise GpuhostError("the first line of /proc/interrupts does not name CPUs",
+                           field=field, fix=fix)
+    columns = []
+    for word in header:
+        match = _INTERRUPTS_COLUMN_RE.fullmatch(word)
+        if match is None or int(match.group(1)) >= MAX_CPUS:
+            raise GpuhostError("the header of /proc/interrupts names %r, not a CPU below %d"
+                               % (word[:40], MAX_CPUS), field=field, fix=fix)
+        cpu = int(match.group(1))
+        if columns and cpu <= columns[-1]:
+            raise GpuhostError("the header of /proc/interrupts names CPU%d after CPU%d: "
+                               "the columns are not in increasing order"
+                               % (cpu, columns[-1]), field=field, fix=fix)
+        columns.append(cpu)
+    return tuple(columns)
+
+
+def parse_proc_interrupts(text, field="interrupts"):
     """Parse /proc/interrupts into Irq records keyed by their label ("24", "NMI").
+
+    ``field`` is what an error names: the text itself when it was given as a value, or
+    ``root`` when it was read from the host (the readers below).
 
     The header names the CPU of each column; offline CPUs have no column, so counts
     are paired with ``Irq.cpus``. Rows of many thousand characters (1152 CPUs) are
@@ -323,12 +361,7 @@ def parse_proc_interrupts(text):
     lines = text.splitlines()
     if not lines:
         return {}
-    header = lines[0].split()
-    if not header or not all(h.startswith("CPU") for h in header):
-        raise GpuhostError("the first line of /proc/interrupts does not name CPUs",
-                           field="interrupts",
-                           fix="give the text of /proc/interrupts, header line first")
-    columns = tuple(int(h[3:]) for h in header)
+    columns = _interrupts_columns(lines[0], field)
     ncpus = len(columns)
     irqs = {}
     for line in lines[1:]:
@@ -344,10 +377,10 @@ def parse_proc_interrupts(text):
 
 def read_irqs(root="/", with_affinity=True):
     """/proc/interrupts, plus each IRQ's smp_affinity_list and effective_affinity_list."""
-    text = sysfs.read_text(sysfs.path(root, "proc/interrupts"))
+    text = sysfs.read_text(sysfs.path(root, "proc/interrupts"), inner_nul_unknown=False)
     if text is None:
         return {}
-    irqs = parse_proc_interrupts(text)
+    irqs = parse_proc_interrupts(text, field="root")
     if with_affinity:
         base = sysfs.path(root, "proc/irq")
         for irq in irqs.values():
@@ -516,12 +549,12 @@ def read_host_topology(root="/", with_irqs=True, with_irq_affinity=True):
     cpus = read_cpu_state(root, node_cpus=node_cpus)
     nodes = read_numa_nodes(root, node_cpus=node_cpus, present=cpus.present)
     pci = read_pci_functions(root, node_cpus={n: node.cpus for n, node in nodes.items()})
-    interrupts_text = sysfs.read_text(sysfs.path(root, "proc/interrupts")) if with_irqs \
-        else None
+    interrupts_text = sysfs.read_text(sysfs.path(root, "proc/interrupts"),
+                                      inner_nul_unknown=False) if with_irqs else None
     iommu = read_iommu_state(root, interrupts_text=interrupts_text)
     irqs = {}
     if interrupts_text:
-        irqs = parse_proc_interrupts(interrupts_text)
+        irqs = parse_proc_interrupts(interrupts_text, field="root")
         if with_irq_affinity:
             base = sysfs.path(root, "proc/irq")
             for irq in irqs.values():
