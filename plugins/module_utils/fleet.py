@@ -52,11 +52,31 @@ def as_ledger(ledger):
         raise GpuhostError("a ledger must be a mapping, got %r" % (type(ledger).__name__,),
                            field="ledger", fix="pass the ledger's tenants, housekeeping "
                                                "and smt_policy as a mapping")
-    return LedgerData(tenants=list(ledger.get("tenants") or []),
-                      housekeeping=dict(ledger.get("housekeeping") or {}),
-                      smt_policy=ledger.get("smt_policy"),
-                      serial=int(ledger.get("serial") or 0),
+    tenants = ledger.get("tenants") or []
+    housekeeping = ledger.get("housekeeping") or {}
+    serial = ledger.get("serial") or 0
+    if not isinstance(tenants, list) or not all(isinstance(t, dict) for t in tenants) or \
+            not isinstance(housekeeping, dict) or isinstance(serial, bool) or \
+            not isinstance(serial, int):
+        raise GpuhostError("the ledger's tenants, housekeeping or serial have another shape "
+                           "(a list of mappings, a mapping and a whole number)",
+                           field="ledger", fix="pass the ledger as capacity_facts returns it "
+                                               "with include_topology")
+    return LedgerData(tenants=list(tenants), housekeeping=dict(housekeeping),
+                      smt_policy=ledger.get("smt_policy"), serial=serial,
                       updated_at=ledger.get("updated_at"))
+
+
+# What one host's data may fail with when it has an unexpected shape deep inside (a
+# topology whose values are of the wrong type): the host is reported, never the fleet.
+_SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def _unusable(exc):
+    if isinstance(exc, GpuhostError):
+        return str(exc)
+    return "its data is unusable (%s: %s); run capacity_facts on it again" % (
+        type(exc).__name__, exc)
 
 
 def _ledger_plan(host_topology, data):
@@ -167,19 +187,26 @@ def fleet_report(hosts):
     totals = {"hosts": 0, "hosts_without_data": 0, "tenants": 0, "gpus_total": 0,
               "gpus_free": 0, "gpus_free_clean": 0, "gpus_stranded": 0, "cores_total": 0,
               "cores_free": 0, "vfs_free": 0}
-    for name in sorted(hosts):
+    for name in sorted(hosts, key=str):
         data = hosts[name] or {}
         totals["hosts"] += 1
         try:
+            if not isinstance(data, dict):
+                raise GpuhostError("its data is a %s, not a capacity fact"
+                                   % type(data).__name__)
             if "capacity" in data:
                 capacity = data["capacity"]
+                problem = capacity_shape_problem(capacity)
+                if problem:
+                    raise GpuhostError("its capacity fact %s; run capacity_facts on it again"
+                                       % problem)
             elif "topology" in data:
                 capacity = host_capacity(data["topology"], data.get("ledger"))
             else:
-                raise GpuhostError(data.get("error")
+                raise GpuhostError(str(data.get("error") or "")
                                    or "no data (host unreachable or its facts task failed)")
-        except GpuhostError as err:
-            report_hosts[name] = {"error": str(err)}
+        except (GpuhostError,) + _SHAPE_ERRORS as err:
+            report_hosts[name] = {"error": _unusable(err)}
             totals["hosts_without_data"] += 1
             continue
         report_hosts[name] = capacity
@@ -188,6 +215,72 @@ def fleet_report(hosts):
                 totals[key] += capacity["totals"][key]
     return {"format": REPORT_FORMAT, "version": REPORT_VERSION, "totals": totals,
             "hosts": report_hosts}
+
+
+_NODE_NUMBERS = ("cores_total", "cores_free", "gpus_free", "gpus_free_clean", "vfs_total",
+                 "vfs_free")
+
+
+def _whole(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def capacity_shape_problem(capacity):
+    """What is wrong with a capacity fact's shape (what the report adds up and draws),
+    or None. A host's fact is checked before it counts, so that one odd host is
+    reported instead of failing the report of the whole fleet."""
+    if not isinstance(capacity, dict):
+        return "is a %s, not a mapping" % type(capacity).__name__
+    totals = capacity.get("totals")
+    if not isinstance(totals, dict) or not all(_whole(v) for v in totals.values()):
+        return "has no totals of whole numbers"
+    nodes = capacity.get("nodes")
+    if not isinstance(nodes, dict):
+        return "has no nodes"
+    for node_id, node in nodes.items():
+        if not isinstance(node, dict) or not all(_whole(node.get(k)) for k in _NODE_NUMBERS):
+            return "has node %s without %s as whole numbers" % (node_id, ", ".join(_NODE_NUMBERS))
+        pages = node.get("hugepages")
+        if not isinstance(pages, dict) or not all(
+                isinstance(p, dict) and _whole(p.get("free")) and _whole(p.get("total"))
+                for p in pages.values()):
+            return "has node %s without free and total hugepages" % node_id
+        gpus = node.get("gpus")
+        if not isinstance(gpus, list) or not all(
+                isinstance(g, dict) and isinstance(g.get("address"), str)
+                and "tenant" in g and "clean" in g for g in gpus):
+            return "has node %s without a list of GPUs (address, clean, tenant)" % node_id
+    tenants = capacity.get("tenants", [])
+    if not isinstance(tenants, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("gpus"), list)
+            and all(k in t for k in ("name", "node", "vcpus", "memory_gib", "vf"))
+            for t in tenants):
+        return "has tenants without name, node, gpus, vcpus, memory_gib and vf"
+    if not isinstance(capacity.get("warnings", []), list):
+        return "has warnings that are not a list"
+    return None
+
+
+# What fleet_place ranks a fitting candidate by, and the type each must have.
+_CANDIDATE_KEYS = (("clean_iommu_group", bool), ("hugepages_ready", bool),
+                   ("gpus_stranded", int), ("cores_partly_used", int),
+                   ("cores_left_on_node", int), ("gpus", list), ("why", str))
+
+
+def candidate_shape_problem(candidate):
+    """What is wrong with a host's candidate (capacity_facts with a tenant), or None."""
+    if not isinstance(candidate, dict):
+        return "its candidate is a %s, not a mapping" % type(candidate).__name__
+    if not isinstance(candidate.get("fits"), bool):
+        return "its candidate does not say whether the tenant fits"
+    if not candidate["fits"]:
+        return None if isinstance(candidate.get("why"), str) else "its candidate gives no reason"
+    wrong = [key for key, kind in _CANDIDATE_KEYS
+             if not isinstance(candidate.get(key), kind)
+             or (kind is int and isinstance(candidate.get(key), bool))]
+    if wrong or "node" not in candidate:
+        return "its candidate lacks %s of the right type" % ", ".join(wrong or ["node"])
+    return None
 
 
 # ------------------------------------------------------------------ host choice
@@ -209,8 +302,12 @@ def evaluate_host(topology, ledger, request, hugepage_check="memory"):
         plan, added = reserve(data, topo, [request], smt_policy=data.smt_policy or "require",
                               housekeeping=data.housekeeping or None,
                               hugepage_check=hugepage_check)[1:]
-    except GpuhostError as err:
-        return {"fits": False, "why": str(err)}
+        return _fitting_candidate(topo, plan, added)
+    except (GpuhostError,) + _SHAPE_ERRORS as err:
+        return {"fits": False, "why": _unusable(err)}
+
+
+def _fitting_candidate(topo, plan, added):
     host = PlannerHost(topo)
     tenant = next(t for t in plan["tenants"] if t["name"] == added[0])
     gpus = [g["address"] for g in tenant.get("gpus") or []]
@@ -262,10 +359,13 @@ def rank_candidates(candidates, tenant_name):
                            fix="name an inventory group with at least one GPU host")
     normalised = {}
     for name, candidate in candidates.items():
-        if not candidate or "fits" not in candidate:
-            candidate = {"fits": False, "why": (candidate or {}).get("error")
+        if not candidate or (isinstance(candidate, dict) and "fits" not in candidate):
+            candidate = {"fits": False, "why": str((candidate or {}).get("error") or "")
                          or "no data for this host"}
-        normalised[name] = candidate
+        problem = candidate_shape_problem(candidate)
+        if problem:
+            candidate = {"fits": False, "why": problem + "; run capacity_facts on it again"}
+        normalised[str(name)] = candidate
     fitting = sorted(((n, c) for n, c in normalised.items() if c["fits"]), key=_rank_key)
     if not fitting:
         raise GpuhostError(
@@ -299,12 +399,16 @@ def choose_host(hosts, request, hugepage_check="memory"):
     candidates = {}
     for name, data in (hosts or {}).items():
         data = data or {}
-        if "topology" in data:
+        if not isinstance(data, dict):
+            candidates[name] = {"fits": False, "why": "its data is a %s, not a capacity fact"
+                                                      % type(data).__name__}
+        elif "topology" in data:
             candidates[name] = evaluate_host(data["topology"], data.get("ledger"), request,
                                              hugepage_check)
         elif "candidate" in data:
             candidate = data["candidate"]
-            if candidate.get("tenant") not in (None, request["name"]):
+            if isinstance(candidate, dict) and \
+                    candidate.get("tenant") not in (None, request["name"]):
                 candidate = {"fits": False,
                              "why": "evaluated for tenant %s, not %s"
                                     % (candidate["tenant"], request["name"])}

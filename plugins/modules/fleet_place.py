@@ -34,6 +34,9 @@ options:
       - Host name to that host's C(gpuhost_capacity) fact, or to null or C({error})
         for a host that gave no data (it is listed as not fitting). A fact evaluated for
         another tenant counts as not fitting.
+      - A host whose fact is of another shape or unusable (a candidate without its
+        ranking numbers, a topology that does not parse) is listed as not fitting, with
+        the reason; the choice among the other hosts is made as usual.
     type: dict
     required: true
   tenant:

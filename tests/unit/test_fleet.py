@@ -201,3 +201,76 @@ def test_an_evaluation_for_another_tenant_does_not_count(topologies):
     with pytest.raises(GpuhostError) as info:
         fleet.choose_host({"gpu-1": {"candidate": other}}, SMALL)
     assert "evaluated for tenant someone, not small" in str(info.value)
+
+
+# -- issue 20: one bad host is reported and skipped, never the fleet's failure ----------------
+
+ODD_HOSTS = {
+    "a-string": "not a fact",
+    "b-list": ["a", "list"],
+    "c-candidate-list": {"candidate": ["fits"]},
+    "d-candidate-without-numbers": {"candidate": {"fits": True, "node": 0}},
+    "e-candidate-fits-as-text": {"candidate": {"fits": "yes", "why": "trust me"}},
+    "f-topology-odd": {"topology": {"cpus": {"online": "x"}, "nodes": {"0": {"cpus": "y"}}}},
+    "g-topology-none": {"topology": None},
+    "h-ledger-odd-serial": {"topology": None, "ledger": {"serial": "three"}},
+    "i-error-not-text": {"error": ["unreachable"]},
+}
+
+
+def test_odd_hosts_do_not_sink_the_choice_for_the_others(topologies):
+    # Before: "a-string" and "c-candidate-list" raised AttributeError (.get on a str or
+    # a list) and "d-candidate-without-numbers" KeyError in the ranking: one odd host
+    # failed the whole choice.
+    hosts = dict(ODD_HOSTS, **{"z-good": host_data(topologies["eight"])})
+    choice = fleet.choose_host(hosts, SMALL)
+    assert choice["host"] == "z-good"
+    reasons = {c["host"]: c["why"] for c in choice["candidates"] if not c["fits"]}
+    assert set(reasons) == set(ODD_HOSTS)
+    assert reasons["a-string"] == "its data is a str, not a capacity fact"
+    assert reasons["c-candidate-list"].startswith("its candidate is a list, not a mapping")
+    assert reasons["d-candidate-without-numbers"].startswith(
+        "its candidate lacks clean_iommu_group, hugepages_ready")
+    assert "the topology data is malformed" in reasons["f-topology-odd"]
+
+
+def test_when_only_odd_hosts_remain_the_refusal_names_each_reason():
+    with pytest.raises(GpuhostError) as info:
+        fleet.choose_host(ODD_HOSTS, SMALL)
+    assert info.value.field == "request"
+    for name in ODD_HOSTS:
+        assert "%s: " % name in info.value.message
+
+
+ODD_CAPACITIES = {
+    "a-string": "not a fact",
+    "b-capacity-list": {"capacity": []},
+    "c-totals-text": {"capacity": {"totals": {"gpus_free": "1"}, "nodes": {}}},
+    "d-node-without-numbers": {"capacity": {"totals": {}, "nodes": {"0": {"gpus": []}}}},
+    "e-topology-odd": {"topology": {"cpus": {"online": 7}}},
+    "f-ledger-odd": {"topology": None, "ledger": {"tenants": "t1"}},
+}
+
+
+def test_odd_hosts_are_listed_without_data_and_the_report_still_renders(topologies):
+    # Before: "a-string" raised AttributeError, "b-capacity-list" and "c-totals-text"
+    # failed in the totals: one odd host and the fleet had no report.
+    hosts = dict(ODD_CAPACITIES, **{"z-good": host_data(topologies["runbook"])})
+    report = fleet.fleet_report(hosts)
+    assert report["totals"]["hosts"] == 7 and report["totals"]["hosts_without_data"] == 6
+    assert report["totals"]["gpus_total"] == 1
+    for name in ODD_CAPACITIES:
+        assert set(report["hosts"][name]) == {"error"}, name
+    assert report["hosts"]["a-string"]["error"] == "its data is a str, not a capacity fact"
+    assert "has no totals of whole numbers" in report["hosts"]["c-totals-text"]["error"]
+    assert "| z-good | 0 | 1 (1) |" in fleet.render_markdown(report)
+    ElementTree.fromstring(fleet.render_svg(report))
+    json.dumps(report)
+
+
+def test_a_ledger_of_another_shape_is_refused_with_a_fix():
+    for ledger_data in ({"serial": "3"}, {"tenants": "t1"}, {"tenants": ["t1"]},
+                        {"housekeeping": [0, 1]}):
+        with pytest.raises(GpuhostError) as info:
+            fleet.as_ledger(ledger_data)
+        assert info.value.field == "ledger" and "include_topology" in info.value.fix
