@@ -167,11 +167,9 @@ def interface_name(value, field="interface"):
 
 # -- config paths -------------------------------------------------------------------------
 
-def config_path(value, field, kind="file"):
-    """An absolute path to an existing config ``kind`` (file or directory), returned
-    normalised. A relative path would depend on the directory the module happens to run
-    in, and a missing one is a typo more often than a wish: it is refused, never
-    created."""
+def absolute_path(value, field, kind="file"):
+    """An absolute path without control characters, returned normalised. A relative
+    path would depend on the directory the module happens to run in."""
     if not isinstance(value, str) or not value.strip():
         raise GpuhostError("%r is not a path" % (value,), field=field,
                            fix="give the absolute path of the %s" % kind)
@@ -181,12 +179,20 @@ def config_path(value, field, kind="file"):
     if not os.path.isabs(value):
         raise GpuhostError("%r is a relative path" % (value,), field=field,
                            fix="give the absolute path of the %s, starting with /" % kind)
-    exists = os.path.isdir(value) if kind == "directory" else os.path.isfile(value)
+    return os.path.normpath(value)
+
+
+def config_path(value, field, kind="file"):
+    """An absolute path to an existing config ``kind`` (file or directory), returned
+    normalised. A missing one is a typo more often than a wish: it is refused, never
+    created."""
+    path = absolute_path(value, field, kind)
+    exists = os.path.isdir(path) if kind == "directory" else os.path.isfile(path)
     if not exists:
         raise GpuhostError("%s does not exist or is not a %s" % (value, kind), field=field,
                            fix="check the path, or create the %s first: it is never created "
                                "for you" % kind)
-    return os.path.normpath(value)
+    return path
 
 
 # -- URLs --------------------------------------------------------------------------------
@@ -211,11 +217,11 @@ def url(value, field="url", schemes=("http", "https"), example="http://127.0.0.1
         parts = urlsplit(value)
     except ValueError as exc:
         raise GpuhostError("%r is not a URL: %s" % (value, exc), field=field, fix=fix)
-    if not parts.scheme or not parts.netloc:
-        raise GpuhostError("%r is not an absolute URL" % (value,), field=field, fix=fix)
-    if parts.scheme not in schemes:
+    if parts.scheme and "://" in value and parts.scheme not in schemes:
         raise GpuhostError("the scheme of %r is %s, not %s" % (
             value, parts.scheme, " or ".join(schemes)), field=field, fix=fix)
+    if not parts.scheme or not parts.netloc or parts.scheme not in schemes:
+        raise GpuhostError("%r is not an absolute URL" % (value,), field=field, fix=fix)
     if "@" in parts.netloc:
         raise GpuhostError("%r carries credentials" % (value,), field=field, fix=fix)
     where = _URL_NETLOC.fullmatch(parts.netloc)

@@ -31,7 +31,7 @@ options:
     description:
       - The allocation ledger on the host (see M(gpuhost.kvm.tenant_ledger)). A missing
         file is a host without tenants.
-      - A relative path is taken below O(root).
+      - An absolute path; a relative one is refused.
     type: path
     default: /var/lib/gpuhost/ledger.json
   tenant:
@@ -157,8 +157,6 @@ ansible_facts:
           returned: when O(include_topology=true)
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
@@ -170,6 +168,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import read_led
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology, topology_to_dict)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
 
 
 class CapacityFacts(object):
@@ -178,13 +177,14 @@ class CapacityFacts(object):
     def __init__(self, module):
         self.module = module
         self.root = module.params["root"]
-        ledger_path = module.params["ledger_path"]
-        self.ledger_path = (ledger_path if os.path.isabs(ledger_path)
-                            else os.path.join(self.root, ledger_path))
+        self.ledger_path = module.params["ledger_path"]
         self.fact = None
 
     def run(self):
         validate_root(self.root)
+        # Absolute only: a relative path was taken below root, a rule no other module
+        # shares, so the same value named two different files.
+        self.ledger_path = absolute_path(self.ledger_path, "ledger_path", kind="ledger file")
         topology = read_host_topology(self.root, with_irqs=False)
         ledger = read_ledger(self.ledger_path)
         fact = {"capacity": host_capacity(topology, ledger), "ledger_serial": ledger.serial}

@@ -31,7 +31,9 @@ options:
     type: dict
     required: true
   dest:
-    description: Directory to write the report files into; created when missing.
+    description:
+      - Directory to write the report files into; created when missing.
+      - An absolute path; a relative one is refused.
     type: path
     required: true
   formats:
@@ -94,6 +96,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import (
     fleet_report, render_markdown, render_svg)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
 
 FILES = {
     "markdown": "fleet-capacity.md",
@@ -129,7 +132,8 @@ class FleetReport(object):
             "json": json.dumps(self.report, indent=2, sort_keys=True) + "\n",
             "svg": render_svg(self.report),
         }
-        dest = self.params["dest"]
+        # Absolute only: a relative directory would be wherever the module happens to run.
+        dest = absolute_path(self.params["dest"], "dest", kind="report directory")
         wanted = [(fmt, os.path.join(dest, FILES[fmt]), texts[fmt])
                   for fmt in self.params["formats"]]
         for fmt, path, text in wanted:

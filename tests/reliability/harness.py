@@ -27,8 +27,8 @@ from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, snapshot
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.modules import (
-    iommu_groups_facts, irq_affinity, libvirt_pinned_domain, numa_cpuset, sriov_vfs,
-    tenant_ledger, vfio_bind)
+    capacity_facts, fleet_place, fleet_report, iommu_groups_facts, irq_affinity,
+    kserve_loadgen, libvirt_pinned_domain, numa_cpuset, sriov_vfs, tenant_ledger, vfio_bind)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INVENTORY = os.path.join(REPO, "inventories", "example", "hosts.yml")
@@ -256,6 +256,37 @@ def run_libvirt_pinned_domain(host, args, check_mode=False):
     return worker
 
 
+def run_capacity_facts(host, args, check_mode=False):
+    args = _with_root(args, host)
+    args.setdefault("ledger_path", host.ledger)
+    worker = capacity_facts.CapacityFacts(_build(capacity_facts, args, check_mode))
+    worker.run()
+    return worker
+
+
+def run_fleet_place(host, args, check_mode=False):
+    """Runs on the controller: no root; the case's hosts are data."""
+    worker = fleet_place.FleetPlace(_build(fleet_place, args, check_mode))
+    worker.run()
+    return worker
+
+
+def run_fleet_report(host, args, check_mode=False):
+    args = dict(args)
+    args.setdefault("dest", os.path.join(host.base, "reports"))
+    worker = fleet_report.FleetReport(_build(fleet_report, args, check_mode))
+    worker.run()
+    return worker
+
+
+def run_kserve_loadgen(host, args, check_mode=False):
+    """Runs in the tenant guest against a server; every case is refused before the
+    first request, so no server is needed."""
+    worker = kserve_loadgen.LoadGenerator(_build(kserve_loadgen, args, check_mode))
+    worker.run()
+    return worker
+
+
 MODULE_RUNNERS = {
     "vfio_bind": run_vfio_bind,
     "sriov_vfs": run_sriov_vfs,
@@ -264,6 +295,10 @@ MODULE_RUNNERS = {
     "iommu_groups_facts": run_iommu_groups_facts,
     "tenant_ledger": run_tenant_ledger,
     "libvirt_pinned_domain": run_libvirt_pinned_domain,
+    "capacity_facts": run_capacity_facts,
+    "fleet_place": run_fleet_place,
+    "fleet_report": run_fleet_report,
+    "kserve_loadgen": run_kserve_loadgen,
 }
 
 

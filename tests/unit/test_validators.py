@@ -154,3 +154,12 @@ def test_positive_int_takes_a_minimum_and_its_own_advice():
     with pytest.raises(GpuhostError) as err:
         validators.positive_int(0, "concurrency", fix="use 8")
     assert err.value.fix == "use 8"
+
+
+def test_absolute_paths_refuse_relative_ones_without_looking_at_the_disk():
+    assert validators.absolute_path("/var/lib/gpuhost//ledger.json", "ledger_path") == \
+        "/var/lib/gpuhost/ledger.json"
+    with pytest.raises(GpuhostError) as err:
+        validators.absolute_path("var/lib/gpuhost/ledger.json", "ledger_path", kind="ledger file")
+    assert err.value.field == "ledger_path" and "is a relative path" in err.value.message
+    assert "absolute path of the ledger file" in err.value.fix
