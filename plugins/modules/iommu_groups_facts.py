@@ -293,6 +293,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import interface_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import parse_vfinfo
 
 
@@ -323,6 +324,13 @@ class IommuGroupsFacts(object):
             return
         if not pf["netdevs"]:
             pf["vf_settings_error"] = "the PF has no network interface"
+            return
+        try:
+            # The name comes from sysfs, not from the user, but it reaches ip's command
+            # line: a planted or odd one is reported, never passed on.
+            interface_name(pf["netdevs"][0], field="netdevs")
+        except GpuhostError as err:
+            pf["vf_settings_error"] = err.msg
             return
         ip = self.module.get_bin_path("ip")
         if not ip:

@@ -144,3 +144,24 @@ def test_an_iommu_group_entry_that_is_not_an_address_is_a_foreign_member(runbook
     gpu = next(g for g in facts["gpus"] if g["address"] == GPU)
     assert gpu["isolated"] is False
     assert any("ff3b0000.usb (not a PCI device" in reason for reason in gpu["reasons"])
+
+
+class _NoCommands:
+    """A module stand-in for the live host (root /) that must run nothing."""
+
+    params = {"root": "/", "gpu_vendor": None}
+
+    def get_bin_path(self, name):
+        return "/usr/sbin/" + name
+
+    def run_command(self, argv):
+        raise AssertionError("ran %r" % (argv,))
+
+
+@pytest.mark.parametrize("netdev", ["-ens1f0", "ens1f0\nx", "a" * 16, "../x"])
+def test_an_odd_pf_interface_name_from_sysfs_never_reaches_ip(netdev):
+    # Before: the name went to ip's command line as it was read.
+    pf = {"vfs": [{"index": 0}], "netdevs": [netdev]}
+    iommu_groups_facts.IommuGroupsFacts(_NoCommands()).add_vf_settings(pf)
+    assert "interface name" in pf["vf_settings_error"]
+    assert pf["vfs"][0]["settings"] is None
