@@ -52,8 +52,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_cpu_state, read_irqs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, HostWriter, describe_os_error, python_library_files, read_state_file,
-    wrapper_script)
+    ChangeSet, HostWriter, StateFile, describe_os_error, python_library_files,
+    revert_state_file, update_state_file, wrapper_script)
 
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-irq-reapply"
 POLICY_SCRIPT = "/usr/local/libexec/gpuhost/gpuhost-irqbalance-policy"
@@ -254,9 +254,26 @@ def _read_one(writer, number):
 
 # -- persistence -----------------------------------------------------------------------
 
+def _stored_rule_identity(data):
+    """What a stored rule is merged by: its name, or for a rule stored without one (before
+    names existed) its selectors, as ``IrqRule.key`` has them."""
+    if data.get("name"):
+        return json.dumps({"name": data["name"]})
+    return json.dumps({"name_regex": data.get("name_regex"),
+                       "pci_devices": list(data.get("pci_devices") or ()),
+                       "irqs": list(data.get("irqs") or ())}, sort_keys=True)
+
+
+# {"version": 1, "rules": [rule, ...], "kernel_managed": [action name, ...]}: rules merged
+# by name (or selectors), the names as a set, under the file's lock, so that two runs at
+# once (one per NUMA node, or two onboardings) each keep their pins.
+CONFIG = StateFile(CONFIG_FILE, "rules", list, field="persistent",
+                   fix="fix or remove the file, then run the module again",
+                   identity=_stored_rule_identity, sets=("kernel_managed",))
+
+
 def read_config(writer):
-    return read_state_file(writer, CONFIG_FILE, "rules", list, field="persistent",
-                           fix="fix or remove the file, then run the module again")
+    return CONFIG.read(writer)
 
 
 def known_managed_names(writer):
@@ -273,34 +290,23 @@ def add_managed_record(changes, writer, plan, irqs):
     one out of place (IRQ numbers move between boots, names do not). Returns a list that
     holds True once the step changed the file."""
     wrote = []
-    previous = []
+    record = {"undo": {}}
 
     def apply():
         names = {irqs[str(n)].name for n in plan.skipped_managed
                  if str(n) in irqs and irqs[str(n)].name}
-        config = read_config(writer)
-        known = set(config.get("kernel_managed", ()))
-        if names <= known:
+        if not names:
             return
-        previous.append(writer.read_file(CONFIG_FILE))
-        config["kernel_managed"] = sorted(known | names)
-        writer.write_file(CONFIG_FILE, _config_text(config))
-        wrote.append(True)
+        record.update(update_state_file(writer, CONFIG, {("kernel_managed", name): True
+                                                         for name in sorted(names)}))
+        if record["undo"]:
+            wrote.append(True)
 
     def undo():
-        if not wrote:
-            return
-        if previous[0] is None:
-            writer.remove_file(CONFIG_FILE)
-        else:
-            writer.write_file(CONFIG_FILE, previous[0])
+        revert_state_file(writer, CONFIG, record)
     changes.add("record the IRQs that refuse a pin (kernel-managed) in %s" % CONFIG_FILE,
                 apply, undo)
     return wrote
-
-
-def _config_text(config):
-    return json.dumps(config, indent=2, sort_keys=True) + "\n"
 
 
 def udev_rule_text():
@@ -335,11 +341,11 @@ def unit_text():
 def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
     """Store ``rule`` and put the re-apply paths in place; returns whether the stored
     pins changed (irqbalance's policy script answers from them)."""
-    config = read_config(writer)
+    stored = read_config(writer)
     # In place: one task per NUMA node each stores its rule, and moving a rule to the end
     # rewrote the file (and restarted irqbalance) on every run of every node's task.
     rules = []
-    for data in config["rules"]:
+    for data in stored["rules"]:
         if rule.replaces(IrqRule.from_dict(data)):
             if rule.to_dict() not in rules:
                 rules.append(rule.to_dict())
@@ -347,8 +353,7 @@ def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
             rules.append(data)
     if rule.to_dict() not in rules:
         rules.append(rule.to_dict())
-    config["rules"] = rules
-    config_changed = changes.put_file(writer, CONFIG_FILE, _config_text(config))
+    config_changed = changes.put_state(writer, CONFIG, stored, dict(stored, rules=rules))
     module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning"
     policy_module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy"
     changes.put_file(writer, HELPER, wrapper_script(module, "reapply_main",
@@ -371,12 +376,9 @@ def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
 def plan_forget(changes, writer, name):
     """Drop the stored pin called ``name``; returns whether the stored pins changed. The
     IRQs it covered keep their affinity until irqbalance or a later pin moves them."""
-    config = read_config(writer)
-    kept = [data for data in config["rules"] if data.get("name") != name]
-    if len(kept) == len(config["rules"]):
-        return False
-    config["rules"] = kept
-    return changes.put_file(writer, CONFIG_FILE, _config_text(config))
+    stored = read_config(writer)
+    kept = [data for data in stored["rules"] if data.get("name") != name]
+    return changes.put_state(writer, CONFIG, stored, dict(stored, rules=kept))
 
 
 # -- re-apply --------------------------------------------------------------------------

@@ -25,20 +25,20 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
-import errno
-import fcntl
 import hashlib
 import json
 import os
+import re
 import tempfile
-import time
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import FileLock
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
     TenantRequest,
     check_unique_macs,
     plan_placement,
+    resolve_housekeeping,
     tenant_request_from_dict,
     validate_tenant_name,
 )
@@ -68,6 +68,7 @@ class LedgerData:
     smt_policy: str = None
     serial: int = 0
     updated_at: str = None
+    source: str = None          # the file it was read from (for errors), not in the body
 
     def names(self):
         return [t["name"] for t in self.tenants]
@@ -126,9 +127,16 @@ def parse_ledger(text, path=DEFAULT_LEDGER_PATH):
     for entry in body["tenants"]:
         if not isinstance(entry, dict) or "name" not in entry:
             raise corrupt("a tenant entry has no name")
+    serial = data.get("serial", 0)
+    if type(serial) is not int or serial < 0:
+        raise corrupt("its serial %s is not a whole number" % json.dumps(serial))
+    if not isinstance(body.get("housekeeping") or {}, dict):
+        raise corrupt("its housekeeping is not a mapping of NUMA nodes to CPU lists")
+    if body.get("smt_policy") is not None and not isinstance(body["smt_policy"], str):
+        raise corrupt("its smt_policy is not a name")
     return LedgerData(tenants=body["tenants"], housekeeping=body.get("housekeeping") or {},
-                      smt_policy=body.get("smt_policy"), serial=int(data.get("serial", 0)),
-                      updated_at=data.get("updated_at"))
+                      smt_policy=body.get("smt_policy"), serial=serial,
+                      updated_at=data.get("updated_at"), source=path)
 
 
 def read_ledger(path):
@@ -201,86 +209,31 @@ def write_ledger(path, data, now=None):
     return new
 
 
-class locked:
-    """Exclusive flock on ``<path>.lock`` for a whole read-modify-write.
+class locked(FileLock):
+    """Exclusive flock on ``<path>.lock`` for a whole read-modify-write (transaction's
+    FileLock: never through a link, re-taken when the file was replaced).
 
-    The lock is a separate file because the ledger itself is replaced by rename: a lock
-    on the ledger's inode would be lost with the old inode. ``timeout`` seconds of
-    waiting end in LedgerLockTimeout naming the holder's PID.
+    ``timeout`` seconds of waiting end in LedgerLockTimeout naming the holder's PID. With
+    ``read_only`` (check mode) nothing is created: without a lock file there is no
+    ledger to protect yet; with one, it waits for writers with a shared lock.
     """
 
+    what = "the ledger's lock file"
+
     def __init__(self, path, timeout=60.0, poll=0.05, read_only=False):
-        self.lock_path = path + ".lock"
         # 0 tries once; NaN would never expire (no comparison with it is true).
-        self.timeout = finite_number(timeout, "lock_timeout", allow_minimum=True,
-                                     maximum=86400, unit="seconds")
-        self.poll = poll
-        self.read_only = read_only
-        self.fd = None
+        super().__init__(path + ".lock",
+                         finite_number(timeout, "lock_timeout", allow_minimum=True,
+                                       maximum=86400, unit="seconds"),
+                         read_only=read_only, poll=poll, field="path")
 
-    def _open(self, flags):
-        """The lock file, never through a link planted at its place (O_NOFOLLOW): the
-        PID written into it would land in the link's target."""
-        try:
-            return os.open(self.lock_path, flags | os.O_NOFOLLOW, 0o600)
-        except OSError as err:
-            if err.errno != errno.ELOOP:
-                raise
-            raise GpuhostError("the ledger's lock file %s is a symbolic link" % self.lock_path,
-                               field="path", fix="remove the link (nothing but gpuhost.kvm "
-                                                 "should write there) and run again") from err
-
-    def __enter__(self):
-        if self.read_only:
-            # Check mode must not create anything: without a lock file there is no
-            # ledger to protect yet; with one, wait for writers with a shared lock.
-            try:
-                self.fd = self._open(os.O_RDONLY)
-            except FileNotFoundError:
-                return self
-            mode = fcntl.LOCK_SH
-        else:
-            directory = os.path.dirname(os.path.abspath(self.lock_path))
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            self.fd = self._open(os.O_RDWR | os.O_CREAT)
-            mode = fcntl.LOCK_EX
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                fcntl.flock(self.fd, mode | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    os.close(self.fd)
-                    raise
-                if time.monotonic() >= deadline:
-                    holder = self._holder()
-                    os.close(self.fd)
-                    self.fd = None
-                    raise LedgerLockTimeout(
-                        "the allocation ledger is locked by another run%s for more than "
-                        "%s s" % (" (PID %s)" % holder if holder else "", self.timeout),
-                        field="lock_timeout",
-                        fix="wait for the other onboarding/offboarding to finish and run "
-                            "again, or raise lock_timeout")
-                time.sleep(self.poll)
-        if not self.read_only:
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, ("%d\n" % os.getpid()).encode("ascii"), 0)
-        return self
-
-    def _holder(self):
-        try:
-            return os.pread(self.fd, 32, 0).decode("ascii", "replace").strip()
-        except OSError:
-            return ""
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-        return False
+    def busy_error(self, holder):
+        return LedgerLockTimeout(
+            "the allocation ledger is locked by another run%s for more than %s s"
+            % (" (PID %s)" % holder if holder else "", self.timeout),
+            field="lock_timeout",
+            fix="wait for the other onboarding/offboarding to finish and run again, or "
+                "raise lock_timeout")
 
 
 def planner_request(tenant, field):
@@ -291,11 +244,45 @@ def planner_request(tenant, field):
     return {k: v for k, v in tenant.items() if k in PLANNER_KEYS and v is not None}
 
 
-def _housekeeping_of(data, housekeeping):
-    """The housekeeping in force: the one the ledger's tenants were placed with wins."""
+_EXISTING_FIELD = re.compile(r"existing\[(\d+)\](.*)", re.S)
+
+
+def _from_ledger(data, call, ledger_fields=(), indices=None):
+    """``call()``, with an error about what the ledger holds reported as the ledger's
+    corruption (option ``path``, the recovery steps) instead of under the planner's
+    names, which are no options of tenant_ledger: ``existing[i]...`` (the ledger's
+    tenant entries; ``indices`` maps them back to the ledger's order) and the
+    ``ledger_fields`` whose value came from the ledger, not from the caller."""
+    try:
+        return call()
+    except LedgerCorruptError:
+        raise
+    except GpuhostError as err:
+        field = err.field or ""
+        match = _EXISTING_FIELD.fullmatch(field)
+        if match:
+            index = int(match.group(1))
+            where = "tenants[%d]%s" % (indices[index] if indices else index, match.group(2))
+        elif field.split(".")[0] in ledger_fields:
+            where = field
+        else:
+            raise
+        path = data.source or DEFAULT_LEDGER_PATH
+        raise LedgerCorruptError(
+            "the allocation ledger %s is corrupt: %s (at %s in the ledger)"
+            % (path, err.msg, where), field="path", fix=_recovery_fix(path),
+            details={"path": path}) from err
+
+
+def _housekeeping_of(data, housekeeping, topology):
+    """The housekeeping in force: the one the ledger's tenants were placed with wins. A
+    request for the same CPUs is the same request however it is written ("0,32",
+    "32,0", "0,32-32", node 1 left to its default): both are compared as the CPU sets
+    they resolve to on this host."""
     if data.tenants and data.housekeeping:
-        if housekeeping and {str(k): str(v) for k, v in housekeeping.items()} != \
-                {str(k): str(v) for k, v in data.housekeeping.items()}:
+        placed = _from_ledger(data, lambda: resolve_housekeeping(topology, data.housekeeping),
+                              ("housekeeping",))
+        if housekeeping and resolve_housekeeping(topology, housekeeping) != placed:
             raise GpuhostError(
                 "housekeeping %s differs from %s, which the tenants in the ledger were "
                 "placed with" % (housekeeping, data.housekeeping), field="housekeeping",
@@ -343,10 +330,12 @@ def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
             % (smt_policy, data.smt_policy), field="smt_policy",
             fix="keep gpuhost_smt_policy while tenants run, or offboard them first")
     requests = [planner_request(t, "tenants[%d]" % i) for i, t in enumerate(tenants or [])]
-    hk = _housekeeping_of(data, housekeeping)
-    plan = plan_placement(topology, requests, housekeeping=hk or None, smt_policy=smt_policy,
-                          existing=data.tenants, hugepage_check=hugepage_check,
-                          allow_acs_override=allow_acs_override, vf_count=vf_count)
+    hk = _housekeeping_of(data, housekeeping, topology)
+    plan = _from_ledger(data, lambda: plan_placement(
+        topology, requests, housekeeping=hk or None, smt_policy=smt_policy,
+        existing=data.tenants, hugepage_check=hugepage_check,
+        allow_acs_override=allow_acs_override, vf_count=vf_count),
+        ("housekeeping",) if hk is data.housekeeping and hk else ())
     known = set(data.names())
     added = [t["name"] for t in plan["tenants"] if t["name"] not in known]
     new = dataclasses.replace(data, tenants=copy.deepcopy(plan["tenants"]),
@@ -358,9 +347,11 @@ def release(data, topology, names, hugepage_check="none"):
     """Drop ``names`` from the ledger; return (new LedgerData, plan of the rest, removed)."""
     validate_names(names)
     removed = [n for n in data.names() if n in set(names)]
-    kept = [t for t in data.tenants if t["name"] not in set(names)]
-    plan = plan_placement(topology, [], housekeeping=data.housekeeping or None,
-                          smt_policy=data.smt_policy or "require", existing=kept,
-                          hugepage_check=hugepage_check)
+    indices = [i for i, t in enumerate(data.tenants) if t["name"] not in set(names)]
+    kept = [data.tenants[i] for i in indices]
+    plan = _from_ledger(data, lambda: plan_placement(
+        topology, [], housekeeping=data.housekeeping or None,
+        smt_policy=data.smt_policy or "require", existing=kept,
+        hugepage_check=hugepage_check), ("housekeeping", "smt_policy"), indices)
     new = dataclasses.replace(data, tenants=copy.deepcopy(plan["tenants"]))
     return new, plan, removed

@@ -12,21 +12,166 @@ order and a ChangeSetError tells what failed and what was rolled back.
 Every path it takes is a host path (``/sys/bus/pci/drivers_probe``) resolved under
 ``root``, so tests point it at a recorded tree; ``tests/sysfs_sim.py`` subclasses it to
 add the kernel's reactions to attribute writes.
+
+The JSON state files the modules keep on the host (vfio_bind's previous drivers, the
+stored IRQ pins, the SR-IOV configuration) are described by a ``StateFile`` and changed
+only through ``ChangeSet.put_state``: its step takes the file's lock (``FileLock``, an
+flock on ``<file>.lock``, never opened through a link), re-reads the file under it,
+merges the run's per-entry changes into what it finds (``update_state_file``), writes
+atomically and lets go. Two runs at once (two onboardings) therefore both keep their
+entries, whichever plans first.
 """
 
 from __future__ import annotations
 
+import copy
 import errno
+import fcntl
 import hashlib
 import importlib
 import json
 import os
 import re
+import stat
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+
+class FileLock:
+    """An flock on a lock file for a whole read-modify-write: exclusive, or shared with
+    ``read_only`` (which creates nothing; without the file there is nothing to wait for).
+
+    The lock is a file of its own because the files it guards are replaced by rename: a
+    lock on their inode would go with the old inode. The file is opened with O_NOFOLLOW
+    (a link planted there would send the holder's PID into its target) and must be a
+    regular file. After the flock is granted, the path must still name the locked inode;
+    otherwise a holder removed it (``remove``) and the lock is taken again on the new
+    file, so removing a lock file under its lock is safe. Waiting ends after ``timeout``
+    seconds in ``busy_error(holder_pid)``.
+    """
+
+    what = "the lock file"
+
+    def __init__(self, lock_path, timeout, read_only=False, poll=0.05, field="path",
+                 shown_as=None):
+        self.lock_path = lock_path
+        self.shown_as = shown_as or lock_path
+        self.timeout = timeout
+        self.read_only = read_only
+        self.poll = poll
+        self.field = field
+        self.fd = None
+
+    def link_error(self):
+        return GpuhostError("%s %s is a symbolic link" % (self.what, self.shown_as),
+                            field=self.field, fix="remove the link (nothing but gpuhost.kvm "
+                                                  "should write there) and run again")
+
+    def busy_error(self, holder):
+        return GpuhostError(
+            "%s is locked by another run%s for more than %s s"
+            % (self.shown_as, " (PID %s)" % holder if holder else "", self.timeout),
+            field=self.field, fix="wait for the other gpuhost.kvm run on this host to finish, "
+                                  "then run again")
+
+    def not_regular_error(self):
+        return GpuhostError("%s %s is not a regular file" % (self.what, self.shown_as),
+                            field=self.field, fix="move it away and run again")
+
+    def check(self):
+        """Refuse now what taking the lock would refuse later: a link or a non-regular
+        file at its place (a plan checks this before its first write)."""
+        try:
+            mode = os.lstat(self.lock_path).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise self.link_error()
+        if not stat.S_ISREG(mode):
+            raise self.not_regular_error()
+
+    def _open(self, flags):
+        try:
+            fd = os.open(self.lock_path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise self.link_error() from err
+            if err.errno == errno.EISDIR:
+                raise self.not_regular_error() from err
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise self.not_regular_error()
+        return fd
+
+    def _still_named(self):
+        try:
+            named = os.stat(self.lock_path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(self.fd)
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+    def __enter__(self):
+        mode = fcntl.LOCK_SH if self.read_only else fcntl.LOCK_EX
+        deadline = time.monotonic() + self.timeout
+        while True:
+            if self.read_only:
+                try:
+                    self.fd = self._open(os.O_RDONLY)
+                except FileNotFoundError:
+                    return self
+            else:
+                os.makedirs(os.path.dirname(os.path.abspath(self.lock_path)), mode=0o700,
+                            exist_ok=True)
+                self.fd = self._open(os.O_RDWR | os.O_CREAT)
+            if self._wait(mode, deadline) and self._still_named():
+                break
+            os.close(self.fd)    # removed by the holder before us: lock the new one
+            self.fd = None
+        if not self.read_only:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, ("%d\n" % os.getpid()).encode("ascii"), 0)
+        return self
+
+    def _wait(self, mode, deadline):
+        while True:
+            try:
+                fcntl.flock(self.fd, mode | fcntl.LOCK_NB)
+                return True
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(self.fd)
+                    self.fd = None
+                    raise
+            if time.monotonic() >= deadline:
+                holder = self._holder()
+                os.close(self.fd)
+                self.fd = None
+                raise self.busy_error(holder)
+            time.sleep(self.poll)
+
+    def _holder(self):
+        try:
+            return os.pread(self.fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            return ""
+
+    def remove(self):
+        """Remove the lock file while holding it (waiters then lock a new one)."""
+        if self.fd is not None and self._still_named():
+            os.unlink(self.lock_path)
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+        return False
 
 
 class HostWriter:
@@ -156,32 +301,224 @@ class HostWriter:
         except FileNotFoundError:
             pass
 
+    def lock(self, host_path, field, timeout=None):
+        """The FileLock of the state file ``host_path``: ``<host_path>.lock`` beside it,
+        confined to ``root`` like every write."""
+        lock_path = host_path + ".lock"
+        return FileLock(self.write_target(lock_path),
+                        STATE_LOCK_TIMEOUT if timeout is None else timeout,
+                        field=field, shown_as=lock_path)
 
-def read_state_file(writer, path, key, entries, field, fix):
-    """A JSON state file the collection keeps on the host: ``{key: entries}`` where
-    ``entries`` is ``dict`` (each value a dict) or ``list`` (each item a dict). A missing
-    or empty file is the empty state. Anything else (not JSON, JSON of another shape, as
-    a hand edit or another tool leaves it) is a GpuhostError naming the file, the shape
-    it should have, ``field`` and ``fix``, never a traceback from a later ``.get``."""
-    text = writer.read_file(path)
+
+# -- state files -----------------------------------------------------------------------
+
+STATE_VERSION = 1
+STATE_LOCK_TIMEOUT = 120.0
+_ABSENT = object()
+
+
+def read_state_file(writer, path, key, entries, field, fix, sets=()):
+    """A JSON state file the collection keeps on the host: ``{"version": 1, key:
+    entries}`` where ``entries`` is ``dict`` (each value a dict) or ``list`` (each item a
+    dict), and each key in ``sets`` a list of names. A missing or empty file is the empty
+    state; a file without "version" is one written before versions (version 1). Anything
+    else (not JSON, JSON of another shape or of another version, as a hand edit, another
+    tool or another release leaves it) is a GpuhostError naming the file, what it should
+    hold, ``field`` and ``fix``, never a traceback from a later ``.get``."""
+    try:
+        text = writer.read_file(path)
+    except (OSError, UnicodeDecodeError) as err:
+        raise GpuhostError("cannot read %s: %s" % (path, describe_os_error(err)),
+                           field=field, fix=fix)
+    return parse_state_text(text, path, key, entries, field, fix, sets)
+
+
+def parse_state_text(text, path, key, entries, field, fix, sets=()):
+    """``read_state_file`` for text already read (None: no file)."""
     if not text or not text.strip():
         return {key: entries()}
     try:
         data = json.loads(text)
     except ValueError:
         raise GpuhostError("%s is not valid JSON" % path, field=field, fix=fix)
+    if isinstance(data, dict) and "version" in data and (
+            type(data["version"]) is not int or data["version"] != STATE_VERSION):
+        raise GpuhostError(
+            "%s has version %s; this gpuhost.kvm reads version %d"
+            % (path, json.dumps(data["version"]), STATE_VERSION), field=field,
+            fix="run the gpuhost.kvm release that wrote it (or a newer one); otherwise "
+                + fix)
     values = data.get(key, entries()) if isinstance(data, dict) else None
     if isinstance(values, dict):
         items = list(values.values())
     else:
         items = values if isinstance(values, list) else None
-    if not isinstance(values, entries) or any(not isinstance(item, dict) for item in items):
+    named = [data.get(name, []) for name in sets] if isinstance(data, dict) else []
+    if not isinstance(values, entries) or any(not isinstance(item, dict) for item in items) \
+            or any(not isinstance(names, list) or
+                   any(not isinstance(n, str) for n in names) for names in named):
         raise GpuhostError(
-            "%s is valid JSON of another shape: gpuhost.kvm keeps {\"%s\": %s} there"
-            % (path, key, "{...: {...}}" if entries is dict else "[{...}, ...]"),
+            "%s is valid JSON of another shape: gpuhost.kvm keeps {\"%s\": %s%s} there"
+            % (path, key, "{...: {...}}" if entries is dict else "[{...}, ...]",
+               "".join(', "%s": ["...", ...]' % name for name in sets)),
             field=field, fix=fix)
     data[key] = values
     return data
+
+
+@dataclass(frozen=True)
+class StateFile:
+    """A versioned JSON state file and how its entries merge.
+
+    ``key`` holds the entries: a dict (merged per key) or a list of dicts (merged per
+    ``identity(item)``, in place). Each top-level key in ``sets`` holds a sorted list of
+    names, merged per name. ``field`` and ``fix`` go into every error about the file:
+    ``field`` must be an option of the module that keeps it.
+    """
+
+    path: str
+    key: str
+    entries: type
+    field: str
+    fix: str
+    identity: Optional[Callable[[dict], object]] = None
+    sets: tuple = ()
+
+    def read(self, writer):
+        return read_state_file(writer, self.path, self.key, self.entries, self.field,
+                               self.fix, self.sets)
+
+    def check_writable(self, writer):
+        """Refuse, before a plan's first write, a state file or lock file that the step
+        could not write: a link or a non-regular file at its place."""
+        target = writer.write_target(self.path)
+        if os.path.islink(target):
+            raise GpuhostError(
+                "%s is a symbolic link (to %s): gpuhost.kvm never writes through a link"
+                % (self.path, os.readlink(target)), field=self.field,
+                fix="remove the link (or put the real file in its place) and run again")
+        if os.path.lexists(target) and not os.path.isfile(target):
+            raise GpuhostError("%s is not a regular file" % self.path, field=self.field,
+                               fix="move it away and run again")
+        writer.lock(self.path, self.field).check()
+
+    def parse(self, text):
+        return parse_state_text(text, self.path, self.key, self.entries, self.field,
+                                self.fix, self.sets)
+
+    @staticmethod
+    def dump(data):
+        data = dict(data, version=STATE_VERSION)
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    def units(self, data):
+        """The mergeable units of ``data``, in order: {(top key, entry key): value}."""
+        units = {}
+        values = data.get(self.key) or self.entries()
+        if self.entries is dict:
+            for name, value in values.items():
+                units[(self.key, name)] = value
+        else:
+            for item in values:
+                units.setdefault((self.key, self.identity(item)), item)
+        for name in self.sets:
+            for item in data.get(name) or ():
+                units[(name, item)] = True
+        return units
+
+    def delta(self, before, after):
+        """The per-unit changes from ``before`` to ``after``: {unit: value or _ABSENT}."""
+        old, new = self.units(before), self.units(after)
+        return {unit: new.get(unit, _ABSENT) for unit in list(new) + list(old)
+                if old.get(unit, _ABSENT) != new.get(unit, _ABSENT)}
+
+    def merge(self, data, delta):
+        """``data`` with ``delta`` applied: per key, per list identity (a new entry takes
+        the place of the first one removed, else goes last), per name."""
+        data = copy.deepcopy(data)
+        mine = {unit[1]: value for unit, value in delta.items() if unit[0] == self.key}
+        if self.entries is dict:
+            values = data.setdefault(self.key, {})
+            for name, value in mine.items():
+                if value is _ABSENT:
+                    values.pop(name, None)
+                else:
+                    values[name] = copy.deepcopy(value)
+        else:
+            kept, placed, insert_at = [], set(), None
+            for item in data.get(self.key) or ():
+                name = self.identity(item)
+                if name not in mine:
+                    kept.append(item)
+                elif name not in placed:
+                    placed.add(name)
+                    if mine[name] is _ABSENT:
+                        insert_at = len(kept) if insert_at is None else insert_at
+                    else:
+                        kept.append(copy.deepcopy(mine[name]))
+            added = [copy.deepcopy(value) for name, value in mine.items()
+                     if name not in placed and value is not _ABSENT]
+            insert_at = len(kept) if insert_at is None else insert_at
+            data[self.key] = kept[:insert_at] + added + kept[insert_at:]
+        for top in self.sets:
+            names = {unit[1]: value for unit, value in delta.items() if unit[0] == top}
+            if not names:
+                continue
+            current = set(data.get(top) or ())
+            current |= {n for n, value in names.items() if value is not _ABSENT}
+            current -= {n for n, value in names.items() if value is _ABSENT}
+            data[top] = sorted(current)
+        return data
+
+
+def update_state_file(writer, spec, delta):
+    """Merge ``delta`` into the state file ``spec`` under its lock: lock, re-read, merge,
+    write atomically (HostWriter.write_file), unlock. Returns the record that
+    ``revert_state_file`` takes back: the text before (None: no file) and after, the
+    undo delta (empty: nothing was written) and the folders made for the file. A lock
+    file and folders made for a file that could not be written are removed again."""
+    record = {"before": None, "after": None, "undo": {},
+              "created": writer.missing_folders(spec.path + ".lock"),
+              "made_lock": not writer.exists(spec.path + ".lock")}
+    with writer.lock(spec.path, spec.field) as lock:
+        try:
+            record["before"] = record["after"] = text = writer.read_file(spec.path)
+            current = spec.parse(text)
+            merged = spec.merge(current, delta)
+            old, new = spec.units(current), spec.units(merged)
+            record["undo"] = {unit: old.get(unit, _ABSENT) for unit in delta
+                              if old.get(unit, _ABSENT) != new.get(unit, _ABSENT)}
+            if record["undo"]:
+                record["after"] = spec.dump(merged)
+                writer.write_file(spec.path, record["after"])
+        except BaseException:
+            record["undo"] = {}
+            raise
+        finally:
+            if record["made_lock"] and not writer.exists(spec.path):
+                # Nothing came of it: no lock file or folder left behind either.
+                lock.remove()
+                writer.remove_empty_folders(record["created"])
+    return record
+
+
+def revert_state_file(writer, spec, record):
+    """Take back an ``update_state_file``: the exact text it found while the file still
+    holds what it wrote (no other run wrote it since), otherwise its undo delta merged
+    into what is there now, so that another run's entries stay."""
+    if not record["undo"]:
+        return
+    with writer.lock(spec.path, spec.field) as lock:
+        now = writer.read_file(spec.path)
+        if now != record["after"]:
+            writer.write_file(spec.path, spec.dump(spec.merge(spec.parse(now), record["undo"])))
+        elif record["before"] is not None:
+            writer.write_file(spec.path, record["before"])
+        else:
+            writer.remove_file(spec.path)
+            if record["made_lock"]:
+                lock.remove()
+                writer.remove_empty_folders(record["created"])
 
 
 @dataclass
@@ -287,6 +624,30 @@ class ChangeSet:
 
         verb = "remove" if content is None else ("create" if before is None else "update")
         self.add("%s %s" % (verb, host_path), apply, undo)
+        return True
+
+    def put_state(self, writer, spec, before, after):
+        """Make the state file ``spec`` take the per-entry changes from ``before`` (what
+        the plan read with ``spec.read``) to ``after``; no step when there are none.
+
+        The step does not write ``after``: it merges the changes into the file as it is
+        under the file's lock when the step runs (``update_state_file``), so a run that
+        wrote the file since the plan read it keeps its entries. The undo takes back
+        only this step's changes the same way. Returns whether there is a step."""
+        delta = spec.delta(before, after)
+        if not delta:
+            return False
+        spec.check_writable(writer)
+        text = writer.read_file(spec.path)
+        self.files.append(FileChange(spec.path, text, spec.dump(spec.merge(before, delta))))
+        record = {"undo": {}}
+
+        def apply():
+            record.update(update_state_file(writer, spec, delta))
+
+        def undo():
+            revert_state_file(writer, spec, record)
+        self.add("%s %s" % ("create" if text is None else "update", spec.path), apply, undo)
         return True
 
     def diff(self):

@@ -44,7 +44,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
     PciAddress, normalize_address)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, read_state_file)
+    ChangeSet, StateFile)
 
 VFIO_PCI = "vfio-pci"
 STATE_FILE = "/var/lib/gpuhost/vfio-bind.json"
@@ -260,14 +260,15 @@ def check_groups(context, selected, options):
 
 # -- state file ------------------------------------------------------------------------
 
+# {"version": 1, "devices": {address: {"driver": previous driver}}}, merged per address
+# under the file's lock: two runs at once (two onboardings) each keep their devices.
+STATE = StateFile(STATE_FILE, "devices", dict, field="state",
+                  fix="remove the file; gpuhost.kvm then lets the kernel pick the driver "
+                      "when a device is given back")
+
+
 def read_state(writer):
-    return read_state_file(writer, STATE_FILE, "devices", dict, field="state",
-                           fix="remove the file; gpuhost.kvm then lets the kernel pick the "
-                               "driver when a device is given back")
-
-
-def dump_state(state):
-    return json.dumps(state, indent=2, sort_keys=True) + "\n"
+    return STATE.read(writer)
 
 
 # -- persistence -----------------------------------------------------------------------
@@ -519,8 +520,7 @@ def plan_vfio(writer, context, selected, companions, state="bound", options=None
             _unbind_steps(changes, writer, plan.address, plan.driver_before,
                           saved["devices"].get(plan.address, {}).get("driver"))
             new_state["devices"].pop(plan.address, None)
-    if new_state != saved:
-        changes.put_file(writer, STATE_FILE, dump_state(new_state))
+    changes.put_state(writer, STATE, saved, new_state)
 
     result = VfioPlan(changes, plans, needs_modprobe=needs_modprobe)
     if persistent:

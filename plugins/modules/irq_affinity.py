@@ -105,6 +105,12 @@ notes:
   - Only the write tells a kernel-managed IRQ apart (it fails with EIO). A real run with
     O(persistent=true) stores the action names of those IRQs, and check mode reports them
     in RV(skipped_managed); before any such run, check mode lists them as changing.
+  - Runs at once (one task per NUMA node, two onboardings) share
+    C(/etc/gpuhost/irq-affinity.json) safely. Each takes the flock of
+    C(/etc/gpuhost/irq-affinity.json.lock), reads the file again under it and changes
+    only its own rule (by O(persist_as), else by its selectors) and kernel-managed names,
+    so no run drops another run's pin. A file of an unknown C(version) or shape is
+    refused, naming the file.
   - irqbalance moves the IRQs it balances among all CPUs it may use. With
     O(persistent=true) and O(irqbalance_banned_cpus), its C(IRQBALANCE_ARGS) names the
     policy script C(/usr/local/libexec/gpuhost/gpuhost-irqbalance-policy), which bans the

@@ -133,6 +133,11 @@ notes:
   - A native driver built into the kernel (not a module) probes before udev runs; such
     devices need C(vfio-pci.ids) or a kernel without that driver.
   - The C(modprobe vfio-pci) step runs only with O(root=/).
+  - Two runs at once (two onboardings) each keep their devices' previous drivers in
+    C(/var/lib/gpuhost/vfio-bind.json). Each run takes the flock of
+    C(/var/lib/gpuhost/vfio-bind.json.lock), reads the file again under it and changes
+    only its own devices' entries. A file of an unknown C(version) or shape is refused,
+    naming the file.
 seealso:
   - module: gpuhost.kvm.sriov_vfs
   - module: gpuhost.kvm.irq_affinity

@@ -9,6 +9,10 @@ Once through the ledger's public API in two real processes started behind a barr
 and once through two ansible-playbook runs of the plan role (the reservation step of
 playbooks/tenant_onboard.yml) started together. The whole onboarding playbook is not
 run here: its later roles change a live host, which this machine is not.
+
+Issue 20 class 8 adds: two onboardings that write the same housekeeping CPUs in other
+words both get placed, and two vfio_bind (or irq_affinity) runs that plan from the same
+read of their state file both keep their entries in it.
 """
 
 import json
@@ -19,11 +23,14 @@ import sys
 
 import harness
 from helpers import REPO, ansible_env
+from sysfs_sim import SimulatedKernel
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils import irq_pinning, vfio
 from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity, vfio_bind
 
 ROUNDS = 3
 
@@ -44,6 +51,16 @@ def _reserve(root, path, name, barrier, results):
         results[name] = {"ok": True, "added": added}
     except GpuhostError as err:
         results[name] = {"ok": False, "msg": err.message}
+
+
+def run_together(context, target, arg_lists):
+    """One process per argument tuple, all started, all joined, each exiting 0."""
+    workers = [context.Process(target=target, args=args) for args in arg_lists]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
 
 
 def assert_nothing_given_twice(path):
@@ -80,14 +97,8 @@ def test_two_processes_reserve_the_last_gpu_at_once(tmp_path, tally):
         with context.Manager() as manager:
             results = manager.dict()
             barrier = context.Barrier(2)
-            workers = [context.Process(target=_reserve,
-                                       args=(host.root, path, name, barrier, results))
-                       for name in ("tenant-a", "tenant-b")]
-            for worker in workers:
-                worker.start()
-            for worker in workers:
-                worker.join(60)
-                assert worker.exitcode == 0
+            run_together(context, _reserve, [(host.root, path, name, barrier, results)
+                                             for name in ("tenant-a", "tenant-b")])
             results = dict(results)
         winner = _judge(results, tally)
         data = assert_nothing_given_twice(path)
@@ -125,3 +136,125 @@ def test_two_ansible_playbook_runs_reserve_the_last_gpu_at_once(tmp_path, tally)
     data = assert_nothing_given_twice(host.ledger)
     assert data.names() == [winner]
     tally.bump("conflicts", "resolved")
+
+
+# -- state files: two module runs at once, each merging its own record -------------------
+# Issue 20 class 8: each run read the state file while planning and wrote the whole file
+# back from that read, so the second writer dropped the first one's record. The barrier
+# holds both runs after their planning read, so both always plan from the same (stale)
+# file; what each applies must still be merged into the file as it is under its lock.
+
+class RacingKernel(SimulatedKernel):
+    """The simulated kernel, except that the first read of ``watched`` (the planning
+    read) waits until the other run has made its own."""
+
+    def __init__(self, root, watched, barrier):
+        super().__init__(root)
+        self.watched = watched
+        self.barrier = barrier
+
+    def read_file(self, host_path):
+        text = super().read_file(host_path)
+        if host_path == self.watched and self.barrier is not None:
+            barrier, self.barrier = self.barrier, None
+            barrier.wait(30)
+        return text
+
+
+def _race(host, watched, runs):
+    """Run ``runs`` ({name: (module, args)}) in two processes behind one barrier; return
+    {name: None or the error message}."""
+    context = multiprocessing.get_context("fork")
+    with context.Manager() as manager:
+        results = manager.dict()
+        barrier = context.Barrier(len(runs))
+
+        def one(name, target, args):
+            kernel = RacingKernel(host.root, watched, barrier)
+            worker = {"vfio_bind": vfio_bind.VfioBinder,
+                      "irq_affinity": irq_affinity.IrqPinner}[target]
+            try:
+                module = harness._build(getattr(harness, target), dict(args, root=host.root))
+                worker(module, writer=kernel).run()
+                results[name] = None
+            except GpuhostError as err:
+                results[name] = err.message
+        run_together(context, one, [(name, target, args)
+                                    for name, (target, args) in runs.items()])
+        return dict(results)
+
+
+def test_two_vfio_bind_runs_at_once_keep_both_previous_drivers(tmp_path, tally):
+    for round_ in range(ROUNDS):
+        host = harness.Host(tmp_path / ("host%d" % round_), "sim")
+        tally.bump("conflicts", "tried")
+        results = _race(host, vfio.STATE_FILE, {
+            "gpu": ("vfio_bind", {"devices": ["0000:41:00.0"], "with_companions": False}),
+            "hda": ("vfio_bind", {"devices": ["0000:41:00.1"], "with_companions": False})})
+        assert results == {"gpu": None, "hda": None}, results
+        state = json.loads(host.kernel.read_file(vfio.STATE_FILE))
+        assert state["devices"] == {"0000:41:00.0": {"driver": "nvidia"},
+                                    "0000:41:00.1": {"driver": "snd_hda_intel"}}, state
+        assert state["version"] == 1
+        # Each device goes back to the driver it had: neither record was lost.
+        for address, driver in (("0000:41:00.0", "nvidia"), ("0000:41:00.1", "snd_hda_intel")):
+            assert harness.run_module_case(host, "vfio_bind", {
+                "devices": [address], "with_companions": False, "state": "unbound"}) is None
+            assert host.kernel.driver_of(address) == driver
+        assert json.loads(host.kernel.read_file(vfio.STATE_FILE))["devices"] == {}
+        tally.bump("conflicts", "resolved")
+
+
+def test_two_irq_affinity_runs_at_once_keep_both_stored_pins(tmp_path, tally):
+    for round_ in range(ROUNDS):
+        host = harness.Host(tmp_path / ("host%d" % round_), "sim")
+        tally.bump("conflicts", "tried")
+        results = _race(host, irq_pinning.CONFIG_FILE, {
+            "nvme": ("irq_affinity", {"irqs": [40], "cpus": "0-1", "persistent": True,
+                                      "persist_as": "nvme"}),
+            "nic": ("irq_affinity", {"irqs": [50], "cpus": "2-3", "persistent": True,
+                                     "persist_as": "nic"})})
+        assert results == {"nvme": None, "nic": None}, results
+        stored = json.loads(host.kernel.read_file(irq_pinning.CONFIG_FILE))
+        assert sorted((r["name"], r["cpus"]) for r in stored["rules"]) == [
+            ("nic", "2-3"), ("nvme", "0-1")], stored
+        assert stored["version"] == 1
+        tally.bump("conflicts", "resolved")
+
+
+def _reserve_with(root, path, name, housekeeping, barrier, results):
+    topology = read_host_topology(root, with_irqs=False)
+    request = {"name": name, "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}
+    barrier.wait()
+    try:
+        with ledger_core.locked(path, timeout=30):
+            data = ledger_core.read_ledger(path)
+            new, _plan, added = ledger_core.reserve(data, topology, [request],
+                                                    housekeeping=housekeeping)
+            ledger_core.write_ledger(path, new)
+        results[name] = {"ok": True, "added": added}
+    except GpuhostError as err:
+        results[name] = {"ok": False, "msg": err.message}
+
+
+def test_two_onboardings_with_the_same_housekeeping_written_differently(tmp_path, tally):
+    """Two inventories (or a hand-written -e) spell node 0's housekeeping differently:
+    the same CPUs are the same request, so both tenants are placed, whichever is first."""
+    host = harness.Host(tmp_path / "host", "eight_gpu")
+    context = multiprocessing.get_context("fork")
+    spellings = {"tenant-a": {"0": "64,0", "1": "32,96"}, "tenant-b": {0: "0,64-64"}}
+    for round_ in range(ROUNDS):
+        tally.bump("conflicts", "tried")
+        path = os.path.join(host.base, "ledger%d" % round_, "ledger.json")
+        with context.Manager() as manager:
+            results = manager.dict()
+            barrier = context.Barrier(2)
+            run_together(context, _reserve_with, [
+                (host.root, path, name, spelling, barrier, results)
+                for name, spelling in spellings.items()])
+            results = dict(results)
+        assert all(r["ok"] for r in results.values()), results
+        data = assert_nothing_given_twice(path)
+        assert sorted(data.names()) == ["tenant-a", "tenant-b"] and data.serial == 2
+        assert data.housekeeping == {"0": "0,64", "1": "32,96"}
+        tally.bump("conflicts", "resolved")

@@ -231,3 +231,70 @@ def test_a_link_planted_at_the_lock_file_is_refused_and_its_target_untouched(tmp
                 pass
         assert "is a symbolic link" in info.value.message and "remove the link" in info.value.fix
     assert victim.read_text() == "keep\n"
+
+
+# -- issue 20 class 8 ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("spelling", [
+    {"0": "32,0"}, {"0": "0,32-32", "1": "48,16"}, {0: "0,32"}, {"0": " 0,32 ", "1": "16,48"},
+    {"1": "16-16,48"}])
+def test_the_same_housekeeping_written_differently_is_the_same_request(runbook, spelling):
+    held = ledger.reserve(ledger.LedgerData(), runbook, [TENANT_A])[0]
+    assert held.housekeeping == {"0": "0,32", "1": "16,48"}
+    again, dummy, added = ledger.reserve(held, runbook, [TENANT_A], housekeeping=spelling)
+    assert added == [] and again.body() == held.body()
+    # Other CPUs are another request, whatever the spelling.
+    with pytest.raises(GpuhostError) as info:
+        ledger.reserve(held, runbook, [TENANT_A], housekeeping={"0": "33,1"})
+    assert info.value.field == "housekeeping" and "differs from" in info.value.message
+
+
+def _module_error(root, path, **args):
+    """Run tenant_ledger itself; return its error and the options it has."""
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
+    args = dict(args, path=path, root=root, _ansible_check_mode=False, _ansible_diff=False)
+    with patch_module_args(args):
+        module = tenant_ledger.build_module()
+    with pytest.raises(GpuhostError) as info:
+        tenant_ledger.TenantLedger(module).run()
+    return info.value, set(module.argument_spec)
+
+
+def _ledger_text(body, serial=1):
+    return json.dumps({"format": ledger.LEDGER_FORMAT, "version": 1, "serial": serial,
+                       "checksum": ledger.checksum(body), "body": body})
+
+
+@pytest.mark.parametrize("name,body,serial,where", [
+    ("tenant-without-node",
+     {"tenants": [{"name": "old", "vcpu_pins": [2, 66], "memory_gib": 2}],
+      "housekeeping": {"0": "0,64"}, "smt_policy": "require"}, 1, "tenants[0].node"),
+    ("cpus-not-a-list",
+     {"tenants": [{"name": "old", "node": 0, "vcpu_pins": "two"}],
+      "housekeeping": {}, "smt_policy": "require"}, 1, "tenants[0].vcpu_pins"),
+    ("two-tenants-one-cpu",
+     {"tenants": [{"name": "a", "node": 0, "vcpu_pins": [2, 66]},
+                  {"name": "b", "node": 0, "vcpu_pins": [2, 66]}],
+      "housekeeping": {"0": "0,64"}, "smt_policy": "require"}, 1, "tenants[1]"),
+    ("housekeeping-garbage",
+     {"tenants": [{"name": "a", "node": 0, "vcpu_pins": [2, 66]}],
+      "housekeeping": {"0": "zero"}, "smt_policy": "require"}, 1, "housekeeping.0"),
+    ("serial-not-a-number", {"tenants": [], "housekeeping": {}, "smt_policy": None}, "x", None),
+])
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_a_corrupt_ledger_is_reported_under_path_with_the_recovery(eight_gpu, tmp_path, name,
+                                                                   body, serial, where, state):
+    path = tmp_path / "ledger.json"
+    path.write_text(_ledger_text(body, serial))
+    before = path.read_text()
+    args = ({"tenants": [{"name": "new", "gpus": 1, "vcpus": 8, "memory_gib": 8,
+                          "hugepage_size": "2M"}]} if state == "present" else {"names": ["nobody"]})
+    err, options = _module_error(eight_gpu, str(path), state=state, **args)
+    assert isinstance(err, ledger.LedgerCorruptError), (name, err.message)
+    assert err.field == "path" and err.field in options, (name, err.message)
+    assert "the allocation ledger %s is corrupt" % path in err.message, err.message
+    if where:
+        assert "(at %s" % where in err.message, err.message
+    assert "do not delete it" in err.fix and "cp -p" in err.fix
+    assert path.read_text() == before

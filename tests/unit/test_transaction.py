@@ -4,14 +4,16 @@
 """The change set: ordered apply, reverse rollback, file steps and the diff."""
 
 import errno
+import json
 import os
 import stat
+import threading
 
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, ChangeSetError, HostWriter, python_library_files, wrapper_script)
+    ChangeSet, ChangeSetError, HostWriter, StateFile, python_library_files, wrapper_script)
 
 
 def test_steps_apply_in_order():
@@ -193,3 +195,185 @@ def test_a_directory_at_the_destination_is_not_replaced(tmp_path):
     with pytest.raises(GpuhostError) as info:
         HostWriter(str(root)).write_file("/etc/gpuhost.conf", "x\n")
     assert "is not a regular file" in info.value.message
+
+
+# -- state files: locked, re-read, merged (issue 20 class 8) ------------------------------
+
+STATE = StateFile("/var/lib/gpuhost/test-state.json", "devices", dict, field="state",
+                  fix="remove the file")
+RULES = StateFile("/etc/gpuhost/test-rules.json", "rules", list, field="persistent",
+                  fix="fix or remove the file", identity=lambda item: item.get("name"),
+                  sets=("names",))
+
+
+def _stored(writer, spec):
+    return json.loads(writer.read_file(spec.path))
+
+
+def test_threads_merging_at_once_keep_every_entry(tmp_path):
+    writer = HostWriter(str(tmp_path))
+    count = 8
+    barrier = threading.Barrier(count)
+    errors = []
+
+    def one(index):
+        try:
+            stale = STATE.read(writer)      # every thread plans from the same read
+            barrier.wait(10)
+            changes = ChangeSet()
+            after = dict(stale, devices=dict(stale["devices"], **{"dev%d" % index: {"n": index}}))
+            assert changes.put_state(writer, STATE, stale, after)
+            changes.apply()
+        except Exception as err:   # reported below; a thread cannot fail the test itself
+            errors.append(err)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors, errors
+    stored = _stored(writer, STATE)
+    assert stored == {"version": 1, "devices": {"dev%d" % i: {"n": i} for i in range(count)}}
+    assert os.path.isfile(writer.path(STATE.path + ".lock"))
+
+
+def test_a_removal_planned_from_a_stale_read_removes_only_its_own_key(tmp_path):
+    writer = HostWriter(str(tmp_path))
+    writer.write_file(STATE.path, json.dumps({"devices": {"a": {"n": 1}}}))
+    stale = STATE.read(writer)
+    changes = ChangeSet()
+    assert changes.put_state(writer, STATE, stale, {"devices": {}})
+    # Another run adds its entry after this plan read the file.
+    writer.write_file(STATE.path, json.dumps({"devices": {"a": {"n": 1}, "b": {"n": 2}}}))
+    changes.apply()
+    assert _stored(writer, STATE) == {"version": 1, "devices": {"b": {"n": 2}}}
+
+
+def test_list_entries_merge_in_place_and_names_as_a_set(tmp_path):
+    writer = HostWriter(str(tmp_path))
+    writer.write_file(RULES.path, json.dumps(
+        {"rules": [{"name": "a", "cpus": "0"}, {"name": "b", "cpus": "1"}], "names": ["x"]}))
+    stale = RULES.read(writer)
+    after = {"rules": [{"name": "a", "cpus": "0-1"}, {"name": "b", "cpus": "1"}],
+             "names": ["x", "y"]}
+    changes = ChangeSet()
+    changes.put_state(writer, RULES, stale, after)
+    writer.write_file(RULES.path, json.dumps(
+        {"rules": [{"name": "c", "cpus": "2"}, {"name": "a", "cpus": "0"}],
+         "names": ["x", "z"]}))
+    changes.apply()
+    assert _stored(writer, RULES) == {
+        "version": 1, "rules": [{"name": "c", "cpus": "2"}, {"name": "a", "cpus": "0-1"}],
+        "names": ["x", "y", "z"]}
+
+
+def test_rollback_restores_the_exact_file_or_only_its_own_entries(tmp_path):
+    writer = HostWriter(str(tmp_path))
+
+    def failing_run(before, after):
+        changes = ChangeSet()
+        changes.put_state(writer, STATE, before, after)
+
+        def later():
+            raise OSError(errno.EIO, "io")
+        changes.add("a later step", later)
+        return changes
+    # A new file, untouched since: the file, its lock and its folders go again.
+    changes = failing_run({"devices": {}}, {"devices": {"a": {"n": 1}}})
+    with pytest.raises(ChangeSetError):
+        changes.apply()
+    assert os.listdir(str(tmp_path)) == []
+    # An old file without a version: byte for byte what it was.
+    legacy = '{"devices": {"a": {"n": 1}}}'
+    writer.write_file(STATE.path, legacy)
+    changes = failing_run(STATE.read(writer), {"devices": {"a": {"n": 2}}})
+    with pytest.raises(ChangeSetError):
+        changes.apply()
+    assert writer.read_file(STATE.path) == legacy
+    # Another run wrote between this run's step and its rollback: its entry stays.
+    changes = ChangeSet()
+    changes.put_state(writer, STATE, STATE.read(writer), {"devices": {"a": {"n": 3}}})
+
+    def another_run_then_fail():
+        data = STATE.read(writer)
+        data["devices"]["b"] = {"n": 9}
+        writer.write_file(STATE.path, STATE.dump(data))
+        raise OSError(errno.EIO, "io")
+    changes.add("another run writes, then this run fails", another_run_then_fail)
+    with pytest.raises(ChangeSetError):
+        changes.apply()
+    assert _stored(writer, STATE) == {"version": 1, "devices": {"a": {"n": 1}, "b": {"n": 9}}}
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ('{"version": 2, "devices": {}}', "has version 2; this gpuhost.kvm reads version 1"),
+    ('{"version": "1", "devices": {}}', 'has version "1"'),
+    ('{"version": true, "devices": {}}', "has version true"),
+    ('{"devices": {"a": 1}}', "valid JSON of another shape"),
+    ('[]', "valid JSON of another shape"),
+])
+def test_an_unknown_version_or_shape_names_the_file_and_the_fix(tmp_path, text, fragment):
+    writer = HostWriter(str(tmp_path))
+    writer.write_file(STATE.path, text)
+    with pytest.raises(GpuhostError) as info:
+        STATE.read(writer)
+    assert STATE.path + " " in info.value.message and fragment in info.value.message
+    assert info.value.field == "state" and "remove the file" in info.value.fix
+    # The step re-reads under the lock and refuses the same way, writing nothing.
+    writer.write_file(STATE.path, '{"devices": {}}')
+    changes = ChangeSet()
+    changes.put_state(writer, STATE, STATE.read(writer), {"devices": {"a": {"n": 1}}})
+    writer.write_file(STATE.path, text)
+    with pytest.raises(ChangeSetError) as info:
+        changes.apply()
+    assert fragment in info.value.message and writer.read_file(STATE.path) == text
+
+
+def test_names_must_be_a_list_of_strings(tmp_path):
+    writer = HostWriter(str(tmp_path))
+    writer.write_file(RULES.path, '{"rules": [], "names": "x"}')
+    with pytest.raises(GpuhostError, match='"names": \\["...", ...\\]'):
+        RULES.read(writer)
+
+
+def test_a_link_planted_at_the_state_lock_is_refused_and_its_target_untouched(tmp_path):
+    root = tmp_path / "root"
+    (root / "var/lib/gpuhost").mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    lock = root / "var/lib/gpuhost/test-state.json.lock"
+    writer = HostWriter(str(root))
+    changes = ChangeSet()
+    # Planted after the plan: the step's O_NOFOLLOW open refuses it.
+    changes.put_state(writer, STATE, {"devices": {}}, {"devices": {"a": {"n": 1}}})
+    lock.symlink_to(victim)
+    with pytest.raises(ChangeSetError) as info:
+        changes.apply()
+    assert "test-state.json.lock is a symbolic link" in info.value.message
+    assert "remove the link" in info.value.message and info.value.field == "state"
+    # Planted before: the plan refuses it, before its first write.
+    with pytest.raises(GpuhostError) as info:
+        ChangeSet().put_state(writer, STATE, {"devices": {}}, {"devices": {"a": {"n": 1}}})
+    assert "test-state.json.lock is a symbolic link" in info.value.message
+    assert victim.read_text() == "keep\n" and not writer.exists(STATE.path)
+
+
+@pytest.mark.parametrize("planted", ["test-state.json", "test-state.json.lock"])
+def test_a_folder_at_the_state_file_or_its_lock_is_refused_by_the_plan(tmp_path, planted):
+    writer = HostWriter(str(tmp_path))
+    os.makedirs(writer.path("/var/lib/gpuhost/" + planted))
+    with pytest.raises(GpuhostError) as info:
+        ChangeSet().put_state(writer, STATE, {"devices": {}}, {"devices": {"a": {"n": 1}}})
+    assert "/var/lib/gpuhost/%s is not a regular file" % planted in info.value.message
+    assert info.value.field == "state" and info.value.fix == "move it away and run again"
+
+
+def test_a_held_state_lock_times_out_naming_the_file_and_the_holder(tmp_path):
+    writer = HostWriter(str(tmp_path))
+    with writer.lock(STATE.path, "state"):
+        with pytest.raises(GpuhostError) as info:
+            with writer.lock(STATE.path, "state", timeout=0.2):
+                pass
+    assert "%s.lock is locked by another run (PID %d)" % (STATE.path, os.getpid()) \
+        in info.value.message
+    assert info.value.field == "state" and "wait for the other" in info.value.fix
