@@ -11,8 +11,8 @@ Each round starts from the lab's first boot (lab/reset, lab/up), then times:
 - ``rerun``: the same command again (nothing to change);
 - ``plan``: ``playbooks/plan.yml`` (read-only).
 
-For every run it counts, per host, the tasks that ran (PLAY RECAP ok + changed +
-failed), the tasks skipped, the reboots (boots the host's journal gained), the initramfs
+For every run it counts, per host, the tasks that ran (PLAY RECAP ok + failed; ok
+already counts the changed ones), the tasks skipped, the reboots (boots the host's journal gained), the initramfs
 rebuilds (changed tasks that rebuild it), and the module invocations on the host: the entries
 AnsibleModule logs to the host's journal (SYSLOG_IDENTIFIER ``ansible-<module>``), so
 action plugins that run on the controller (set_fact, debug, assert) are not counted.
@@ -113,20 +113,25 @@ def playbook(state, name, *args):
                  % (name, run.returncode, ", killed at its timeout" if run.timed_out else "",
                     stdout[-8000:], os.path.join(RUN_DIR, "console.log")))
     state = lab_state()                     # a reboot keeps the port; read it again
+    modules = module_invocations(state, since)
+    return dict(task_counts(stdout, HOST), wall_s=run.wall_s,
+                reboots=boot_count(state) - boots_before,
+                initramfs_rebuilds=sum(1 for m in REBUILD_RE.finditer(stdout)
+                                       if m.group("status") == "changed"),
+                module_invocations=sum(modules.values()), modules=modules,
+                slowest_tasks=slowest_tasks(run.lines))
+
+
+def task_counts(stdout, host_name):
+    """The host's tasks run, skipped and changed from the PLAY RECAP. Ansible's ok already
+    counts the changed tasks, so the tasks that ran are ok + failed."""
     recap = {}
     for match in RECAP_RE.finditer(stdout):
         recap[match.group("host")] = {k: int(v) for k, v in
                                       (p.split("=") for p in match.group("counts").split())}
-    host = recap.get(HOST, {})
-    modules = module_invocations(state, since)
-    return {"wall_s": run.wall_s,
-            "reboots": boot_count(state) - boots_before,
-            "initramfs_rebuilds": sum(1 for m in REBUILD_RE.finditer(stdout)
-                                      if m.group("status") == "changed"),
-            "tasks_run": host.get("ok", 0) + host.get("changed", 0) + host.get("failed", 0),
-            "tasks_skipped": host.get("skipped", 0), "changed": host.get("changed", 0),
-            "module_invocations": sum(modules.values()), "modules": modules,
-            "slowest_tasks": slowest_tasks(run.lines)}
+    host = recap.get(host_name, {})
+    return {"tasks_run": host.get("ok", 0) + host.get("failed", 0),
+            "tasks_skipped": host.get("skipped", 0), "changed": host.get("changed", 0)}
 
 
 def one_round():

@@ -33,3 +33,15 @@ def test_counts_only_the_rebuilds_that_ran():
 
 def test_the_targets_are_the_lab_issues():
     assert bench_site.TARGET_RATIO == 0.25 and bench_site.TARGET_CONVERGE_S == 300
+
+
+def test_tasks_run_are_ok_plus_failed_since_ok_counts_the_changed_ones():
+    recap = ("PLAY RECAP *********************************************************************\n"
+             "hk-gpu-01                  : ok=91   changed=25   unreachable=0    failed=0    "
+             "skipped=30   rescued=0    ignored=0   \n"
+             "localhost                  : ok=2    changed=0    unreachable=0    failed=0    "
+             "skipped=0    rescued=0    ignored=0   \n")
+    assert bench_site.task_counts(recap, "hk-gpu-01") == {
+        "tasks_run": 91, "tasks_skipped": 30, "changed": 25}
+    assert bench_site.task_counts(recap, "hk-gpu-02") == {
+        "tasks_run": 0, "tasks_skipped": 0, "changed": 0}
