@@ -34,7 +34,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
     normalize_address, vf_address)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, HostWriter, python_library_files, read_state_file, wrapper_script)
+    ChangeSet, HostWriter, StateFile, python_library_files, wrapper_script)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (  # noqa: F401
     FRESH_VF, parse_vfinfo, validate_flag, validate_mac, validate_vlan)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
@@ -404,9 +404,14 @@ def describe_vfs(writer, pf):
 
 # -- persistence -----------------------------------------------------------------------
 
+# {"version": 1, "pfs": {pf: {num_vfs, vf_driver, netdev, vfs}}}, merged per PF under the
+# file's lock: two runs at once (two onboardings on different PFs) each keep their PF.
+CONFIG = StateFile(CONFIG_FILE, "pfs", dict, field="persistent",
+                   fix="fix or remove the file, then run the module again")
+
+
 def read_config(writer):
-    return read_state_file(writer, CONFIG_FILE, "pfs", dict, field="persistent",
-                           fix="fix or remove the file, then run the module again")
+    return CONFIG.read(writer)
 
 
 def systemd_device_unit(path):
@@ -461,16 +466,19 @@ def unit_text(config):
 
 
 def plan_persistence(changes, writer, plan, num_vfs, vf_driver, vf_settings, interpreter):
-    config = read_config(writer)
+    stored = read_config(writer)
+    config = dict(stored, pfs=dict(stored["pfs"]))
     entry = {"num_vfs": num_vfs, "vf_driver": vf_driver, "netdev": plan.netdev,
              "vfs": vf_settings or []}
     if num_vfs == 0:
         config["pfs"].pop(plan.pf, None)
     else:
         config["pfs"][plan.pf] = entry
-    changes.put_file(writer, CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    changes.put_state(writer, CONFIG, stored, config)
     if not config["pfs"]:
         return
+    # The unit's ordering comes from this plan's view of the PFs: a PF another run adds at
+    # the same moment joins the unit on the next run that reads the merged file.
     changes.put_file(writer, UNIT_FILE, unit_text(config))
     changes.put_file(writer, HELPER, wrapper_script(
         "ansible_collections.gpuhost.kvm.plugins.module_utils.sriov", "boot_apply",

@@ -25,12 +25,12 @@ import harness
 from helpers import REPO, ansible_env
 from sysfs_sim import SimulatedKernel
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import irq_pinning, vfio
+from ansible_collections.gpuhost.kvm.plugins.module_utils import irq_pinning, sriov, vfio
 from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
-from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity, vfio_bind
+from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity, sriov_vfs, vfio_bind
 
 ROUNDS = 3
 
@@ -172,7 +172,8 @@ def _race(host, watched, runs):
         def one(name, target, args):
             kernel = RacingKernel(host.root, watched, barrier)
             worker = {"vfio_bind": vfio_bind.VfioBinder,
-                      "irq_affinity": irq_affinity.IrqPinner}[target]
+                      "irq_affinity": irq_affinity.IrqPinner,
+                      "sriov_vfs": sriov_vfs.SriovConfigurator}[target]
             try:
                 module = harness._build(getattr(harness, target), dict(args, root=host.root))
                 worker(module, writer=kernel).run()
@@ -218,6 +219,21 @@ def test_two_irq_affinity_runs_at_once_keep_both_stored_pins(tmp_path, tally):
         stored = json.loads(host.kernel.read_file(irq_pinning.CONFIG_FILE))
         assert sorted((r["name"], r["cpus"]) for r in stored["rules"]) == [
             ("nic", "2-3"), ("nvme", "0-1")], stored
+        assert stored["version"] == 1
+        tally.bump("conflicts", "resolved")
+
+
+def test_two_sriov_vfs_runs_at_once_keep_both_pfs_for_the_boot(tmp_path, tally):
+    for round_ in range(ROUNDS):
+        host = harness.Host(tmp_path / ("host%d" % round_), "sim")
+        tally.bump("conflicts", "tried")
+        results = _race(host, sriov.CONFIG_FILE, {
+            "nvme": ("sriov_vfs", {"pf": "0000:01:00.0", "num_vfs": 2, "persistent": True}),
+            "nic": ("sriov_vfs", {"pf": "0000:03:00.0", "num_vfs": 2, "persistent": True})})
+        assert results == {"nvme": None, "nic": None}, results
+        stored = json.loads(host.kernel.read_file(sriov.CONFIG_FILE))
+        assert sorted((pf, entry["num_vfs"]) for pf, entry in stored["pfs"].items()) == [
+            ("0000:01:00.0", 2), ("0000:03:00.0", 2)], stored
         assert stored["version"] == 1
         tally.bump("conflicts", "resolved")
 
