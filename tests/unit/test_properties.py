@@ -148,7 +148,8 @@ def test_any_pci_address_text_is_an_address_or_a_refusal(text):
 # -- names and the other validators ---------------------------------------------------------------
 
 @QUICK
-@given(st.one_of(st.text(max_size=20), st.text(alphabet=string.ascii_letters + string.digits + "-_.:/ \n", max_size=18)))
+@given(st.one_of(st.text(max_size=20),
+                 st.text(alphabet=string.ascii_letters + string.digits + "-_.:/ \n", max_size=18)))
 def test_an_interface_name_is_accepted_exactly_when_the_kernel_would_take_it(name):
     kernel_takes = (0 < len(name.encode("utf-8", "surrogatepass")) < 16 and name not in (".", "..")
                     and not any(c in "/:" or c.isspace() for c in name))
