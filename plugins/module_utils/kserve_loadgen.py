@@ -39,7 +39,7 @@ import json
 import math
 import time
 
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (

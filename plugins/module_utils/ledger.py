@@ -128,7 +128,7 @@ def parse_ledger(text, path=DEFAULT_LEDGER_PATH):
         if not isinstance(entry, dict) or "name" not in entry:
             raise corrupt("a tenant entry has no name")
     serial = data.get("serial", 0)
-    if type(serial) is not int or serial < 0:
+    if isinstance(serial, bool) or not isinstance(serial, int) or serial < 0:
         raise corrupt("its serial %s is not a whole number" % json.dumps(serial))
     if not isinstance(body.get("housekeeping") or {}, dict):
         raise corrupt("its housekeeping is not a mapping of NUMA nodes to CPU lists")

@@ -342,7 +342,8 @@ def parse_state_text(text, path, key, entries, field, fix, sets=()):
     except ValueError:
         raise GpuhostError("%s is not valid JSON" % path, field=field, fix=fix)
     if isinstance(data, dict) and "version" in data and (
-            type(data["version"]) is not int or data["version"] != STATE_VERSION):
+            isinstance(data["version"], bool) or not isinstance(data["version"], int)
+            or data["version"] != STATE_VERSION):
         raise GpuhostError(
             "%s has version %s; this gpuhost.kvm reads version %d"
             % (path, json.dumps(data["version"]), STATE_VERSION), field=field,

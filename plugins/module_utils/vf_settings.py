@@ -22,7 +22,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 # The MAC, VLAN and flag validators live with every other validator; they are imported
 # here under their old names because sriov.py and domain_xml.py take them from here.
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (  # noqa: F401
-    MAC_EXAMPLE, MAC_RE, VLAN_MAX, ZERO_MAC, validate_flag, validate_mac, validate_vlan)
+    MAC_EXAMPLE, ZERO_MAC, validate_flag, validate_mac, validate_vlan)
 
 SETTING_KEYS = ("mac", "vlan", "spoofchk", "trust")
 # A tenant VF without settings: the driver's own MAC, no VLAN, anti-spoofing on and not

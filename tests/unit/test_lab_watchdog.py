@@ -35,6 +35,8 @@ STUCK_CPU_BOOT = (b"[    0.000000] Linux version 6.1.0-57-amd64 (debian-kernel@l
                              % (s + 2, s, s + 2) for s in (26, 53, 79, 105, 131, 157, 183)))
 # The same boot up to the 157 s report: still within what a starved vCPU reports.
 STUCK_CPU_BOOT_157S = STUCK_CPU_BOOT[:STUCK_CPU_BOOT.index(b"[  185.")]
+
+
 # The CI reboot of 2026-12-01 (QEMU 10, first boot with intel_iommu=on): a halted vCPU's
 # timer never fired, and the kernel reported RCU stalls every 21 s or so up to 559 s.
 def _rcu_stall(at):
@@ -65,7 +67,6 @@ def test_kernel_reports_that_mean_the_boot_will_not_finish():
         "than 241 seconds.")
     other = b"[  300.1] INFO: task systemd-udevd:90 blocked for more than 120 seconds.\n"
     assert watchdog.kernel_stall_report(hung % 120 + other) is None      # two tasks, once each
-
 
 
 def test_rcu_stalls_that_go_on_for_minutes_mean_the_boot_will_not_finish():

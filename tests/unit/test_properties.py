@@ -212,9 +212,9 @@ def test_a_disk_size_can_never_be_read_as_an_option(text):
 # -- odd sysfs values: an answer, never a traceback ----------------------------------------------
 
 GPU_DIR = "sys/bus/pci/devices/0000:65:00.0"
-ODD_FILES = [GPU_DIR + "/" + name for name in ("class", "vendor", "numa_node", "local_cpulist",
-                                                "local_cpus", "driver_override", "resource",
-                                                "reset_method")] + [
+ODD_GPU_ATTRIBUTES = ("class", "vendor", "numa_node", "local_cpulist", "local_cpus",
+                      "driver_override", "resource", "reset_method")
+ODD_FILES = [GPU_DIR + "/" + name for name in ODD_GPU_ATTRIBUTES] + [
     "sys/devices/system/node/node0/distance", "sys/devices/system/node/node0/cpulist",
     "sys/devices/system/node/node0/meminfo", "sys/devices/system/cpu/online",
     "sys/devices/system/cpu/cpu1/topology/thread_siblings_list", "proc/cmdline",
@@ -226,11 +226,13 @@ def _runbook_root(tmp_path_factory):
     return fixturegen.build_runbook_host(str(tmp_path_factory.mktemp("odd-sysfs")))
 
 
-@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(ODD_FILES), st.one_of(st.binary(max_size=24),
-                                             st.sampled_from([b"\x00", b"1\x00", b"a b", b"-1", b"0x",
-                                                              b"99999999999999999999", b"(null)"])))
+ODD_BYTES = st.one_of(st.binary(max_size=24), st.sampled_from(
+    [b"\x00", b"1\x00", b"a b", b"-1", b"0x", b"99999999999999999999", b"(null)"]))
+
+
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(ODD_FILES), ODD_BYTES)
 def test_odd_bytes_in_a_sysfs_attribute_get_an_answer(runbook_root, rel, content):
     path = os.path.join(runbook_root, rel)
     backup = path + ".orig"
