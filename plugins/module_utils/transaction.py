@@ -217,6 +217,24 @@ class HostWriter:
     def exists(self, host_path):
         return os.path.lexists(self.path(host_path))
 
+    def stat(self, host_path):
+        """``os.lstat`` of the path (a link is reported as the link), None when absent
+        (or when a folder on the way is a file, so it cannot exist)."""
+        try:
+            return os.lstat(self.path(host_path))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def read_bytes(self, host_path):
+        """The exact bytes of a regular file, None when it does not exist. A link at the
+        path is not followed (ELOOP), so a planted link cannot show another file."""
+        try:
+            fd = os.open(self.path(host_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
+
     def read(self, host_path, default=None):
         """The stripped text of a file, or ``default`` when it cannot be read."""
         try:
@@ -246,12 +264,14 @@ class HostWriter:
         finally:
             os.close(fd)
 
-    def write_file(self, host_path, content, mode=None):
+    def write_file(self, host_path, content, mode=None, owner=None):
         """Replace a configuration file atomically: temp file in the same folder, rename.
 
-        ``mode`` None keeps the mode of the file it replaces (0644 for a new file).
-        Returns the host paths of the folders it had to create, deepest first, so that
-        an undo can remove them again; on failure it removes them itself.
+        ``content`` is text or bytes. ``mode`` None keeps the mode of the file it
+        replaces (0644 for a new file); ``owner`` (uid, gid) is set on the temp file
+        before the rename, None leaves the writer's. Returns the host paths of the
+        folders it had to create, deepest first, so that an undo can remove them again;
+        on failure it removes them itself.
         """
         target = self.write_target(host_path)
         self._replaceable(host_path, target)
@@ -266,10 +286,12 @@ class HostWriter:
         tmp = None
         try:
             fd, tmp = tempfile.mkstemp(prefix=".gpuhost-", dir=folder)
-            with os.fdopen(fd, "w") as handle:
+            with os.fdopen(fd, "wb" if isinstance(content, bytes) else "w") as handle:
                 handle.write(content)
                 handle.flush()
                 os.fsync(handle.fileno())
+            if owner is not None:
+                os.chown(tmp, owner[0], owner[1])
             os.chmod(tmp, mode)
             os.rename(tmp, target)
         except BaseException:
@@ -278,6 +300,35 @@ class HostWriter:
             self.remove_empty_folders(created)
             raise
         return created
+
+    def make_folder(self, host_path, mode, owner=None):
+        """Create a directory (and its missing parents, as ``mkdir -p`` would) with
+        ``mode`` (not masked by the umask) and ``owner`` (uid, gid). Returns the host
+        paths it created, deepest first, the directory included; on failure it removes
+        them itself."""
+        target = self.write_target(host_path)
+        host_path = "/" + str(host_path).strip("/")
+        created = [host_path] + self.missing_folders(host_path)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.mkdir(target, 0o700)
+            self.set_attributes(host_path, mode, owner)
+        except BaseException:
+            self.remove_empty_folders(created)
+            raise
+        return created
+
+    def set_attributes(self, host_path, mode=None, owner=None):
+        """Set the mode and the owner (uid, gid) of a file or directory, through a
+        descriptor opened without following a link: never the mode of a link's target."""
+        fd = os.open(self.write_target(host_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            if owner is not None:
+                os.fchown(fd, owner[0], owner[1])
+            if mode is not None:
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
 
     def missing_folders(self, host_path):
         """The ancestors of ``host_path`` that do not exist yet, deepest first."""
