@@ -35,6 +35,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
     normalize_address, vf_address)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     ChangeSet, HostWriter, StateFile, python_library_files, wrapper_script)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import interface_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (  # noqa: F401
     FRESH_VF, parse_vfinfo, validate_flag, validate_mac, validate_vlan)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
@@ -59,6 +60,8 @@ def resolve_pf(writer, pf):
                                fix="list the host's devices with lspci -D")
         nets = _listdir(writer.path(device_path(address, "net")))
         return address, (nets[0] if nets else None)
+    # A name goes into a sysfs path: "../.." or "eth0/../.." must not walk out of net/.
+    interface_name(text, field="pf")
     link = writer.path("/sys/class/net/%s/device" % text)
     if not os.path.exists(link):
         raise GpuhostError("no network interface %s with a PCI device" % text, field="pf",
