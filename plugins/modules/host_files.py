@@ -99,8 +99,9 @@ attributes:
     support: full
     platforms: linux
 seealso:
-  - module: ansible.builtin.copy
-  - module: ansible.builtin.file
+  - name: ansible.builtin.copy and ansible.builtin.file
+    description: One file or directory per task (a stat and a copy each); this module writes a role's whole set in one.
+    link: https://docs.ansible.com/ansible/latest/collections/ansible/builtin/copy_module.html
 """
 
 EXAMPLES = r"""
