@@ -33,12 +33,11 @@ BOOT_TIMEOUT = int(os.environ.get("GPUHOST_LAB_BOOT_TIMEOUT", "600"))
 WAIT_BOOT_TIMEOUT = 2 * BOOT_TIMEOUT + 120
 
 
-# The lab tests that start again from a first boot of their own: issue 8's interrupted
-# converge per seed (each resets the lab) and the whole molecule test of the default
-# scenario (its create boots a first boot, its destroy stops the lab). Both are marker
+# The lab tests that throw the lab's state away: issue 8's interrupted converge (it resets
+# the lab) and molecule's destroy and create from a stopped lab. Both are marker
 # "acceptance" (tools/acceptance only).
 FIRST_BOOT_AGAIN = ("test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state",
-                    "test_default_molecule_scenario_converges_the_site_from_a_first_boot")
+                    "test_default_scenario_destroys_the_lab_and_creates_it_from_a_stopped_lab")
 
 
 def pytest_collection_modifyitems(items):
@@ -49,15 +48,15 @@ def pytest_collection_modifyitems(items):
         if "lab" in getattr(item, "fixturenames", ()) and \
                 str(item.path).startswith(os.path.dirname(os.path.abspath(__file__)) + os.sep):
             item.add_marker(pytest.mark.lab)
-    # The order, one lab session for every tier (tools/test leaves the "acceptance" ones
-    # out, tools/acceptance runs them all), cheapest first:
-    # 1. every test without the lab: every other result is in before the first boot;
+    # The order, in a single pytest session as in each of tests/lanes.py's lanes
+    # (tools/test leaves the "acceptance" ones out, tools/acceptance runs them all):
+    # 1. every test without the lab (the host lane, or first in a single session);
     # 2. the lab tests in file order: the lab's first boot read (test_lab_boot.py, then
     #    the iommu role's own reboot), the modules on the real kernel with their reboot
     #    (test_modules_on_lab.py, test_molecule_on_lab.py, test_simulator_vs_kernel.py),
-    #    then site.yml (test_site_on_lab.py): check mode on a first boot (it resets the
-    #    lab to one) and the converge straight from that boot, so that one reset serves
-    #    both; idempotence, the reboot without re-running and verify, the concurrent
+    #    then site.yml (test_site_on_lab.py, its own lane): check mode on a first boot
+    #    and the converge straight from that boot, so that one boot serves both;
+    #    idempotence, the reboot without re-running and verify, the concurrent
     #    onboardings, all on that converged host; then tenant_guest, which needs no
     #    particular host state and leaves Docker running;
     # 3. last, FIRST_BOOT_AGAIN: each throws the lab's state away, so they come after

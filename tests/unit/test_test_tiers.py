@@ -22,7 +22,7 @@ ACCEPTANCE_ONLY = {
         "test_verify_after_the_reboot_reads_the_kernel_and_validates",
         "test_concurrent_onboardings_get_the_free_gpu_once_and_keep_the_first_tenant",
         "test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state",
-        "test_default_molecule_scenario_converges_the_site_from_a_first_boot"},
+        "test_default_scenario_destroys_the_lab_and_creates_it_from_a_stopped_lab"},
     "test_tenant_guest_on_lab.py": {"test_tenant_guest_scenario_serves_and_gates_the_tenant"},
 }
 # The site proofs CI keeps: the converge (with its reboot and validate) and idempotence.

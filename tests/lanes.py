@@ -1,0 +1,373 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lanes of tools/test and tools/acceptance: three pytest runs side by side.
+
+One pytest session ran everything in turn: the tests without the lab, then every lab
+test on one lab. On this 2-core machine that left a core idle for most of an hour, since
+a TCG lab keeps one core busy (``thread=single``) and waits on SSH and Ansible
+in between. So a tier is split into lanes that share nothing and run at the same time:
+
+* ``host``: every test without the lab (marker ``not lab``);
+* ``lab-modules``: the lab tests of tests/lab/ but test_site_on_lab.py, on a lab of their
+  own (``GPUHOST_LAB_RUN=lab/.run-modules``): the first boot read, the iommu role's
+  reboot, the modules on the real kernel with their reboot, the host_modules scenario,
+  the simulator checks, tenant_guest;
+* ``lab-site``: test_site_on_lab.py, on the default lab directory (``lab/.run``): site.yml's
+  check mode, converge, idempotence, reboot, verify, onboardings, interrupted converge,
+  molecule's create and destroy. Its lab starts as a first boot, so the converge needs no
+  reset of a lab the module tests used.
+
+The two labs are two QEMU processes (5 GiB each) from the one cached image (lab/build
+takes a lock, so a cold run builds it once), on SSH ports this runner picks, so that two
+boots never race for one port. Each lane is a separate pytest process, so each lab
+fixture, deadline and record plugin works as in a single run. The tier's marker
+expression (``not acceptance`` for tools/test) is added to every lane's.
+
+Output: every line of a lane is printed as it comes, prefixed with ``[lane]``, and its
+whole output is kept in tests/output/lanes/<lane>.log. The exit status is 0 only when
+every lane passed (pytest's "no tests collected", 5, counts as passed: a ``-k`` that
+selects nothing in one lane). ``GPUHOST_TEST_LANES=serial`` runs the lanes one after
+another in the order above, for a machine without a spare core or memory for two labs.
+
+The deadline (``GPUHOST_TEST_STARTED``, ``GPUHOST_TEST_DEADLINE_S``; tests/deadline.py) holds
+for all lanes together: at the deadline every lane still running gets SIGTERM (its test in
+progress fails, its lab is stopped, pytest prints its summary), SIGKILL ``GRACE_S`` later.
+
+For tools/acceptance (``--record STEM``), each lane writes its own record and JUnit XML
+under tests/output/lanes/, and this runner merges them into ``STEM.json`` and ``STEM.xml``
+(rewritten every few seconds while the lanes run, so an interrupted run leaves what ran),
+then prints the verdict line.
+
+    python tests/lanes.py --tier test|acceptance [--no-lab] [--record STEM] [pytest args...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(TESTS)
+sys.path.insert(0, TESTS)
+
+import acceptance_record  # noqa: E402  (tests/ is not a package)
+
+GRACE_S = 120
+LANE_OUTPUT = os.path.join(REPO, "tests", "output", "lanes")
+SITE_TESTS = "tests/lab/test_site_on_lab.py"
+TIER_MARKERS = {"test": "not acceptance", "acceptance": None}
+# pytest's exit status for "no tests ran": a lane that a -k or -m selects nothing from.
+NO_TESTS_COLLECTED = 5
+MERGE_EVERY_S = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Lane:
+    name: str
+    marker: str                      # the lane's own marker expression
+    paths: tuple                     # what pytest collects, relative to the repository
+    ignore: tuple = ()
+    lab_run: str | None = None       # GPUHOST_LAB_RUN of the lane's lab, if it has one
+
+    def pytest_argv(self, python, tier, extra=()):
+        markers = [m for m in (self.marker, TIER_MARKERS[tier]) if m]
+        argv = [python, "-m", "pytest", "-ra", "--durations=25",
+                "-m", " and ".join("(%s)" % m for m in markers)]
+        argv += ["--ignore=%s" % path for path in self.ignore]
+        return argv + list(extra) + list(self.paths)
+
+
+LANES = (
+    Lane("host", "not lab", ("tests",)),
+    Lane("lab-modules", "lab", ("tests/lab",), ignore=(SITE_TESTS,), lab_run="lab/.run-modules"),
+    Lane("lab-site", "lab", (SITE_TESTS,), lab_run="lab/.run"),
+)
+
+
+def lanes_for(with_lab):
+    return [lane for lane in LANES if with_lab or lane.lab_run is None]
+
+
+def free_ports(count, first=2222, last=2299, is_free=None):
+    """``count`` distinct ports of first..last that nothing listens on (lab/up's range)."""
+    is_free = is_free or _port_is_free
+    ports = [port for port in range(first, last + 1) if is_free(port)][:count]
+    if len(ports) < count:
+        raise RuntimeError("fewer than %d free ports in %d-%d for the labs' SSH" % (count, first, last))
+    return ports
+
+
+def _port_is_free(port):
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def lane_environ(lane, base, port=None, record_stem=None):
+    """The environment of one lane's pytest."""
+    env = dict(base)
+    if lane.lab_run is not None:
+        env["GPUHOST_LAB_RUN"] = os.path.join(REPO, lane.lab_run)
+        if port is not None:        # two labs cannot share one port, whatever the caller set
+            env["GPUHOST_LAB_PORT"] = str(port)
+    if record_stem is not None:
+        env["GPUHOST_ACCEPTANCE_RECORD"] = part_path(record_stem, lane, "json")
+        env["GPUHOST_ACCEPTANCE_JUNITXML"] = part_path(record_stem, lane, "xml")
+    return env
+
+
+def part_path(record_stem, lane, ext):
+    return os.path.join(LANE_OUTPUT, "%s.%s.%s" % (os.path.basename(record_stem), lane.name, ext))
+
+
+# -- the merged record ------------------------------------------------------------------
+def merge_records(parts, command, started_epoch, now):
+    """One acceptance record from the lanes' records ({lane name: record or None}).
+
+    Finished when every lane finished; the tests of all lanes, each with its lane; the
+    counts summed; the lab kernel from the first lane that read one."""
+    merged = {"command": command, "started": acceptance_record.utc_iso(started_epoch),
+              "started_epoch": started_epoch, "lanes": {}, "tests": [],
+              "lab_kernel": None, "in_progress": []}
+    counts = dict.fromkeys(acceptance_record.OUTCOMES, 0)
+    finished = True
+    exit_statuses = []
+    for name, part in parts.items():
+        if part is None:
+            merged["lanes"][name] = {"status": "not started"}
+            finished = False
+            continue
+        for key in ("commit", "dirty", "qemu_version", "commit_unavailable", "qemu_version_unavailable"):
+            if key in part and key not in merged:
+                merged[key] = part[key]
+        if merged["lab_kernel"] is None and part.get("lab_kernel"):
+            merged["lab_kernel"] = part["lab_kernel"]
+        for outcome, number in (part.get("counts") or {}).items():
+            counts[outcome] = counts.get(outcome, 0) + number
+        for test in part.get("tests") or ():
+            merged["tests"].append(dict(test, lane=name))
+        if part.get("in_progress"):
+            merged["in_progress"].append(part["in_progress"])
+        finished = finished and part.get("status") == "finished"
+        exit_statuses.append(part.get("pytest_exitstatus"))
+        merged["lanes"][name] = {key: part.get(key) for key in
+                                 ("status", "wall_s", "pytest_args", "pytest_exitstatus", "in_progress")}
+        merged["lanes"][name]["counts"] = part.get("counts")
+    if merged["lab_kernel"] is None:
+        merged["lab_kernel_unavailable"] = "no lane read the lab's kernel"
+    merged["counts"] = counts
+    merged["in_progress"] = merged["in_progress"] or None
+    merged["status"] = "finished" if finished else "running"
+    merged["ended"] = acceptance_record.utc_iso(now) if finished else None
+    merged["wall_s"] = round(now - started_epoch, 1)
+    merged["pytest_exitstatus"] = (max((s for s in exit_statuses if s not in (0, NO_TESTS_COLLECTED)),
+                                       default=0) if finished else None)
+    return merged
+
+
+def merge_junit(paths, lane_names):
+    """One <testsuites> of the lanes' JUnit XML files (missing ones left out); each suite
+    is named after its lane."""
+    root = ET.Element("testsuites")
+    for path, name in zip(paths, lane_names):
+        try:
+            tree = ET.parse(path)
+        except (OSError, ET.ParseError):
+            continue
+        top = tree.getroot()
+        for suite in ([top] if top.tag == "testsuite" else top.findall("testsuite")):
+            suite.set("name", name)
+            root.append(suite)
+    return ET.ElementTree(root)
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_atomic(path, text):
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+class Recorder:
+    """Merges the lanes' records into STEM.json (and STEM.xml at the end)."""
+
+    def __init__(self, stem, lanes, command, started_epoch):
+        self.stem, self.lanes, self.command, self.started = stem, lanes, command, started_epoch
+        for lane in lanes:          # a part left by an earlier run of the same stem
+            for ext in ("json", "xml"):
+                if os.path.exists(part_path(stem, lane, ext)):
+                    os.remove(part_path(stem, lane, ext))
+
+    def write(self, now=None):
+        parts = {lane.name: _read_json(part_path(self.stem, lane, "json")) for lane in self.lanes}
+        record = merge_records(parts, self.command, self.started, now or time.time())
+        record["junitxml"] = os.path.relpath(self.stem + ".xml", REPO)
+        _write_atomic(self.stem + ".json", json.dumps(record, indent=1, sort_keys=True) + "\n")
+        return record
+
+    def finish(self):
+        tree = merge_junit([part_path(self.stem, lane, "xml") for lane in self.lanes],
+                           [lane.name for lane in self.lanes])
+        tree.write(self.stem + ".xml", encoding="utf-8", xml_declaration=True)
+        return self.write()
+
+
+# -- running ----------------------------------------------------------------------------
+class RunningLane:
+    def __init__(self, lane, argv, env, log, out=None, lock=None):
+        self.lane = lane
+        self.started = time.monotonic()
+        self.ended = None
+        self.log = open(log, "w", encoding="utf-8", errors="replace")   # pylint: disable=consider-using-with
+        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     text=True, errors="replace", bufsize=1)
+        self.reader = threading.Thread(target=self._copy, args=(out or sys.stdout, lock or threading.Lock()),
+                                       daemon=True)
+        self.reader.start()
+
+    def _copy(self, out, lock):
+        prefix = "[%s] " % self.lane.name
+        for line in self.proc.stdout:
+            self.log.write(line)
+            with lock:
+                out.write(prefix + line)
+                out.flush()
+        self.log.close()
+
+    def poll(self):
+        status = self.proc.poll()
+        if status is not None and self.ended is None:
+            self.reader.join()
+            self.ended = time.monotonic()
+        return status
+
+    def passed(self):
+        return self.proc.returncode in (0, NO_TESTS_COLLECTED)
+
+
+def _say(tag, text):
+    print("[%s] %s" % (tag, text), flush=True)
+
+
+def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=None, python=sys.executable,
+              base_env=None, clock=time.time, out=None, grace_s=GRACE_S):
+    """Runs the lanes; returns the exit status (0: all passed; 124: over the deadline)."""
+    base_env = dict(os.environ if base_env is None else base_env)
+    os.makedirs(LANE_OUTPUT, exist_ok=True)
+    labs = [lane for lane in lanes if lane.lab_run is not None]
+    ports = dict(zip((lane.name for lane in labs), free_ports(len(labs)))) if labs else {}
+    lock = threading.Lock()
+    pending = list(lanes)
+    running = []
+    finished = []
+    over_deadline = False
+    term_sent_at = None
+    last_merge = 0.0
+
+    def start(lane):
+        env = lane_environ(lane, base_env, ports.get(lane.name), record.stem if record else None)
+        junit = ["--junitxml=%s" % env["GPUHOST_ACCEPTANCE_JUNITXML"]] if record else []
+        argv = lane.pytest_argv(python, tier, list(extra) + junit)
+        _say(tag, "lane %s: %s%s" % (lane.name, " ".join(argv[1:]),
+                                    " (lab: %s, ssh port %s)" % (env["GPUHOST_LAB_RUN"], ports.get(lane.name))
+                                    if lane.lab_run else ""))
+        running.append(RunningLane(lane, argv, env, os.path.join(LANE_OUTPUT, lane.name + ".log"),
+                                   out=out, lock=lock))
+
+    while pending or running:
+        while pending and (not serial or not running) and not over_deadline:
+            start(pending.pop(0))
+        for lane in list(running):
+            if lane.poll() is not None:
+                running.remove(lane)
+                finished.append(lane)
+                _say(tag, "lane %s ended: exit status %d after %.0f s (its output: %s)"
+                     % (lane.lane.name, lane.proc.returncode, lane.ended - lane.started,
+                        os.path.relpath(lane.log.name, REPO)))
+        now = clock()
+        if deadline_at is not None and now >= deadline_at and running:
+            if not over_deadline:
+                over_deadline = True
+                term_sent_at = now
+                _say(tag, "the deadline has come: SIGTERM to the lanes still running (%s), SIGKILL %d s later"
+                     % (", ".join(lane.lane.name for lane in running), grace_s))
+                for lane in running:
+                    lane.proc.send_signal(signal.SIGTERM)
+            elif now - term_sent_at >= grace_s:
+                for lane in running:
+                    lane.proc.kill()
+        if over_deadline and pending:
+            _say(tag, "the deadline has come: lanes NOT started: %s" % ", ".join(lane.name for lane in pending))
+            pending.clear()
+        if record is not None and now - last_merge >= MERGE_EVERY_S:
+            record.write()
+            last_merge = now
+        time.sleep(0.5)
+
+    _say(tag, "lanes: %s" % "; ".join("%s exit %d in %.0f s" % (lane.lane.name, lane.proc.returncode,
+                                                                 lane.ended - lane.started) for lane in finished))
+    status = 0 if all(lane.passed() for lane in finished) and len(finished) == len(lanes) else 1
+    if over_deadline:
+        return 124
+    return status
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--tier", choices=sorted(TIER_MARKERS), required=True)
+    parser.add_argument("--no-lab", action="store_true", help="the host lane only")
+    parser.add_argument("--record", metavar="STEM", help="merge the lanes' acceptance records into STEM.json/.xml")
+    parser.add_argument("--command", default=None, help="the command line the record names")
+    args, extra = parser.parse_known_args(argv)
+    tag = "test" if args.tier == "test" else "acceptance"
+    lanes = lanes_for(not args.no_lab)
+    serial_mode = os.environ.get("GPUHOST_TEST_LANES", "parallel")
+    if serial_mode not in ("parallel", "serial"):
+        parser.error("GPUHOST_TEST_LANES=%r: expected parallel or serial" % serial_mode)
+    started = float(os.environ.get("GPUHOST_TEST_STARTED") or time.time())
+    deadline_s = int(os.environ.get("GPUHOST_TEST_DEADLINE_S") or 0)
+    deadline_at = started + deadline_s if deadline_s else None
+    record = None
+    if args.record:
+        stem = os.path.join(REPO, args.record)
+        os.makedirs(os.path.dirname(stem), exist_ok=True)
+        record = Recorder(stem, lanes, args.command or "tools/acceptance", started)
+    _say(tag, "%d lanes, %s: %s" % (len(lanes), serial_mode, ", ".join(lane.name for lane in lanes)))
+    status = run_lanes(lanes, args.tier, extra, tag, deadline_at=deadline_at, serial=serial_mode == "serial",
+                       record=record)
+    if status == 124:
+        _say(tag, "FAILED: over the deadline: the lanes were stopped %d s after the start of tools/%s "
+             "(GPUHOST_TEST_DEADLINE_S); the tests they had not finished are not proven" % (deadline_s, tag))
+    if record is not None:
+        merged = record.finish()
+        line, verdict_status = acceptance_record.verdict(merged, status, os.path.relpath(record.stem + ".json", REPO))
+        print(line, flush=True)
+        return verdict_status if status != 124 else status
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""tests/lanes.py: the lanes of tools/test and tools/acceptance, what each selects, their
+environments, the merged record, and real pytest runs side by side (small test files of
+their own, no lab)."""
+
+import io
+import json
+import os
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+import lanes
+
+LANES_BY_NAME = {lane.name: lane for lane in lanes.LANES}
+
+
+def _selected(argv):
+    return argv[len(argv) - 1 - argv[::-1].index("-m") + 1]       # the last -m (not python's)
+
+
+def test_the_lanes_cover_every_test_once_with_the_tiers_marker():
+    host, modules, site = (LANES_BY_NAME[n] for n in ("host", "lab-modules", "lab-site"))
+    argv = host.pytest_argv("py", "test")
+    assert _selected(argv) == "(not lab) and (not acceptance)" and argv[-1] == "tests"
+    argv = modules.pytest_argv("py", "test", ["-k", "boot"])
+    assert _selected(argv) == "(lab) and (not acceptance)"
+    assert "--ignore=tests/lab/test_site_on_lab.py" in argv and argv[-3:] == ["-k", "boot", "tests/lab"]
+    argv = site.pytest_argv("py", "acceptance")
+    assert _selected(argv) == "(lab)" and argv[-1] == "tests/lab/test_site_on_lab.py"
+    # The site tests are in exactly one lab lane, and the two labs have their own directories.
+    assert [lane.name for lane in lanes.LANES if lanes.SITE_TESTS in lane.paths] == ["lab-site"]
+    assert len({lane.lab_run for lane in lanes.LANES if lane.lab_run}) == 2
+
+
+def test_without_the_lab_only_the_host_lane_runs():
+    assert [lane.name for lane in lanes.lanes_for(False)] == ["host"]
+    assert [lane.name for lane in lanes.lanes_for(True)] == ["host", "lab-modules", "lab-site"]
+
+
+def test_each_lab_gets_its_own_free_port_and_run_directory():
+    taken = {2222, 2224}
+    assert lanes.free_ports(2, is_free=lambda port: port not in taken) == [2223, 2225]
+    with pytest.raises(RuntimeError, match="fewer than 2 free ports"):
+        lanes.free_ports(2, first=2222, last=2223, is_free=lambda port: port not in taken)
+    base = {"PATH": "/bin", "GPUHOST_LAB_PORT": "2222"}
+    env = lanes.lane_environ(LANES_BY_NAME["lab-modules"], base, 2230, record_stem="bench/results/acceptance-X")
+    assert env["GPUHOST_LAB_RUN"] == os.path.join(lanes.REPO, "lab/.run-modules")
+    assert env["GPUHOST_LAB_PORT"] == "2230"          # not the caller's: two labs, two ports
+    assert env["GPUHOST_ACCEPTANCE_RECORD"].endswith("lanes-output/acceptance-X.lab-modules.json")
+    host_env = lanes.lane_environ(LANES_BY_NAME["host"], base, None)
+    assert "GPUHOST_LAB_RUN" not in host_env and "GPUHOST_ACCEPTANCE_RECORD" not in host_env
+
+
+def _part(status, tests, exit_status=0, kernel=None, in_progress=None):
+    counts = dict.fromkeys(("passed", "failed", "skipped", "error"), 0)
+    for test in tests:
+        counts[test["outcome"]] += 1
+    return {"status": status, "tests": tests, "counts": counts, "pytest_exitstatus": exit_status,
+            "commit": "abc", "dirty": False, "qemu_version": "QEMU 10", "lab_kernel": kernel,
+            "in_progress": in_progress, "wall_s": 5.0, "pytest_args": ["-m", "x"]}
+
+
+def test_the_merged_record_sums_the_lanes_and_finishes_only_with_all_of_them():
+    host = _part("finished", [{"nodeid": "a", "outcome": "passed", "duration_s": 1}])
+    site = _part("finished", [{"nodeid": "b", "outcome": "failed", "duration_s": 2}], exit_status=1,
+                 kernel="6.1.0")
+    merged = lanes.merge_records({"host": host, "lab-site": site}, "tools/acceptance", 100.0, 160.0)
+    assert merged["status"] == "finished" and merged["wall_s"] == 60.0
+    assert merged["counts"] == {"passed": 1, "failed": 1, "skipped": 0, "error": 0}
+    assert [(t["nodeid"], t["lane"]) for t in merged["tests"]] == [("a", "host"), ("b", "lab-site")]
+    assert merged["lab_kernel"] == "6.1.0" and merged["commit"] == "abc"
+    assert merged["pytest_exitstatus"] == 1 and merged["lanes"]["lab-site"]["pytest_exitstatus"] == 1
+
+    running = lanes.merge_records({"host": host, "lab-site": _part("running", [], exit_status=None,
+                                                                    in_progress="b")},
+                                  "tools/acceptance", 100.0, 130.0)
+    assert running["status"] == "running" and running["ended"] is None and running["in_progress"] == ["b"]
+    assert running["pytest_exitstatus"] is None
+    missing = lanes.merge_records({"host": host, "lab-site": None}, "tools/acceptance", 100.0, 130.0)
+    assert missing["status"] == "running" and missing["lanes"]["lab-site"] == {"status": "not started"}
+    assert missing["lab_kernel_unavailable"]
+    # pytest's "no tests collected" (5) in one lane is not a failure of the run.
+    quiet = lanes.merge_records({"host": host, "lab-site": _part("finished", [], exit_status=5)},
+                                "tools/acceptance", 100.0, 130.0)
+    assert quiet["pytest_exitstatus"] == 0
+
+
+def test_the_merged_junit_has_a_suite_per_lane(tmp_path):
+    for name in ("host", "lab-site"):
+        (tmp_path / (name + ".xml")).write_text(
+            '<testsuites><testsuite name="pytest" tests="1"><testcase name="t_%s"/></testsuite></testsuites>'
+            % name.replace("-", "_"))
+    tree = lanes.merge_junit([str(tmp_path / "host.xml"), str(tmp_path / "lab-site.xml"),
+                              str(tmp_path / "missing.xml")], ["host", "lab-site", "lab-modules"])
+    suites = tree.getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["host", "lab-site"]
+    assert [c.get("name") for s in suites for c in s] == ["t_host", "t_lab_site"]
+
+
+@pytest.fixture(autouse=True)
+def _lane_output(tmp_path, monkeypatch):
+    # The lanes' logs and parts go to the test's own directory, not tests/output/lanes/.
+    monkeypatch.setattr(lanes, "LANE_OUTPUT", str(tmp_path / "lanes-output"))
+
+
+def _lane_files(tmp_path, bodies):
+    """A test file per lane and the lanes that run them with real pytest (no conftest of the
+    repository: rootdir and ini are the temporary directory's)."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    result = []
+    for name, body in bodies.items():
+        path = tmp_path / ("test_%s.py" % name.replace("-", "_"))
+        path.write_text(textwrap.dedent(body))
+        result.append(lanes.Lane(name, "", (str(path),)))
+    return result
+
+
+def _extra(tmp_path):
+    return ["-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini")]
+
+
+def test_lanes_run_side_by_side_with_prefixed_output_and_one_exit_status(tmp_path, capsys):
+    started = tmp_path / "started"
+    started.mkdir()
+    # Each test waits until the other lane's test has started: only side by side do both pass.
+    body = """
+        import os, time
+        def test_waits_for_the_other_lane():
+            open(os.path.join(%r, %r), "w").close()
+            deadline = time.time() + 60
+            while len(os.listdir(%r)) < 2:
+                assert time.time() < deadline, "the other lane never started"
+                time.sleep(0.1)
+            print("lane %s done")
+        """
+    run = _lane_files(tmp_path, {name: body % (str(started), name, str(started), name)
+                                 for name in ("one", "two")})
+    out = io.StringIO()
+    status = lanes.run_lanes(run, "acceptance", _extra(tmp_path) + ["-s"], "test", out=out)
+    assert status == 0, out.getvalue()
+    lines = out.getvalue().splitlines()
+    for name in ("one", "two"):
+        assert any(line.startswith("[%s] " % name) and "lane %s done" % name in line for line in lines), name
+    assert "one exit 0" in capsys.readouterr().out
+    with open(os.path.join(lanes.LANE_OUTPUT, "two.log"), encoding="utf-8") as handle:
+        assert "lane two done" in handle.read()
+
+
+def test_one_failing_lane_fails_the_run_and_serial_runs_one_at_a_time(tmp_path):
+    marker = tmp_path / "first-ran"
+    run = _lane_files(tmp_path, {
+        "first": "import pathlib\ndef test_ok():\n    pathlib.Path(%r).touch()\n" % str(marker),
+        "second": "import pathlib\ndef test_after_first():\n    assert pathlib.Path(%r).exists()\n"
+                  "def test_fails():\n    assert False\n" % str(marker),
+    })
+    out = io.StringIO()
+    assert lanes.run_lanes(run, "acceptance", _extra(tmp_path), "test", serial=True, out=out) == 1
+    assert "1 failed, 1 passed" in out.getvalue()
+
+
+def test_a_lane_that_selects_nothing_passes(tmp_path):
+    run = _lane_files(tmp_path, {"one": "def test_ok():\n    pass\n"})
+    out = io.StringIO()
+    assert lanes.run_lanes(run, "acceptance", _extra(tmp_path) + ["-k", "nothing_has_this_name"], "test",
+                           out=out) == 0
+
+
+def test_the_deadline_stops_every_lane_and_says_so(tmp_path, capsys):
+    run = _lane_files(tmp_path, {"slow": "import time\ndef test_slow():\n    time.sleep(120)\n"})
+    out = io.StringIO()
+    start = time.monotonic()
+    status = lanes.run_lanes(run, "acceptance", _extra(tmp_path), "test", deadline_at=time.time() + 3,
+                             out=out, grace_s=2)
+    assert status == 124
+    assert time.monotonic() - start < 60
+    assert "the deadline has come: SIGTERM to the lanes still running (slow)" in capsys.readouterr().out
+
+
+def test_acceptance_lanes_leave_one_record_and_one_junit(tmp_path):
+    run = _lane_files(tmp_path, {"one": "def test_a():\n    pass\n", "two": "def test_b():\n    pass\n"})
+    stem = str(tmp_path / "acceptance-T")
+    # The record plugin is registered as tests/conftest.py registers it.
+    (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+        import os, sys
+        sys.path.insert(0, %r)
+        import acceptance_record
+        def pytest_configure(config):
+            record = acceptance_record.from_environ(os.environ, %r)
+            if record is not None:
+                config.pluginmanager.register(record, "record")
+        """ % (os.path.dirname(lanes.__file__), lanes.REPO)))
+    recorder = lanes.Recorder(stem, run, "tools/acceptance", time.time())
+    status = lanes.run_lanes(run, "acceptance", _extra(tmp_path), "acceptance", record=recorder,
+                             out=io.StringIO())
+    merged = recorder.finish()
+    assert status == 0
+    with open(stem + ".json", encoding="utf-8") as handle:
+        assert json.load(handle) == merged
+    assert merged["status"] == "finished" and merged["counts"]["passed"] == 2
+    assert sorted(t["lane"] for t in merged["tests"]) == ["one", "two"]
+    suites = ET.parse(stem + ".xml").getroot().findall("testsuite")
+    assert sorted(s.get("name") for s in suites) == ["one", "two"]
+    line, verdict_status = lanes.acceptance_record.verdict(merged, status, stem + ".json")
+    assert verdict_status == 0 and "PASSED: 2 passed" in line
+
+
+def test_the_scripts_run_the_lanes():
+    for name in ("test", "acceptance"):
+        with open(os.path.join(lanes.REPO, "tools", name), encoding="utf-8") as handle:
+            text = handle.read()
+        assert 'tests/lanes.py" --tier %s' % name in text, name
