@@ -10,9 +10,11 @@ taking the same GPU:
 
 * every read-modify-write holds an exclusive ``flock`` on ``<ledger>.lock`` for its
   whole duration (``locked()``), and re-reads the ledger under that lock;
-* a new version is written to a temporary file in the same directory, fsynced, and
-  renamed over the old one, then the directory is fsynced (``write_ledger()``), so a
-  crash leaves either the old or the new ledger, never half of one;
+* a new version is written by the collection's one writer (``HostWriter.write_file``):
+  a temporary file in the same directory, fsynced and renamed over the old one, then
+  the directory fsynced, so a crash leaves either the old or the new ledger, never half
+  of one; a link or a non-regular file at the ledger's place is refused, never written
+  through (``write_ledger()``);
 * the previous good version is kept as ``<ledger>.prev``;
 * the body carries a SHA-256 checksum and a serial number. A ledger that does not parse,
   is truncated or fails its checksum is reported with recovery steps
@@ -29,10 +31,10 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import FileLock
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+    FileLock, HostWriter)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
     TenantRequest,
@@ -166,46 +168,33 @@ def render_ledger(data, now=None):
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-def _fsync_dir(directory):
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path, text, mode=0o600):
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(directory)
+def _host_path(path):
+    """The ledger's path as the shared writer takes it: absolute, '..' left in place for
+    the writer to refuse (os.path.abspath would resolve it away)."""
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
 
 
 def write_ledger(path, data, now=None):
     """Write ``data`` as the next serial; keep the current good file as ``.prev``.
 
     Call it only under ``locked(path)``, after ``read_ledger`` returned the current
-    version (so the old file is known to be intact when it becomes ``.prev``).
+    version (so the old file is known to be intact when it becomes ``.prev``). Both
+    files are written by the collection's one writer (``HostWriter.write_file``: temp
+    file, fsync, rename, fsync of the folder; never through a link, never over what is
+    not a regular file, no '..'), and both are checked before either is written.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    if os.path.exists(path):
-        with open(path, "r", encoding="utf-8") as handle:
-            _atomic_write(path + ".prev", handle.read())
+    writer = HostWriter("/")
+    path = _host_path(path)
+    for target in (path, path + ".prev"):
+        writer.check_replaceable(target)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    previous = writer.read_bytes(path)
+    if previous is not None:
+        writer.write_file(path + ".prev", previous, mode=0o600)
     new = dataclasses.replace(data, serial=data.serial + 1,
                               updated_at=now or datetime.datetime.now(
                                   datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    _atomic_write(path, render_ledger(new))
+    writer.write_file(path, render_ledger(new), mode=0o600)
     return new
 
 

@@ -174,6 +174,19 @@ class FileLock:
         return False
 
 
+def _fsync_folder(folder):
+    """Make a rename in ``folder`` durable; a file system that cannot sync a directory
+    (EINVAL) has nothing more to offer."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.EROFS):
+            raise
+    finally:
+        os.close(fd)
+
+
 class HostWriter:
     """Reads and writes host paths under ``root``."""
 
@@ -201,6 +214,14 @@ class HostWriter:
             raise GpuhostError(
                 "%s leads out of %s through a link (to %s)" % (host_path, self.root, folder_real),
                 field="root", fix="remove the link, or give a root whose tree holds the file")
+        return target
+
+    def check_replaceable(self, host_path):
+        """Refuse now what ``write_file`` would refuse later (a '..' component, a way out
+        of ``root``, a link or a non-regular file at the path), so that a caller writing
+        several files checks them all before the first write. Returns the target."""
+        target = self.write_target(host_path)
+        self._replaceable(host_path, target)
         return target
 
     def _replaceable(self, host_path, target):
@@ -265,7 +286,8 @@ class HostWriter:
             os.close(fd)
 
     def write_file(self, host_path, content, mode=None, owner=None):
-        """Replace a configuration file atomically: temp file in the same folder, rename.
+        """Replace a configuration file atomically: temp file in the same folder, fsync,
+        rename, fsync of the folder (a crash leaves the old file or the new one).
 
         ``content`` is text or bytes. ``mode`` None keeps the mode of the file it
         replaces (0644 for a new file); ``owner`` (uid, gid) is set on the temp file
@@ -273,8 +295,7 @@ class HostWriter:
         folders it had to create, deepest first, so that an undo can remove them again;
         on failure it removes them itself.
         """
-        target = self.write_target(host_path)
-        self._replaceable(host_path, target)
+        target = self.check_replaceable(host_path)
         if mode is None:
             try:
                 mode = os.stat(target).st_mode & 0o7777
@@ -299,6 +320,7 @@ class HostWriter:
                 os.unlink(tmp)
             self.remove_empty_folders(created)
             raise
+        _fsync_folder(folder)
         return created
 
     def make_folder(self, host_path, mode, owner=None):
