@@ -182,12 +182,20 @@ def absolute_path(value, field, kind="file"):
     return os.path.normpath(value)
 
 
-def config_path(value, field, kind="file"):
+def config_path(value, field, kind="file", root=None, missing_ok=False):
     """An absolute path to an existing config ``kind`` (file or directory), returned
     normalised. A missing one is a typo more often than a wish: it is refused, never
-    created."""
+    created. ``root``: the path is a host path, looked up under that tree (a module's
+    ``root`` option). ``missing_ok``: the caller creates the file when it is missing (a
+    config the module owns a line of); one that is there must still be a ``kind``."""
     path = absolute_path(value, field, kind)
-    exists = os.path.isdir(path) if kind == "directory" else os.path.isfile(path)
+    where = os.path.join(root, path.lstrip("/")) if root else path
+    if missing_ok and not os.path.lexists(where):
+        return path
+    exists = os.path.isdir(where) if kind == "directory" else os.path.isfile(where)
+    if not exists and missing_ok:
+        raise GpuhostError("%s is not a %s" % (path, kind), field=field,
+                           fix="move it away, or give the path of the %s" % kind)
     if not exists:
         raise GpuhostError("%s does not exist or is not a %s" % (value, kind), field=field,
                            fix="check the path, or create the %s first: it is never created "

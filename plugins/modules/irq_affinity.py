@@ -79,6 +79,8 @@ options:
         (C(/etc/sysconfig/irqbalance) on RHEL, C(/etc/default/irqbalance) on Debian).
       - Other lines of the file are kept; a line that is not C(KEY=value), a comment or
         blank is refused.
+      - An absolute host path (under O(root)). A missing file is created when
+        O(irqbalance_banned_cpus) is given; anything but a regular file is refused.
     type: path
     default: /etc/sysconfig/irqbalance
   irqbalance_format:
@@ -210,6 +212,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_cpu_state, read_irqs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     ChangeSet, HostWriter, run_host_change, systemctl)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import config_path
 
 
 def build_module():
@@ -298,6 +301,10 @@ class IrqPinner(object):
         root = params["root"]
         present = params["state"] == "present"
         check = self.module.check_mode
+        # The shared validator, as for every config path: absolute, plain, and a file
+        # when it is there (irq_affinity writes a missing one).
+        params["irqbalance_config"] = config_path(
+            params["irqbalance_config"], "irqbalance_config", root=root, missing_ok=True)
         cpu_state = read_cpu_state(root)
         rule = irqs = None
         if present:
