@@ -253,6 +253,26 @@ class _Host:
         self.gigantic_pages = "pdpe1gb" in flags or any(
             HUGEPAGE_SIZES_KIB["1G"] in node.hugepages for node in topology.nodes.values())
 
+    def memory_node(self, node):
+        """(the node whose memory backs tenants on ``node``'s CPUs, its distance).
+
+        That is ``node`` itself unless its meminfo shows MemTotal 0: a node with CPUs
+        and no memory (a DIMM-less socket, some sub-NUMA layouts), whose CPUs the
+        kernel serves from elsewhere. Then it is the nearest node with memory by the
+        firmware's distance table, the lowest id on a tie. (None, None) when the
+        table names no node with memory: "nearest" cannot be told.
+        """
+        numa = self.topology.nodes[node]
+        if numa.mem_total_kib != 0:
+            return node, numa.distances.get(node)
+        nearest = sorted((distance, other) for other, distance in numa.distances.items()
+                         if other != node and other in self.topology.nodes
+                         and self.topology.nodes[other].mem_total_kib)
+        if not nearest:
+            return None, None
+        distance, other = nearest[0]
+        return other, distance
+
     def device_node(self, address):
         """A device's NUMA node; on a one-node host an unknown node can only be that one."""
         node = self.pci[address].numa_node
@@ -480,8 +500,10 @@ def _load_existing(existing, host, ledger, warnings):
             address = normalize_address(vf.get("address"), field="%s.vf.address" % field)
             ledger.take_function(address, name, "%s.vf" % field, "VF")
         node = _int_field(entry["node"], "%s.node" % field, 0)
+        # Plans made before memory_node existed held memory on the tenant's node.
+        memory_node = _int_field(entry.get("memory_node", node), "%s.memory_node" % field, 0)
         memory_kib = _int_field(entry.get("memory_gib", 0), "%s.memory_gib" % field, 0) * GIB_KIB
-        ledger.memory_kib[node] = ledger.memory_kib.get(node, 0) + memory_kib
+        ledger.memory_kib[memory_node] = ledger.memory_kib.get(memory_node, 0) + memory_kib
         entries.append(entry)
     return entries, names
 
@@ -681,7 +703,9 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
         requests.append((index, request))
 
     _check_acs_override(host, requests, allow_acs_override)
-    warnings: List[str] = []
+    # The reader's findings (overlapping node CPU lists) travel in the plan, which is
+    # where the modules report warnings from.
+    warnings: List[str] = list(host.topology.warnings)
     ledger = _Ledger()
     kept, kept_by_name = _load_existing(existing, host, ledger, warnings)
     housekeeping_cpus = resolve_housekeeping(host, housekeeping)
@@ -944,12 +968,21 @@ def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, po
     else:
         emulator_cpus = format_cpulist(emulator_core)
 
-    numa = host.topology.nodes[node]
+    memory_node, distance = host.memory_node(node)
+    if memory_node is None:
+        raise _NoFit(node, "memory", "%d GiB" % request.memory_gib,
+                     "0 GiB (the node has no memory and its distance table names no node "
+                     "with memory)", "%s.memory_gib" % field,
+                     "place the tenant on a node with memory, or check "
+                     "/sys/devices/system/node/node%s/distance" % node)
+    # The resource names say whose memory ran short when it is another node's.
+    of_node = "" if memory_node == node else " of node %s" % memory_node
+    numa = host.topology.nodes[memory_node]
     memory_kib = request.memory_gib * GIB_KIB
     if numa.mem_total_kib is not None:
-        placed = ledger.memory_kib.get(node, 0)
+        placed = ledger.memory_kib.get(memory_node, 0)
         if placed + memory_kib > numa.mem_total_kib:
-            raise _NoFit(node, "memory", "%d GiB" % request.memory_gib,
+            raise _NoFit(node, "memory" + of_node, "%d GiB" % request.memory_gib,
                          "%s GiB of %s GiB (tenants hold %s GiB)"
                          % (_gib(numa.mem_total_kib - placed), _gib(numa.mem_total_kib),
                             _gib(placed)), "%s.memory_gib" % field,
@@ -957,8 +990,8 @@ def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, po
     size_kib = request.hugepage_size_kib
     pages = request.hugepages_needed
     if hugepage_check != "none":
-        _check_hugepages(host, ledger, node, size_kib, pages, request, hugepage_check,
-                         field, warnings)
+        _check_hugepages(host, ledger, node, memory_node, size_kib, pages, request,
+                         hugepage_check, field, warnings)
 
     vf = None
     if request.nic_vf:
@@ -974,9 +1007,14 @@ def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, po
             ledger.take_function(function, owner, field, "GPU")
     if vf:
         ledger.take_function(vf["address"], owner, field, "VF")
-    ledger.memory_kib[node] = ledger.memory_kib.get(node, 0) + memory_kib
-    key = (node, size_kib)
+    ledger.memory_kib[memory_node] = ledger.memory_kib.get(memory_node, 0) + memory_kib
+    key = (memory_node, size_kib)
     ledger.new_pages[key] = ledger.new_pages.get(key, 0) + pages
+    if memory_node != node:
+        warnings.append(
+            "node %s has CPUs but no memory: tenant %s's %d GiB come from node %s, the "
+            "nearest node with memory (distance %s); its memory accesses cross nodes"
+            % (node, request.name, request.memory_gib, memory_node, distance))
 
     return {
         "name": request.name,
@@ -999,9 +1037,10 @@ def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, po
         "iothread_cpus": emulator_cpus if request.iothreads else None,
         "dedicated_cpus": format_cpulist(dedicated),
         "memory_gib": request.memory_gib,
+        "memory_node": memory_node,
         "hugepage_size_kib": size_kib,
-        "hugepages": {str(node): pages},
-        "numatune": {"mode": "strict", "nodeset": str(node)},
+        "hugepages": {str(memory_node): pages},
+        "numatune": {"mode": "strict", "nodeset": str(memory_node)},
         "vf": vf,
     }
 
@@ -1015,33 +1054,41 @@ def _size_text(size_kib):
     return "1 GiB" if size_kib == GIB_KIB else "%d kB" % size_kib
 
 
-def _check_hugepages(host, ledger, node, size_kib, pages, request, mode, field, warnings):
-    numa = host.topology.nodes[node]
+def _check_hugepages(host, ledger, node, memory_node, size_kib, pages, request, mode, field,
+                     warnings):
+    """The tenant on ``node``'s CPUs gets its pages from ``memory_node`` (the same node
+    unless that one has no memory); failures are the CPU node's, naming the other."""
+    of_node = "" if memory_node == node else " of node %s" % memory_node
+    numa = host.topology.nodes[memory_node]
     pool = numa.hugepages.get(size_kib)
     free_pages = pool.free if pool else 0
-    taken = ledger.new_pages.get((node, size_kib), 0)
+    taken = ledger.new_pages.get((memory_node, size_kib), 0)
     if mode == "free":
         if taken + pages > free_pages:
-            raise _NoFit(node, "%s hugepages" % _size_text(size_kib), "%d pages" % pages,
+            raise _NoFit(node, "%s hugepages%s" % (_size_text(size_kib), of_node),
+                         "%d pages" % pages,
                          "%d pages (%d on the node, %d taken by tenants planned before)"
                          % (max(free_pages - taken, 0), free_pages, taken),
                          "%s.memory_gib" % field,
                          "reserve more pages on node %s (/sys/devices/system/node/node%s/"
                          "hugepages/hugepages-%dkB/nr_hugepages), or use hugepage_check "
-                         "memory to plan before reserving" % (node, node, size_kib))
+                         "memory to plan before reserving"
+                         % (memory_node, memory_node, size_kib))
         return
     # mode "memory": what the free pools cannot cover must come from free memory.
     if numa.mem_free_kib is None:
         warnings.append("node %s does not report MemFree; the hugepages of %s were not "
-                        "checked" % (node, request.name))
+                        "checked" % (memory_node, request.name))
         return
     shortfall = 0
-    for size in sorted(set(s for (n, s) in ledger.new_pages if n == node) | {size_kib}):
-        wanted = ledger.new_pages.get((node, size), 0) + (pages if size == size_kib else 0)
+    for size in sorted(set(s for (n, s) in ledger.new_pages if n == memory_node)
+                       | {size_kib}):
+        wanted = (ledger.new_pages.get((memory_node, size), 0)
+                  + (pages if size == size_kib else 0))
         have = numa.hugepages[size].free if size in numa.hugepages else 0
         shortfall += max(0, wanted - have) * size
     if shortfall > numa.mem_free_kib:
-        raise _NoFit(node, "memory for hugepages",
+        raise _NoFit(node, "memory for hugepages" + of_node,
                      "%d x %s pages (%s GiB still to reserve)"
                      % (pages, _size_text(size_kib), _gib(shortfall)),
                      "%s GiB of free memory and %d free %s pages"
@@ -1049,7 +1096,7 @@ def _check_hugepages(host, ledger, node, size_kib, pages, request, mode, field, 
                      "%s.memory_gib" % field,
                      "ask for less memory, free memory on node %s, or reserve the pages at "
                      "boot (1G pages: hugepagesz=1G hugepages=N on the kernel command line)"
-                     % node)
+                     % memory_node)
 
 
 def _choose_vf(host, ledger, node, field):

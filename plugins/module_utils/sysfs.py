@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, field
+from typing import Dict, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
-    parse_cpulist, parse_cpumask)
+    format_cpulist, parse_cpulist, parse_cpumask)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 SYS_NODE_DIR = "sys/devices/system/node"
+SYS_CPU_DIR = "sys/devices/system/cpu"
 _NODE_DIR_RE = re.compile(r"^node(\d+)\Z")
+_CPU_ENTRY_RE = re.compile(r"^cpu(\d+)\Z")
 
 
 def validate_root(root, field="root"):
@@ -144,14 +148,57 @@ def resolve_dir(root, dir_path):
     return os.path.normpath(current)
 
 
-def read_node_cpus(root="/"):
-    """CPUs of each NUMA node from node*/cpulist, or node*/cpumap where only that exists.
+@dataclass
+class NodeMembership:
+    """Which CPUs belong to which NUMA node, and what was odd on the way there.
 
-    Shared by the NUMA reader and the PCI reader (which needs it to place devices whose
-    numa_node is -1), so that both agree on one answer.
+    ``cpus``: node id -> its CPUs, each CPU in one node only. ``warnings``: firmware
+    faults the reader worked around, for the modules to report.
+    """
+
+    cpus: Dict[int, Tuple[int, ...]] = field(default_factory=dict)
+    warnings: Tuple[str, ...] = ()
+
+
+def _node_link_cpus(node_dir):
+    """The nodeN/cpuM entries: the kernel links every CPU of the node there, also when
+    cpulist and cpumap are missing (some recorded or container-filtered trees)."""
+    cpus = []
+    for entry in list_dir(node_dir):
+        match = _CPU_ENTRY_RE.match(entry)
+        if match:
+            cpus.append(int(match.group(1)))
+    return tuple(sorted(cpus))
+
+
+def _cpu_link_node(root, cpu):
+    """The node named by /sys/devices/system/cpu/cpuN/nodeM (the kernel makes one such
+    link per CPU, from the CPU's own firmware affinity), or None without one."""
+    nodes = [int(match.group(1)) for match in map(
+        _NODE_DIR_RE.match, list_dir(path(root, SYS_CPU_DIR, "cpu%d" % cpu))) if match]
+    return nodes[0] if len(nodes) == 1 else None
+
+
+def read_node_membership(root="/"):
+    """CPUs of each NUMA node: node*/cpulist, else node*/cpumap, else the node*/cpuM links.
+
+    Shared by the CPU, NUMA and PCI readers (the PCI reader places devices whose
+    numa_node is -1 with it), so that all of them agree on one answer.
+
+    A CPU listed by two nodes is a firmware fault: it is kept in the node its own
+    cpuN/nodeM link names, or in the lowest listing node without such a link, and a
+    warning names the CPUs and nodes.
+
+    A kernel built without NUMA has no node directory at all: its one node 0 holds
+    every online CPU (the readers of memory take the host's then).
     """
     base = path(root, SYS_NODE_DIR)
-    nodes = {}
+    if not os.path.isdir(base) and os.path.isdir(path(root, SYS_CPU_DIR)):
+        online = read_cpus_attr(path(root, SYS_CPU_DIR, "online"))
+        if online is None:
+            online = read_cpus_attr(path(root, SYS_CPU_DIR, "present"), default=())
+        return NodeMembership(cpus={0: online})
+    listed = {}
     for entry in list_dir(base):
         match = _NODE_DIR_RE.match(entry)
         if not match:
@@ -159,6 +206,37 @@ def read_node_cpus(root="/"):
         node_dir = os.path.join(base, entry)
         cpus = read_cpus_attr(os.path.join(node_dir, "cpulist"))
         if cpus is None:
-            cpus = read_cpus_attr(os.path.join(node_dir, "cpumap"), is_mask=True, default=())
-        nodes[int(match.group(1))] = cpus
-    return dict(sorted(nodes.items()))
+            cpus = read_cpus_attr(os.path.join(node_dir, "cpumap"), is_mask=True)
+        if cpus is None:
+            cpus = _node_link_cpus(node_dir)
+        listed[int(match.group(1))] = cpus
+    listed = dict(sorted(listed.items()))
+    listing = {}
+    for node, cpus in listed.items():
+        for cpu in cpus:
+            listing.setdefault(cpu, []).append(node)
+    owner = {}
+    moved = {}                              # (listing nodes, kept in, why) -> CPUs
+    for cpu, nodes in sorted(listing.items()):
+        if len(nodes) == 1:
+            continue
+        linked = _cpu_link_node(root, cpu)
+        if linked in nodes:
+            owner[cpu], how = linked, "as each one's own cpuN/nodeM link says"
+        else:
+            owner[cpu], how = nodes[0], "the lowest, as no cpuN/nodeM link names one of them"
+        moved.setdefault((tuple(nodes), owner[cpu], how), []).append(cpu)
+    warnings = []
+    for (nodes, chosen, how), cpus in sorted(moved.items()):
+        warnings.append(
+            "NUMA nodes %s all list CPU(s) %s, a firmware fault (overlapping node CPU "
+            "lists); they are counted in node %d only, %s"
+            % (", ".join(str(n) for n in nodes), format_cpulist(cpus), chosen, how))
+    cpus_by_node = {node: tuple(c for c in cpus if owner.get(c, node) == node)
+                    for node, cpus in listed.items()}
+    return NodeMembership(cpus=cpus_by_node, warnings=tuple(warnings))
+
+
+def read_node_cpus(root="/"):
+    """Node id -> CPUs; read_node_membership() without its warnings."""
+    return read_node_membership(root).cpus

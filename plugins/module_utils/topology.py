@@ -76,6 +76,8 @@ class Irq:
     cpus: Tuple[int, ...] = ()              # the CPU of each entry of ``counts``: the
     #                                         header's columns (offline CPUs have none)
     trigger: Optional[str] = None           # edge, level, fasteoi, ... when printed
+    total: Optional[int] = None             # rows with one system-wide value (ERR, MIS):
+    #                                         that value, and no per-CPU ``counts``
 
 
 @dataclass
@@ -102,13 +104,16 @@ class HostTopology:
     pci: Dict[str, PciFunction]
     iommu: IommuState
     irqs: Dict[str, Irq] = field(default_factory=dict)
+    warnings: Tuple[str, ...] = ()          # firmware faults the readers worked around
 
 
-CPU_DIR = "sys/devices/system/cpu"
+CPU_DIR = sysfs.SYS_CPU_DIR
+LOCAL_DISTANCE = 10                         # the kernel's distance of a node to itself
 _CPU_DIR_RE = re.compile(r"^cpu(\d+)\Z")
 _NODE_LINK_RE = re.compile(r"^node(\d+)\Z")
 _HUGEPAGE_DIR_RE = re.compile(r"^hugepages-(\d+)kB\Z")
-_MEMINFO_RE = re.compile(r"^Node\s+\d+\s+(\w+):\s+(\d+)")
+# A node's meminfo ("Node 0 MemTotal:  1024 kB") and /proc/meminfo ("MemTotal:  1024 kB")
+_MEMINFO_RE = re.compile(r"^(?:Node\s+\d+\s+)?(\w+):\s+(\d+)")
 _TRIGGERS = ("edge", "level", "fasteoi", "simple", "percpu", "percpu_devid", "bad")
 
 
@@ -145,6 +150,7 @@ def read_cpu_state(root="/", node_cpus=None):
 
     Offline CPUs have no topology/ directory: their package, core and siblings stay
     unknown (None, ()). Old kernels give siblings only as hex masks (thread_siblings).
+    A CPU's node comes from ``node_cpus`` (sysfs.read_node_cpus: one node per CPU).
     """
     base = sysfs.path(root, CPU_DIR)
     state = CpuState()
@@ -215,15 +221,39 @@ def _read_node_meminfo(file_path):
     return values
 
 
+def _read_node_memory(node, meminfo_path, hugepages_dir):
+    """MemTotal, MemFree and the hugepage pools of one node (or of the whole host)."""
+    meminfo = _read_node_meminfo(meminfo_path)
+    node.mem_total_kib = meminfo.get("MemTotal")
+    node.mem_free_kib = meminfo.get("MemFree")
+    for entry in sysfs.list_dir(hugepages_dir):
+        match = _HUGEPAGE_DIR_RE.match(entry)
+        if not match:
+            continue
+        size = int(match.group(1))
+        pool_dir = os.path.join(hugepages_dir, entry)
+        node.hugepages[size] = HugepagePool(
+            size_kib=size,
+            nr=sysfs.read_int(os.path.join(pool_dir, "nr_hugepages"), 0),
+            free=sysfs.read_int(os.path.join(pool_dir, "free_hugepages"), 0),
+            surplus=sysfs.read_int(os.path.join(pool_dir, "surplus_hugepages"), 0))
+    node.hugepages = dict(sorted(node.hugepages.items()))
+
+
 def read_numa_nodes(root="/", node_cpus=None, present=None):
     """NUMA nodes by id (ids may be sparse: 0, 8, 250-255).
 
-    A node's CPUs come from cpulist, or cpumap where only the mask exists, limited to
-    the present CPUs: some kernels (POWER9) list possible-but-absent CPUs there.
-    CPU-less and memory-less nodes are kept, with no CPUs or a MemTotal of 0.
-    ``distances`` maps every other node id to the firmware's (SLIT) distance.
+    A node's CPUs come from sysfs.read_node_cpus, limited to the present CPUs: some
+    kernels (POWER9) list possible-but-absent CPUs there. CPU-less and memory-less
+    nodes are kept, with no CPUs or a MemTotal of 0. ``distances`` maps every other
+    node id to the firmware's (SLIT) distance.
+
+    A kernel without NUMA has no node directory: its one node 0 takes its memory from
+    /proc/meminfo and its hugepage pools from /sys/kernel/mm/hugepages, which is where
+    such a kernel keeps them, and its distance to itself is the kernel's local 10.
     """
     base = sysfs.path(root, sysfs.SYS_NODE_DIR)
+    numa_absent = not os.path.isdir(base)
     if node_cpus is None:
         node_cpus = sysfs.read_node_cpus(root)
     if present is None:
@@ -241,22 +271,14 @@ def read_numa_nodes(root="/", node_cpus=None, present=None):
         if present_set:
             cpus = tuple(cpu for cpu in cpus if cpu in present_set)
         node = NumaNode(id=node_id, cpus=cpus)
-        meminfo = _read_node_meminfo(os.path.join(node_dir, "meminfo"))
-        node.mem_total_kib = meminfo.get("MemTotal")
-        node.mem_free_kib = meminfo.get("MemFree")
-        huge_dir = os.path.join(node_dir, "hugepages")
-        for entry in sysfs.list_dir(huge_dir):
-            match = _HUGEPAGE_DIR_RE.match(entry)
-            if not match:
-                continue
-            size = int(match.group(1))
-            pool_dir = os.path.join(huge_dir, entry)
-            node.hugepages[size] = HugepagePool(
-                size_kib=size,
-                nr=sysfs.read_int(os.path.join(pool_dir, "nr_hugepages"), 0),
-                free=sysfs.read_int(os.path.join(pool_dir, "free_hugepages"), 0),
-                surplus=sysfs.read_int(os.path.join(pool_dir, "surplus_hugepages"), 0))
-        node.hugepages = dict(sorted(node.hugepages.items()))
+        if numa_absent:
+            _read_node_memory(node, sysfs.path(root, "proc/meminfo"),
+                              sysfs.path(root, "sys/kernel/mm/hugepages"))
+            node.distances = {node_id: LOCAL_DISTANCE}
+            nodes[node_id] = node
+            continue
+        _read_node_memory(node, os.path.join(node_dir, "meminfo"),
+                          os.path.join(node_dir, "hugepages"))
         distances = (sysfs.read_text(os.path.join(node_dir, "distance")) or "").split()
         if not all(value.isdigit() and value.isascii() for value in distances):
             # Not the kernel's list of numbers: the distances are unknown, as when the
@@ -281,8 +303,18 @@ def _split_trigger(token):
     return token, None
 
 
+# x86 and MIPS print these with one system-wide count (irq_err_count, irq_mis_count),
+# ARM with "Err": "%*s: %10u\n", not one column per CPU.
+_SYSTEM_WIDE_ROWS = ("ERR", "MIS", "Err")
+
+
 def _parse_irq_row(label, tokens, ncpus, columns):
     """One /proc/interrupts row after its ``label:``."""
+    if not label.isdigit() and len(tokens) == 1 and tokens[0].isdigit() and (
+            ncpus > 1 or label in _SYSTEM_WIDE_ROWS):
+        # One number and no description under several CPU columns: a system-wide
+        # total (ERR, MIS); pairing it with the first column would count it as CPU0's.
+        return Irq(irq=label, total=int(tokens[0]))
     try:
         counts = tuple(map(int, tokens[:ncpus]))
         rest = tokens[ncpus:]
@@ -544,8 +576,13 @@ def read_iommu_state(root="/", interrupts_text=None):
 # ---------------------------------------------------------------- the whole host
 
 def read_host_topology(root="/", with_irqs=True, with_irq_affinity=True):
-    """Everything gpuhost.kvm knows about a host, read once from ``root``."""
-    node_cpus = sysfs.read_node_cpus(root)
+    """Everything gpuhost.kvm knows about a host, read once from ``root``.
+
+    ``warnings`` names the firmware faults the readers worked around (overlapping node
+    CPU lists); the planner passes them on in its plan, where modules report them.
+    """
+    membership = sysfs.read_node_membership(root)
+    node_cpus = membership.cpus
     cpus = read_cpu_state(root, node_cpus=node_cpus)
     nodes = read_numa_nodes(root, node_cpus=node_cpus, present=cpus.present)
     pci = read_pci_functions(root, node_cpus={n: node.cpus for n, node in nodes.items()})
@@ -564,7 +601,8 @@ def read_host_topology(root="/", with_irqs=True, with_irq_affinity=True):
                         os.path.join(irq_dir, "smp_affinity_list"))
                     irq.effective_affinity_list = sysfs.read_cpus_attr(
                         os.path.join(irq_dir, "effective_affinity_list"))
-    return HostTopology(cpus=cpus, nodes=nodes, pci=pci, iommu=iommu, irqs=irqs)
+    return HostTopology(cpus=cpus, nodes=nodes, pci=pci, iommu=iommu, irqs=irqs,
+                        warnings=membership.warnings)
 
 
 # ---------------------------------------------------------------- plain data
@@ -646,8 +684,10 @@ def topology_from_dict(data):
             Irq, i, counts=_ints, cpus=_ints, smp_affinity_list=_opt_ints,
             effective_affinity_list=_opt_ints)
             for k, i in (data.get("irqs") or {}).items()}
+        warnings = tuple(str(w) for w in data.get("warnings") or ())
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise GpuhostError("the topology data is malformed (%s: %s)" % (
             type(exc).__name__, exc), field="topology",
             fix="pass the unchanged output of topology_to_dict")
-    return HostTopology(cpus=cpus, nodes=nodes, pci=pci, iommu=iommu, irqs=irqs)
+    return HostTopology(cpus=cpus, nodes=nodes, pci=pci, iommu=iommu, irqs=irqs,
+                        warnings=warnings)

@@ -175,7 +175,7 @@ def test_1152_cpu_interrupts_rows_are_split_into_chip_hwirq_and_name():
     assert [i.name for i in irqs.values() if i.chip == "DMAR-MSI"] == [
         "dmar2", "dmar1", "dmar0", "dmar3"]
     assert sum(1 for i in irqs.values() if i.name == "smartpqi") > 20
-    assert irqs["ERR"].counts == (0,) and irqs["ERR"].number is None
+    assert irqs["ERR"].counts == () and irqs["ERR"].number is None
     assert irqs["LOC"].name == "Local timer interrupts"
 
 
