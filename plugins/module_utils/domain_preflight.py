@@ -24,7 +24,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_xml import (
     pci_source_key, parse_xml)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    host_refusals, refusal_fix)
+    PASS_THROUGH, host_refusals, refusal_fix)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
 
@@ -188,11 +188,11 @@ def check_host_safety(spec, report, context, overrides, origins=None):
         return
     origins = origins or {}
     addresses = [normalize_address(a) for a in spec.hostdev_addresses()]
-    blocking, allowed = host_refusals(context, addresses, overrides)
+    blocking, allowed = host_refusals(context, addresses, overrides, PASS_THROUGH)
     for refusal in blocking:
         report.refusals.append(Refusal(
             refusal.option or origins.get(refusal.address, "hostdev"),
-            "refusing to pass through: %s" % refusal.text(),
+            "refusing to %s: %s" % (PASS_THROUGH.verb, refusal.text()),
             refusal_fix([refusal], origins.get(refusal.address, "the domain's devices")),
             override=refusal.option))
     for refusal in allowed:

@@ -22,8 +22,11 @@ It also finds the open users of a GPU's device nodes (/proc/*/fd -> /dev/dri/*,
 
 The decision, which of these refuse and under which override, is ``vfio.refusals_for``;
 ``host_refusals`` applies it for every module that hands a device away or destroys one
-(vfio_bind, sriov_vfs, libvirt_pinned_domain), so the messages and the override names
-are the same everywhere.
+(vfio_bind, sriov_vfs, libvirt_pinned_domain). Each module names its action
+(``HostAction``: BIND, UNBIND, PASS_THROUGH, CHANGE_VF_COUNT), and every refusal is
+worded from it with the same structure (what the device is to the host, what this
+action does to it and what the host loses, the override THIS module has or "no
+override"), so no module borrows another's words or names another's option.
 """
 
 from __future__ import annotations
@@ -417,11 +420,17 @@ class HostCriticalDevices:
     console: Dict[str, str] = field(default_factory=dict)
 
     def reasons(self, address):
+        return [why for _kind, why in self.kinds_of(address)]
+
+    def kinds_of(self, address):
+        """(kind, reason) for each way the host depends on ``address`` (the root
+        filesystem and the console aside): kind "storage" or "network"."""
         why = []
         if address in self.storage:
-            why.append("holds mounted filesystem(s) %s" % ", ".join(self.storage[address]))
+            why.append(("storage", "holds mounted filesystem(s) %s"
+                        % ", ".join(self.storage[address])))
         if address in self.network:
-            why.append("is the NIC of %s" % ", ".join(self.network[address]))
+            why.append(("network", "is the NIC of %s" % ", ".join(self.network[address])))
         return why
 
 
@@ -498,6 +507,59 @@ def running_domain_devices_or_skip(module, libvirt_uri, live, skipped):
 
 # -- the policy, for every module ------------------------------------------------------
 
+# What losing a host-critical device costs the host, by kind of refusal: the second half
+# of every refusal's "why", after the calling module's own action (HostAction.takes).
+_COSTS = {
+    "root_fs": "the host stops at once (and this module with it)",
+    "storage": "the host loses those filesystems",
+    "network": "the host loses that connection",
+    "console": "the host loses that console",
+    "bridge": "every device behind it goes with it",
+    "domain": "the running domain loses it",
+    "in_use": "those processes lose it",
+}
+
+
+@dataclass(frozen=True)
+class HostAction:
+    """What the calling module does to a device, in the words of its refusals.
+
+    Every refusal has one structure: ``<address> <what it is to the host>: <takes>, and
+    <what the host loses> (set <override>: true to override | no override)``, after
+    ``refusing to <verb>:``. ``takes`` says what THIS module's action does to the device;
+    ``overrides`` are the override options the module has: a refusal whose override is
+    not among them has none in that module (it is reported as ``no override``), so no
+    message ever names an option the module does not take.
+    """
+
+    module: str
+    verb: str
+    takes: str
+    overrides: tuple
+
+    def why(self, kind):
+        """The "why" of a refusal of ``kind`` (a key of _COSTS)."""
+        return "%s, and %s" % (self.takes, _COSTS[kind])
+
+    def override(self, option):
+        """``option`` when this module has it, else None (no override here)."""
+        return option if option in self.overrides else None
+
+
+VFIO_OVERRIDES = ("allow_dirty_group", "allow_boot_vga", "allow_host_critical", "allow_in_use",
+                  "allow_attached_to_running_domain", "allow_acs_override")
+BIND = HostAction("vfio_bind", "bind", "binding it to vfio-pci unbinds it from the host",
+                  VFIO_OVERRIDES)
+UNBIND = HostAction("vfio_bind", "give back",
+                    "giving it back to the host unbinds it from vfio-pci", VFIO_OVERRIDES)
+PASS_THROUGH = HostAction("libvirt_pinned_domain", "pass through",
+                          "passing it through to a domain detaches it from the host",
+                          ("allow_host_critical", "allow_boot_vga"))
+CHANGE_VF_COUNT = HostAction("sriov_vfs", "change the VF count",
+                             "changing the VF count destroys it", ("allow_host_critical",))
+ACTIONS = (BIND, UNBIND, PASS_THROUGH, CHANGE_VF_COUNT)
+
+
 def read_module_context(module, root, functions=None, domain_devices=None):
     """``read_context`` as a module on the host sees it.
 
@@ -515,8 +577,9 @@ def read_module_context(module, root, functions=None, domain_devices=None):
                         ip_addr_json=ip_addr_json, domain_devices=domain_devices)
 
 
-def host_refusals(context, addresses, options):
-    """The host-safety refusals for handing ``addresses`` away or destroying them.
+def host_refusals(context, addresses, options, action):
+    """The host-safety refusals for ``action`` (a HostAction: what the calling module
+    does) on ``addresses``, worded for that action and naming only its overrides.
 
     Returns (blocking, allowed): the refusals that stand, and those an override in
     ``options`` (allow_host_critical, allow_boot_vga, ...) lets through. The driver is
@@ -529,7 +592,8 @@ def host_refusals(context, addresses, options):
     for address in addresses:
         if address not in context.functions:
             continue
-        for refusal in refusals_for(context, address, options, changing_driver=False):
+        for refusal in refusals_for(context, address, options, changing_driver=False,
+                                    action=action):
             if refusal.option is not None and options.get(refusal.option):
                 allowed.append(refusal)
             else:
@@ -538,8 +602,9 @@ def host_refusals(context, addresses, options):
 
 
 def refusal_fix(refusals, devices_option):
-    """The way out of ``refusals``, as vfio_bind words it, naming the option the devices
-    came from (``devices_option``)."""
+    """The way out of ``refusals``, the same in every module, naming the option the
+    devices came from (``devices_option``) and the overrides the refusals carry (only
+    the calling module's: see HostAction)."""
     fixes = sorted(set(r.option for r in refusals if r.option))
     if any(r.option is None for r in refusals):
         fix = "remove the device(s) marked 'no override' from %s" % devices_option
@@ -550,13 +615,13 @@ def refusal_fix(refusals, devices_option):
         ", ".join(fixes), devices_option)
 
 
-def check_vf_count_change(context, pf, vfs, num_vfs, options):
+def check_vf_count_change(context, pf, vfs, num_vfs, options, action=CHANGE_VF_COUNT):
     """Refuse a VF count change of ``pf`` that destroys a VF the host depends on.
 
     The kernel changes a count only through 0, so every VF in ``vfs`` (the PF's VFs
     now) goes away, and with it the route, the SSH session or the filesystem it carries.
     """
-    blocking, _allowed = host_refusals(context, vfs, options)
+    blocking, _allowed = host_refusals(context, vfs, options, action)
     if not blocking:
         return
     fixes = sorted(set(r.option for r in blocking if r.option))
@@ -565,8 +630,8 @@ def check_vf_count_change(context, pf, vfs, num_vfs, options):
         fix += "; set %s only if you accept the risk" % ", ".join(fixes)
     first = blocking[0]
     raise GpuhostError(
-        "refusing to change the VF count of %s from %d to %d: the kernel destroys every VF "
-        "first, and %s" % (pf, len(vfs), num_vfs, "; ".join(r.text() for r in blocking)),
+        "refusing to %s of %s from %d to %d (the kernel removes every VF first): %s"
+        % (action.verb, pf, len(vfs), num_vfs, "; ".join(r.text() for r in blocking)),
         field=first.option if fixes and all(r.option for r in blocking) else "num_vfs",
         fix=fix, details={"refusals": [{"address": r.address, "reason": r.reason,
                                         "override": r.option} for r in blocking]})

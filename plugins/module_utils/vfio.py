@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
+    BIND, UNBIND, VFIO_OVERRIDES)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
     PciAddress, normalize_address)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
@@ -57,8 +59,7 @@ DRACUT_CONF = "/etc/dracut.conf.d/gpuhost-vfio.conf"
 INITRAMFS_TOOLS_MODULES = "/etc/initramfs-tools/modules"
 EARLY_MODULES = ("vfio", "vfio_iommu_type1", "vfio_pci")
 
-OVERRIDES = ("allow_dirty_group", "allow_boot_vga", "allow_host_critical", "allow_in_use",
-             "allow_attached_to_running_domain", "allow_acs_override")
+OVERRIDES = VFIO_OVERRIDES
 
 
 def device_path(address, attr=""):
@@ -141,12 +142,14 @@ def select_devices(functions, devices=None, match=None, with_companions=True):
 @dataclass
 class Refusal:
     address: str
-    reason: str
-    option: Optional[str]      # None: nothing overrides it
+    reason: str                # what the device is to the host
+    option: Optional[str]      # None: nothing overrides it (in the calling module)
+    why: Optional[str] = None  # what the action does to it and what the host loses
 
     def text(self):
         tail = ("set %s: true to override" % self.option) if self.option else "no override"
-        return "%s %s (%s)" % (self.address, self.reason, tail)
+        return "%s %s%s (%s)" % (self.address, self.reason,
+                                 ": %s" % self.why if self.why else "", tail)
 
 
 @dataclass
@@ -162,41 +165,44 @@ class HostContext:
     acs_override: Optional[str] = None    # pcie_acs_override=<value> of the running kernel
 
 
-def refusals_for(context, address, options, changing_driver=True):
-    """Every reason not to take ``address`` from the host, with its override option."""
+def refusals_for(context, address, options, changing_driver=True, action=BIND):
+    """Every reason not to let ``action`` (a host_safety.HostAction) take ``address``
+    from the host, worded for that action, with the override the action's module has
+    (None where it has none)."""
     refusals = []
+
+    def refuse(reason, kind, option):
+        refusals.append(Refusal(address, reason, action.override(option), action.why(kind)))
+
     function = context.functions[address]
     if function.is_bridge:
-        refusals.append(Refusal(address, "is a PCI bridge: passing a bridge through takes "
-                                         "every device behind it from the host", None))
+        refuse("is a PCI bridge", "bridge", None)
         return refusals
     critical = context.critical
     if critical is not None:
         if address in critical.root_fs:
-            refusals.append(Refusal(
-                address, "holds the root filesystem: unbinding it stops the host at once "
-                         "(and this module with it)", None))
+            refuse("holds the root filesystem", "root_fs", None)
         else:
-            for why in critical.reasons(address):
-                refusals.append(Refusal(address, why, "allow_host_critical"))
+            for kind, why in critical.kinds_of(address):
+                refuse(why, kind, "allow_host_critical")
         if address in critical.console:
-            refusals.append(Refusal(address, critical.console[address], "allow_boot_vga"))
+            refuse(critical.console[address], "console", "allow_boot_vga")
     if context.domain_devices and address in context.domain_devices:
-        refusals.append(Refusal(
-            address, "is attached to running libvirt domain(s) %s"
-            % ", ".join(context.domain_devices[address]), "allow_attached_to_running_domain"))
+        refuse("is attached to running libvirt domain(s) %s"
+               % ", ".join(context.domain_devices[address]), "domain",
+               "allow_attached_to_running_domain")
     if changing_driver and context.open_users is not None and function.driver not in (
             None, VFIO_PCI):
         users = context.open_users(address, function.driver)
         if users:
             held = "; ".join("pid %d (%s) holds %s" % (pid, comm, ", ".join(nodes))
                              for pid, (comm, nodes) in sorted(users.items()))
-            refusals.append(Refusal(address, "is in use through its %s driver: %s"
-                                    % (function.driver, held), "allow_in_use"))
+            refuse("is in use through its %s driver: %s" % (function.driver, held), "in_use",
+                   "allow_in_use")
     return refusals
 
 
-def _raise_refusals(refusals, options):
+def _raise_refusals(refusals, options, action=BIND):
     blocking = [r for r in refusals if r.option is None or not options.get(r.option)]
     if not blocking:
         return
@@ -208,7 +214,7 @@ def _raise_refusals(refusals, options):
             fix += "; for the others set %s only if you accept the risk" % ", ".join(fixes)
     else:
         fix = "set %s only if you accept the risk, or leave the device(s) out" % ", ".join(fixes)
-    raise GpuhostError("refusing to bind: " + "; ".join(r.text() for r in blocking),
+    raise GpuhostError("refusing to %s: " % action.verb + "; ".join(r.text() for r in blocking),
                        field=first.option or "devices", fix=fix,
                        details={"refusals": [{"address": r.address, "reason": r.reason,
                                               "override": r.option} for r in blocking]})
@@ -499,11 +505,12 @@ def plan_vfio(writer, context, selected, companions, state="bound", options=None
             plan.driver_after = previous if driver == VFIO_PCI else driver
             plan.changed = True
             to_change.append(address)
-            refusals += [r for r in refusals_for(context, address, options, False)
+            refusals += [r for r in refusals_for(context, address, options, False,
+                                                 action=UNBIND)
                          if r.option == "allow_attached_to_running_domain"]
     if state == "bound" and to_change:
         refusals += check_groups(context, selected, options)
-    _raise_refusals(refusals, options)
+    _raise_refusals(refusals, options, BIND if state == "bound" else UNBIND)
 
     needs_modprobe = state == "bound" and any(
         p.driver_before != VFIO_PCI for p in plans if p.changed) and not driver_loaded(

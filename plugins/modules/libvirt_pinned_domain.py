@@ -527,7 +527,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_preflight impor
     defined_domain_from_xml, hostdev_origins, run_preflight)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    read_module_context)
+    PASS_THROUGH, read_module_context)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt, libvirt_error_text,
     open_connection)
@@ -536,7 +536,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology, topology_from_dict)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import qemu_img_size
 
-HOST_SAFETY_OVERRIDES = ("allow_host_critical", "allow_boot_vga")
+HOST_SAFETY_OVERRIDES = PASS_THROUGH.overrides   # what host_safety may name here
 STRUCTURED_OPTIONS = ("vcpus", "vcpu_pins", "guest_topology", "memory_gib", "memory_nodes",
                       "emulator_cpus", "iothreads", "iothread_cpus", "gpus")
 DEFINED_STATES = ("present", "running", "shutdown", "destroyed")

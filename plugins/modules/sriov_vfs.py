@@ -207,7 +207,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    check_vf_count_change, read_module_context, running_domain_devices_or_skip)
+    CHANGE_VF_COUNT, check_vf_count_change, read_module_context,
+    running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sriov import (
     UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, plan_persistence, plan_sriov)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
@@ -270,7 +271,7 @@ class SriovConfigurator(object):
         check_vf_count_change(
             read_module_context(self.module, self.params["root"]), self.plan.pf,
             [existing[i] for i in sorted(existing)], self.params["num_vfs"],
-            {"allow_host_critical": self.params["allow_host_critical"]})
+            {o: self.params[o] for o in CHANGE_VF_COUNT.overrides}, CHANGE_VF_COUNT)
 
     def run(self):
         params = self.params

@@ -254,11 +254,14 @@ def test_host_critical_hostdevs_are_refused_with_vfio_binds_words():
         ("hostdevs", None), ("allow_host_critical", "allow_host_critical")]
     root_disk, nic = report.refusals
     assert root_disk.msg == ("refusing to pass through: 0000:b1:00.0 holds the root "
-                             "filesystem: unbinding it stops the host at once (and this "
-                             "module with it) (no override)")
+                             "filesystem: passing it through to a domain detaches it from "
+                             "the host, and the host stops at once (and this module with "
+                             "it) (no override)")
     assert root_disk.fix == "remove the device(s) marked 'no override' from hostdevs"
     assert nic.msg == ("refusing to pass through: 0000:41:00.2 is the NIC of the default "
-                       "route (ens1f0v0) (set allow_host_critical: true to override)")
+                       "route (ens1f0v0): passing it through to a domain detaches it from "
+                       "the host, and the host loses that connection (set "
+                       "allow_host_critical: true to override)")
     assert nic.fix == ("set allow_host_critical only if you accept the risk, or leave the "
                        "device(s) out of plan")
     allowed = run_preflight(spec_, topo, [], host_context=context, hostdev_origins=origins,

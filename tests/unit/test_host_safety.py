@@ -215,9 +215,10 @@ def test_vf_count_change_refused_when_it_destroys_the_default_route_vf(root):
         host_safety.check_vf_count_change(context, "0000:03:00.0",
                                           ["0000:03:00.2", "0000:03:00.3"], 0, {})
     assert err.value.field == "allow_host_critical"
-    assert ("refusing to change the VF count of 0000:03:00.0 from 2 to 0: the kernel "
-            "destroys every VF first, and 0000:03:00.2 is the NIC of the default route "
-            "(eno1v0) (set allow_host_critical: true to override)") == err.value.msg
+    assert ("refusing to change the VF count of 0000:03:00.0 from 2 to 0 (the kernel "
+            "removes every VF first): 0000:03:00.2 is the NIC of the default route "
+            "(eno1v0): changing the VF count destroys it, and the host loses that "
+            "connection (set allow_host_critical: true to override)") == err.value.msg
     assert "keep num_vfs at 2" in err.value.fix
     host_safety.check_vf_count_change(context, "0000:03:00.0",
                                       ["0000:03:00.2", "0000:03:00.3"], 0,
@@ -228,7 +229,8 @@ def test_host_refusals_are_vfio_binds_policy_with_its_overrides(root):
     context = host_safety.read_context(root)
     blocking, allowed = host_safety.host_refusals(
         context, ["0000:01:00.0", "0000:03:00.0", "0000:42:00.0", "0000:00:04.0",
-                  "0000:41:00.0", "0000:99:00.0"], {"allow_boot_vga": True})
+                  "0000:41:00.0", "0000:99:00.0"], {"allow_boot_vga": True},
+        host_safety.PASS_THROUGH)
     assert [(r.address, r.option) for r in blocking] == [
         ("0000:01:00.0", None), ("0000:03:00.0", "allow_host_critical"),
         ("0000:00:04.0", None)]

@@ -367,8 +367,9 @@ def test_default_route_nic_is_refused_then_allowed_by_the_vfio_bind_override(tmp
     env = sim_env(tmp_path)
     err = env.fail(**small_domain(hostdevs=["0000:03:00.0"]))
     assert err.field == "allow_host_critical"
-    assert ("refusing to pass through: 0000:03:00.0 is the NIC of the default route (eno1) "
-            "(set allow_host_critical: true to override)") in err.message
+    assert ("refusing to pass through: 0000:03:00.0 is the NIC of the default route (eno1): "
+            "passing it through to a domain detaches it from the host, and the host loses "
+            "that connection (set allow_host_critical: true to override)") in err.message
     assert env.names() == []
     result = env.run(**small_domain(hostdevs=["0000:03:00.0"], allow_host_critical=True))
     assert env.names() == ["tenant-x"]

@@ -375,9 +375,10 @@ def test_count_change_destroying_the_default_route_vf_is_refused(sim, num_vfs):
     host_traffic_on_first_vf(sim)
     err = failed(sim, pf=PF, num_vfs=num_vfs)
     assert err.field == "allow_host_critical"
-    assert ("refusing to change the VF count of 0000:03:00.0 from 2 to %d: the kernel "
-            "destroys every VF first, and 0000:03:00.2 is the NIC of the default route "
-            "(eno1v0) (set allow_host_critical: true to override)" % num_vfs) == err.msg
+    assert ("refusing to change the VF count of 0000:03:00.0 from 2 to %d (the kernel "
+            "removes every VF first): 0000:03:00.2 is the NIC of the default route "
+            "(eno1v0): changing the VF count destroys it, and the host loses that "
+            "connection (set allow_host_critical: true to override)" % num_vfs) == err.msg
     assert err.fix.startswith("keep num_vfs at 2")
     assert len(sriov.current_vfs(sim, PF)) == 2
 
