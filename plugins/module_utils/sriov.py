@@ -512,7 +512,7 @@ def boot_apply(argv, writer=None, runner=None):
                               entry.get("vf_driver", "default"), force=True,
                               vf_settings=entry.get("vfs"), runner=runner)
             if plan.needs_modprobe and plan.changes:
-                _run(runner, ["modprobe", VFIO_PCI])
+                _run(runner, ["modprobe", "--", VFIO_PCI])
             plan.changes.apply()
             sys.stderr.write("gpuhost-sriov: %s: %d VF(s) ready\n" % (pf, entry["num_vfs"]))
         except GpuhostError as err:

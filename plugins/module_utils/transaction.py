@@ -847,9 +847,15 @@ def wrapper_script(module_name, function, dest="/usr/local/lib/gpuhost/python",
             % (interpreter, module_name, dest, module_name, function, function))
 
 
+def systemctl_argv(verb, *units):
+    """``systemctl VERB -- UNITS``: ``--`` before the units, so that no unit is ever
+    read as an option (``daemon-reload`` takes none and gets none)."""
+    return ["systemctl", verb] + (["--"] + list(units) if units else [])
+
+
 def systemctl(module, *args, field="persistent", fix="check systemd on the host"):
     """Run ``systemctl ARGS`` on the host; a failure raises (a change set rolls back)."""
-    rc, out, err = module.run_command(["systemctl"] + list(args))
+    rc, out, err = module.run_command(systemctl_argv(*args))
     if rc != 0:
         raise GpuhostError("systemctl %s failed: %s" % (" ".join(args), (err or out).strip()),
                            field=field, fix=fix)

@@ -211,7 +211,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_cpu_state, read_irqs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, HostWriter, run_host_change, systemctl)
+    ChangeSet, HostWriter, run_host_change, systemctl, systemctl_argv)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import config_path
 
 
@@ -289,7 +289,7 @@ class IrqPinner(object):
             changes.add("systemctl daemon-reload", lambda: self._systemctl("daemon-reload"))
         else:
             # The unit is in place; someone may have disabled it since.
-            rc, dummy, dummy = self.module.run_command(["systemctl", "is-enabled", UNIT_NAME])
+            rc, dummy, dummy = self.module.run_command(systemctl_argv("is-enabled", UNIT_NAME))
             if rc == 0:
                 return
         changes.add("systemctl enable %s" % UNIT_NAME,

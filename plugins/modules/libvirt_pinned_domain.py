@@ -879,17 +879,21 @@ class PinnedDomain:
                      if n in files]
             target = os.path.join(work, "seed.iso")
             label, binary = tool
+            # "--" before the paths wherever the tool reads it as the end of its options
+            # (cloud-localds's getopt, genisoimage/mkisofs). In xorriso's mkisofs
+            # emulation "--" ends the emulation itself, so there the paths (absolute,
+            # in a folder of our own) follow the options directly.
             if label == "cloud-localds":
                 argv = [binary]
                 if cloud["network_config"]:
                     argv += ["--network-config", names[2]]
-                argv += [target, names[0], names[1]]
+                argv += ["--", target, names[0], names[1]]
             elif label == "xorriso":
                 argv = [binary, "-as", "mkisofs", "-output", target, "-volid", "cidata",
                         "-joliet", "-rock"] + names
             else:
                 argv = [binary, "-output", target, "-volid", "cidata", "-joliet",
-                        "-rock"] + names
+                        "-rock", "--"] + names
             rc, out, err = self.module.run_command(argv)
             if rc != 0:
                 raise GpuhostError("%s failed (rc %d): %s" % (label, rc, (err or out).strip()),

@@ -255,7 +255,7 @@ class SriovConfigurator(object):
                                               self.live, self.skipped)
 
     def _modprobe(self):
-        rc, out, err = self.module.run_command(["modprobe", VFIO_PCI])
+        rc, out, err = self.module.run_command(["modprobe", "--", VFIO_PCI])
         if rc != 0:
             raise GpuhostError("modprobe vfio-pci failed: %s" % (err or out).strip(),
                                field="vf_driver", fix="install the kernel's vfio-pci module")

@@ -294,7 +294,7 @@ class VfioBinder(object):
         return out if rc == 0 else None
 
     def _modprobe(self):
-        rc, out, err = self.module.run_command(["modprobe", "vfio-pci"])
+        rc, out, err = self.module.run_command(["modprobe", "--", "vfio-pci"])
         if rc != 0:
             raise GpuhostError("modprobe vfio-pci failed: %s" % (err or out).strip(),
                                field="devices", fix="install the kernel's vfio modules")

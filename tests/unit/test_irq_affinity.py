@@ -353,7 +353,8 @@ def test_a_rolled_back_run_restarts_irqbalance_on_the_restored_config(sim):
     with pytest.raises(GpuhostError) as info:
         pinner.run()
     assert info.value.details["rolled_back"][-1] == "systemctl try-restart irqbalance"
-    restarts = [c for c in commands if c["argv"] == ["systemctl", "try-restart", "irqbalance"]]
+    restarts = [c for c in commands
+                if c["argv"] == ["systemctl", "try-restart", "--", "irqbalance"]]
     assert len(restarts) == 2
     assert irq_pinning.POLICY_SCRIPT in restarts[0]["config"]
     # The second restart comes after everything else was undone.
@@ -374,7 +375,7 @@ def test_irqbalance_restarts_before_the_pins_are_written(sim):
     assert steps.index("pin IRQ 40 to 0-1") > restart
     assert steps.index("create %s" % irq_pinning.CONFIG_FILE) < restart
     restarts = [call for call in seen_at_restart
-                if call["argv"] == ["systemctl", "try-restart", "irqbalance"]]
+                if call["argv"] == ["systemctl", "try-restart", "--", "irqbalance"]]
     assert len(restarts) == 1
     state = restarts[0]
     assert state["irq_40"] == tuple(range(8))            # not pinned yet
@@ -386,7 +387,7 @@ def test_irqbalance_restarts_before_the_pins_are_written(sim):
     # puts the NVMe admin queue's pin back (the lab's reboot showed that).
     assert [call["argv"] for call in seen_at_restart
             if call["argv"][:2] == ["systemctl", "enable"]] == [
-        ["systemctl", "enable", irq_pinning.UNIT_NAME]]
+        ["systemctl", "enable", "--", irq_pinning.UNIT_NAME]]
     unit = sim.read_file(irq_pinning.UNIT_FILE)
     assert "ExecStart=%s --watch" % irq_pinning.HELPER in unit
     assert "WantedBy=multi-user.target" in unit
@@ -408,7 +409,8 @@ def test_a_disabled_boot_unit_is_enabled_again(sim):
         enable = "systemctl enable %s" % irq_pinning.UNIT_NAME
         assert (enable in pinner.result["steps"]) is (enabled_rc != 0)
         assert pinner.result["changed"] is (enabled_rc != 0)
-    assert calls.count(["systemctl", "enable", irq_pinning.UNIT_NAME]) == 1
+    assert calls.count(["systemctl", "enable", "--", irq_pinning.UNIT_NAME]) == 1
+    assert ["systemctl", "is-enabled", "--", irq_pinning.UNIT_NAME] in calls
 
 
 def test_check_mode_knows_the_managed_irqs_a_real_run_met(sim):

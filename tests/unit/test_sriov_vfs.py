@@ -326,14 +326,14 @@ def test_boot_apply_loads_vfio_pci_before_binding_vfs(sim):
 
     def runner(argv):
         calls.append(list(argv))
-        if argv == ["modprobe", "vfio-pci"]:
+        if argv == ["modprobe", "--", "vfio-pci"]:
             os.rename(moved, driver_dir)                               # the driver appears
         return 0, "", ""
 
     plan = sriov.plan_sriov(sim, PF, 2, "vfio-pci", force=True, runner=runner)
     assert plan.needs_modprobe is True
     assert sriov.boot_apply([sriov.CONFIG_FILE], writer=sim, runner=runner) == 0
-    assert calls[0] == ["modprobe", "vfio-pci"]
+    assert calls[0] == ["modprobe", "--", "vfio-pci"]
     assert [v["driver"] for v in sriov.describe_vfs(sim, PF)] == ["vfio-pci", "vfio-pci"]
 
 
