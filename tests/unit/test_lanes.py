@@ -5,14 +5,17 @@
 environments, the merged record, and real pytest runs side by side (small test files of
 their own, no lab)."""
 
+import fnmatch
 import io
 import json
 import os
+import subprocess
 import textwrap
 import time
 import xml.etree.ElementTree as ET
 
 import pytest
+import yaml
 
 import lanes
 
@@ -214,3 +217,16 @@ def test_the_scripts_run_the_lanes():
         with open(os.path.join(lanes.REPO, "tools", name), encoding="utf-8") as handle:
             text = handle.read()
         assert 'tests/lanes.py" --tier %s' % name in text, name
+
+
+def test_the_labs_directories_are_ignored_by_git_and_left_out_of_the_collection():
+    # A lab directory holds a multi-GiB overlay and the QEMU monitor's socket, which
+    # ansible-galaxy cannot pack (the build fails on it).
+    with open(os.path.join(lanes.REPO, "galaxy.yml"), encoding="utf-8") as handle:
+        build_ignore = yaml.safe_load(handle)["build_ignore"]
+    for lane in lanes.LANES:
+        if lane.lab_run:
+            assert any(fnmatch.fnmatch(lane.lab_run, pattern) for pattern in build_ignore), lane.lab_run
+            ignored = subprocess.run(["git", "check-ignore", "-q", lane.lab_run + "/overlay.qcow2"],
+                                     cwd=lanes.REPO, check=False)
+            assert ignored.returncode == 0, lane.lab_run
