@@ -163,9 +163,10 @@ def test_vfio_bind_refuses_the_root_disk_and_the_default_route_nic(lab):
                                                       "allow_host_critical": True})
     assert rc != 0, _why(lab, "root disk was bound", result)
     assert result["msg"] == (
-        "devices: refusing to bind: %s holds the root filesystem: unbinding it stops the "
-        "host at once (and this module with it) (no override). Fix: remove the device(s) "
-        "marked 'no override' from devices/match" % ROOT_DISK), result
+        "devices: refusing to bind: %s holds the root filesystem: binding it to vfio-pci "
+        "unbinds it from the host, and the host stops at once (and this module with it) "
+        "(no override). Fix: remove the device(s) marked 'no override' from devices/match"
+        % ROOT_DISK), result
     assert result["details"]["refusals"][0]["override"] is None
 
     rc, result = lab.module("gpuhost.kvm.vfio_bind", {"devices": [ROUTE_NIC]})
@@ -188,9 +189,10 @@ def test_vfio_bind_refuses_the_boot_vga_that_holds_the_console(lab):
     assert result["field"] == "allow_boot_vga", result
     assert result["msg"] == (
         "allow_boot_vga: refusing to bind: %s boot VGA with an active console (framebuffer "
-        "fb0 (bochs-drmdrmfb); vtconsole (M) frame buffer device) (set allow_boot_vga: true "
-        "to override). Fix: set allow_boot_vga only if you accept the risk, or leave the "
-        "device(s) out" % CONSOLE_VGA), result
+        "fb0 (bochs-drmdrmfb); vtconsole (M) frame buffer device): binding it to vfio-pci "
+        "unbinds it from the host, and the host loses that console (set allow_boot_vga: "
+        "true to override). Fix: set allow_boot_vga only if you accept the risk, or leave "
+        "the device(s) out" % CONSOLE_VGA), result
     assert result["changed"] is False
     assert _driver(lab, CONSOLE_VGA) == "bochs-drm"
     assert lab.read(PCI + CONSOLE_VGA + "/driver_override").strip() == "(null)"
