@@ -291,9 +291,9 @@ def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=No
         env = lane_environ(lane, base_env, ports.get(lane.name), record.stem if record else None)
         junit = ["--junitxml=%s" % env["GPUHOST_ACCEPTANCE_JUNITXML"]] if record else []
         argv = lane.pytest_argv(python, tier, list(extra) + junit)
-        _say(tag, "lane %s: %s%s" % (lane.name, " ".join(argv[1:]),
-                                    " (lab: %s, ssh port %s)" % (env["GPUHOST_LAB_RUN"], ports.get(lane.name))
-                                    if lane.lab_run else ""))
+        where = (" (lab: %s, ssh port %s)" % (env["GPUHOST_LAB_RUN"], ports.get(lane.name))
+                 if lane.lab_run else "")
+        _say(tag, "lane %s: %s%s" % (lane.name, " ".join(argv[1:]), where))
         running.append(RunningLane(lane, argv, env, os.path.join(LANE_OUTPUT, lane.name + ".log"),
                                    out=out, lock=lock))
 
@@ -327,8 +327,9 @@ def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=No
             last_merge = now
         time.sleep(0.5)
 
-    _say(tag, "lanes: %s" % "; ".join("%s exit %d in %.0f s" % (lane.lane.name, lane.proc.returncode,
-                                                                 lane.ended - lane.started) for lane in finished))
+    _say(tag, "lanes: %s" % "; ".join(
+        "%s exit %d in %.0f s" % (lane.lane.name, lane.proc.returncode, lane.ended - lane.started)
+        for lane in finished))
     status = 0 if all(lane.passed() for lane in finished) and len(finished) == len(lanes) else 1
     if over_deadline:
         return 124

@@ -91,8 +91,8 @@ def messages(action, addresses=EVERY):
 
 @pytest.mark.parametrize("action", [BIND, UNBIND, PASS_THROUGH, CHANGE_VF_COUNT],
                          ids=lambda a: "%s-%s" % (a.module, a.verb.replace(" ", "-")))
-def test_every_override_a_refusal_names_is_an_option_of_the_calling_module(action,
-                                                                          monkeypatch):
+def test_every_override_a_refusal_names_is_an_option_of_the_calling_module(
+        action, monkeypatch):
     options = spec_of(MODULES[action], monkeypatch)
     assert set(action.overrides) <= options
     for field, msg, fix in messages(action):

@@ -79,9 +79,8 @@ def test_the_merged_record_sums_the_lanes_and_finishes_only_with_all_of_them():
     assert merged["lab_kernel"] == "6.1.0" and merged["commit"] == "abc"
     assert merged["pytest_exitstatus"] == 1 and merged["lanes"]["lab-site"]["pytest_exitstatus"] == 1
 
-    running = lanes.merge_records({"host": host, "lab-site": _part("running", [], exit_status=None,
-                                                                    in_progress="b")},
-                                  "tools/acceptance", 100.0, 130.0)
+    site_running = _part("running", [], exit_status=None, in_progress="b")
+    running = lanes.merge_records({"host": host, "lab-site": site_running}, "tools/acceptance", 100.0, 130.0)
     assert running["status"] == "running" and running["ended"] is None and running["in_progress"] == ["b"]
     assert running["pytest_exitstatus"] is None
     missing = lanes.merge_records({"host": host, "lab-site": None}, "tools/acceptance", 100.0, 130.0)
