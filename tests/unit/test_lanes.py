@@ -9,7 +9,6 @@ import fnmatch
 import io
 import json
 import os
-import subprocess
 import textwrap
 import time
 import xml.etree.ElementTree as ET
@@ -122,6 +121,12 @@ def _lane_files(tmp_path, bodies):
     return result
 
 
+def _environ():
+    # A lane is a fresh pytest: not one that inherits the plugins ansible-test units hands
+    # its own pytest through the environment (they refuse files outside the collection).
+    return {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+
+
 def _extra(tmp_path):
     return ["-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini")]
 
@@ -143,7 +148,8 @@ def test_lanes_run_side_by_side_with_prefixed_output_and_one_exit_status(tmp_pat
     run = _lane_files(tmp_path, {name: body % (str(started), name, str(started), name)
                                  for name in ("one", "two")})
     out = io.StringIO()
-    status = lanes.run_lanes(run, "acceptance", _extra(tmp_path) + ["-s"], "test", out=out)
+    status = lanes.run_lanes(run, "acceptance", _extra(tmp_path) + ["-s"], "test", out=out,
+                             base_env=_environ())
     assert status == 0, out.getvalue()
     lines = out.getvalue().splitlines()
     for name in ("one", "two"):
@@ -161,7 +167,8 @@ def test_one_failing_lane_fails_the_run_and_serial_runs_one_at_a_time(tmp_path):
                   "def test_fails():\n    assert False\n" % str(marker),
     })
     out = io.StringIO()
-    assert lanes.run_lanes(run, "acceptance", _extra(tmp_path), "test", serial=True, out=out) == 1
+    assert lanes.run_lanes(run, "acceptance", _extra(tmp_path), "test", serial=True, out=out,
+                           base_env=_environ()) == 1
     assert "1 failed, 1 passed" in out.getvalue()
 
 
@@ -169,7 +176,7 @@ def test_a_lane_that_selects_nothing_passes(tmp_path):
     run = _lane_files(tmp_path, {"one": "def test_ok():\n    pass\n"})
     out = io.StringIO()
     assert lanes.run_lanes(run, "acceptance", _extra(tmp_path) + ["-k", "nothing_has_this_name"], "test",
-                           out=out) == 0
+                           out=out, base_env=_environ()) == 0
 
 
 def test_the_deadline_stops_every_lane_and_says_so(tmp_path, capsys):
@@ -177,7 +184,7 @@ def test_the_deadline_stops_every_lane_and_says_so(tmp_path, capsys):
     out = io.StringIO()
     start = time.monotonic()
     status = lanes.run_lanes(run, "acceptance", _extra(tmp_path), "test", deadline_at=time.time() + 3,
-                             out=out, grace_s=2)
+                             out=out, grace_s=2, base_env=_environ())
     assert status == 124
     assert time.monotonic() - start < 60
     assert "the deadline has come: SIGTERM to the lanes still running (slow)" in capsys.readouterr().out
@@ -198,7 +205,7 @@ def test_acceptance_lanes_leave_one_record_and_one_junit(tmp_path):
         """ % (os.path.dirname(lanes.__file__), lanes.REPO)))
     recorder = lanes.Recorder(stem, run, "tools/acceptance", time.time())
     status = lanes.run_lanes(run, "acceptance", _extra(tmp_path), "acceptance", record=recorder,
-                             out=io.StringIO())
+                             out=io.StringIO(), base_env=_environ())
     merged = recorder.finish()
     assert status == 0
     with open(stem + ".json", encoding="utf-8") as handle:
@@ -223,9 +230,10 @@ def test_the_labs_directories_are_ignored_by_git_and_left_out_of_the_collection(
     # ansible-galaxy cannot pack (the build fails on it).
     with open(os.path.join(lanes.REPO, "galaxy.yml"), encoding="utf-8") as handle:
         build_ignore = yaml.safe_load(handle)["build_ignore"]
+    with open(os.path.join(lanes.REPO, ".gitignore"), encoding="utf-8") as handle:
+        gitignore = [line.strip() for line in handle if line.strip() and not line.startswith("#")]
     for lane in lanes.LANES:
         if lane.lab_run:
             assert any(fnmatch.fnmatch(lane.lab_run, pattern) for pattern in build_ignore), lane.lab_run
-            ignored = subprocess.run(["git", "check-ignore", "-q", lane.lab_run + "/overlay.qcow2"],
-                                     cwd=lanes.REPO, check=False)
-            assert ignored.returncode == 0, lane.lab_run
+            # Read as patterns, not through git: ansible-test units runs from a copy without .git.
+            assert any(fnmatch.fnmatch(lane.lab_run + "/", pattern) for pattern in gitignore), lane.lab_run
