@@ -19,8 +19,8 @@ in between. So a tier is split into lanes that share nothing and run at the same
   reset of a lab the module tests used.
 
 The two labs are two QEMU processes (5 GiB each) from the one cached image (lab/build
-takes a lock, so a cold run builds it once), on SSH ports this runner picks, so that two
-boots never race for one port. Each lane is a separate pytest process, so each lab
+takes a lock, so a cold run builds it once), each searching its own range of SSH ports
+(GPUHOST_LAB_PORTS), so that two boots never race for one port. Each lane is a separate pytest process, so each lab
 fixture, deadline and record plugin works as in a single run. The tier's marker
 expression (``not acceptance`` for tools/test) is added to every lane's.
 
@@ -49,7 +49,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -78,6 +77,7 @@ class Lane:
     paths: tuple                     # what pytest collects, relative to the repository
     ignore: tuple = ()
     lab_run: str | None = None       # GPUHOST_LAB_RUN of the lane's lab, if it has one
+    lab_ports: str | None = None     # GPUHOST_LAB_PORTS: its SSH port range, apart from the other's
 
     def pytest_argv(self, python, tier, extra=()):
         markers = [m for m in (self.marker, TIER_MARKERS[tier]) if m]
@@ -89,8 +89,9 @@ class Lane:
 
 LANES = (
     Lane("host", "not lab", ("tests",)),
-    Lane("lab-modules", "lab", ("tests/lab",), ignore=(SITE_TESTS,), lab_run="lab/.run-modules"),
-    Lane("lab-site", "lab", (SITE_TESTS,), lab_run="lab/.run"),
+    Lane("lab-modules", "lab", ("tests/lab",), ignore=(SITE_TESTS,), lab_run="lab/.run-modules",
+         lab_ports="2261-2299"),
+    Lane("lab-site", "lab", (SITE_TESTS,), lab_run="lab/.run", lab_ports="2222-2260"),
 )
 
 
@@ -98,32 +99,15 @@ def lanes_for(with_lab):
     return [lane for lane in LANES if with_lab or lane.lab_run is None]
 
 
-def free_ports(count, first=2222, last=2299, is_free=None):
-    """``count`` distinct ports of first..last that nothing listens on (lab/up's range)."""
-    is_free = is_free or _port_is_free
-    ports = [port for port in range(first, last + 1) if is_free(port)][:count]
-    if len(ports) < count:
-        raise RuntimeError("fewer than %d free ports in %d-%d for the labs' SSH" % (count, first, last))
-    return ports
-
-
-def _port_is_free(port):
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def lane_environ(lane, base, port=None, record_stem=None):
+def lane_environ(lane, base, record_stem=None):
     """The environment of one lane's pytest."""
     env = dict(base)
     if lane.lab_run is not None:
         env["GPUHOST_LAB_RUN"] = os.path.join(REPO, lane.lab_run)
-        if port is not None:        # two labs cannot share one port, whatever the caller set
-            env["GPUHOST_LAB_PORT"] = str(port)
+        env["GPUHOST_LAB_PORTS"] = lane.lab_ports
+        # Two labs cannot share one pinned port, whatever the caller set: each searches
+        # its own range (lab/up), also when it boots again after a reset.
+        env.pop("GPUHOST_LAB_PORT", None)
     if record_stem is not None:
         env["GPUHOST_ACCEPTANCE_RECORD"] = part_path(record_stem, lane, "json")
         env["GPUHOST_ACCEPTANCE_JUNITXML"] = part_path(record_stem, lane, "xml")
@@ -277,8 +261,6 @@ def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=No
     """Runs the lanes; returns the exit status (0: all passed; 124: over the deadline)."""
     base_env = dict(os.environ if base_env is None else base_env)
     os.makedirs(LANE_OUTPUT, exist_ok=True)
-    labs = [lane for lane in lanes if lane.lab_run is not None]
-    ports = dict(zip((lane.name for lane in labs), free_ports(len(labs)))) if labs else {}
     lock = threading.Lock()
     pending = list(lanes)
     running = []
@@ -288,10 +270,10 @@ def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=No
     last_merge = 0.0
 
     def start(lane):
-        env = lane_environ(lane, base_env, ports.get(lane.name), record.stem if record else None)
+        env = lane_environ(lane, base_env, record.stem if record else None)
         junit = ["--junitxml=%s" % env["GPUHOST_ACCEPTANCE_JUNITXML"]] if record else []
         argv = lane.pytest_argv(python, tier, list(extra) + junit)
-        where = (" (lab: %s, ssh port %s)" % (env["GPUHOST_LAB_RUN"], ports.get(lane.name))
+        where = (" (lab: %s, ssh ports %s)" % (env["GPUHOST_LAB_RUN"], lane.lab_ports)
                  if lane.lab_run else "")
         _say(tag, "lane %s: %s%s" % (lane.name, " ".join(argv[1:]), where))
         running.append(RunningLane(lane, argv, env, os.path.join(LANE_OUTPUT, lane.name + ".log"),

@@ -144,10 +144,10 @@ sec ledger; python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.arg
 """
 
 
-def _fault_seeds(environ=os.environ):
+def _fault_seeds():
     """GPUHOST_LAB_FAULT_SEEDS, else one seed from the checkout's commit (1 to 1000)."""
-    if environ.get("GPUHOST_LAB_FAULT_SEEDS"):
-        return [int(s) for s in environ["GPUHOST_LAB_FAULT_SEEDS"].split(",") if s.strip()]
+    if os.environ.get("GPUHOST_LAB_FAULT_SEEDS"):
+        return [int(s) for s in os.environ["GPUHOST_LAB_FAULT_SEEDS"].split(",") if s.strip()]
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
                           check=False, stdin=subprocess.DEVNULL).stdout.strip()
     return [int(head[:8], 16) % 1000 + 1 if head else 1]
@@ -368,6 +368,7 @@ def test_verify_after_the_reboot_reads_the_kernel_and_validates(lab):
     report = json.loads(lab.ssh("cat /var/lib/gpuhost/reports/validate.json").stdout)
     failed = [c for c in report["checks"] if c["status"] == "fail"]
     assert not failed, failed
+    _Steps.done.add("verify")
 
 
 def _inventory_tenants():

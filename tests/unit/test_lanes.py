@@ -44,17 +44,24 @@ def test_without_the_lab_only_the_host_lane_runs():
     assert [lane.name for lane in lanes.lanes_for(True)] == ["host", "lab-modules", "lab-site"]
 
 
-def test_each_lab_gets_its_own_free_port_and_run_directory():
-    taken = {2222, 2224}
-    assert lanes.free_ports(2, is_free=lambda port: port not in taken) == [2223, 2225]
-    with pytest.raises(RuntimeError, match="fewer than 2 free ports"):
-        lanes.free_ports(2, first=2222, last=2223, is_free=lambda port: port not in taken)
+def _port_range(text):
+    first, last = (int(port) for port in text.split("-"))
+    return set(range(first, last + 1))
+
+
+def test_each_lab_has_its_own_run_directory_and_port_range():
+    modules, site = LANES_BY_NAME["lab-modules"], LANES_BY_NAME["lab-site"]
+    # Disjoint ranges inside lab/up's default: two boots never race for one port, and a
+    # lab booted again after a reset finds another port while its last one lingers.
+    assert not _port_range(modules.lab_ports) & _port_range(site.lab_ports)
+    assert _port_range(modules.lab_ports) | _port_range(site.lab_ports) <= _port_range("2222-2299")
     base = {"PATH": "/bin", "GPUHOST_LAB_PORT": "2222"}
-    env = lanes.lane_environ(LANES_BY_NAME["lab-modules"], base, 2230, record_stem="bench/results/acceptance-X")
+    env = lanes.lane_environ(modules, base, record_stem="bench/results/acceptance-X")
     assert env["GPUHOST_LAB_RUN"] == os.path.join(lanes.REPO, "lab/.run-modules")
-    assert env["GPUHOST_LAB_PORT"] == "2230"          # not the caller's: two labs, two ports
+    assert env["GPUHOST_LAB_PORTS"] == modules.lab_ports
+    assert "GPUHOST_LAB_PORT" not in env              # a pinned port cannot serve two labs
     assert env["GPUHOST_ACCEPTANCE_RECORD"].endswith("lanes-output/acceptance-X.lab-modules.json")
-    host_env = lanes.lane_environ(LANES_BY_NAME["host"], base, None)
+    host_env = lanes.lane_environ(LANES_BY_NAME["host"], base)
     assert "GPUHOST_LAB_RUN" not in host_env and "GPUHOST_ACCEPTANCE_RECORD" not in host_env
 
 
