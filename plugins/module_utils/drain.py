@@ -286,4 +286,3 @@ def qemu_status_names(filenames):
     """The domains whose ``<name>.pid`` libvirt's QEMU driver keeps in its status
     directory (QEMU_STATUS_DIR): the running ones, read without libvirt."""
     return sorted(name[:-len(".pid")] for name in filenames if fnmatch.fnmatch(name, "?*.pid"))
-

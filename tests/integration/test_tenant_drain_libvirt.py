@@ -266,9 +266,11 @@ def test_unreachable_default_libvirt_with_no_running_domain_status_is_a_warning(
     class Unreachable(mod.TenantDrain):
         def connect(self):
             original = mod.open_connection
-            mod.open_connection = lambda uri: (_ for _ in ()).throw(
-                GpuhostError("cannot connect to libvirt at %s: no daemon" % uri, field="uri",
-                             fix="start the daemon"))
+
+            def refuse(uri):
+                raise GpuhostError("cannot connect to libvirt at %s: no daemon" % uri, field="uri",
+                                   fix="start the daemon")
+            mod.open_connection = refuse
             try:
                 return super().connect()
             finally:

@@ -56,9 +56,11 @@ def spec_of(module, monkeypatch):
     return set(seen["argument_spec"])
 
 
-def messages(action, addresses=EVERY):
+def messages(action, addresses=None):
     """(field, msg, fix) of each refusal the module of ``action`` reports, one address
-    at a time and all together, through the code path that module uses."""
+    at a time and all together (every kind of critical device when ``addresses`` is
+    None), through the code path that module uses."""
+    addresses = EVERY if addresses is None else addresses
     context = every_kind_context()
     out = []
     for chosen in [[a] for a in addresses] + [list(addresses)]:
@@ -128,7 +130,7 @@ def test_each_module_words_the_refusal_from_its_own_action(action, takes, foreig
     for _field, msg, _fix in messages(action, addresses):
         for word in foreign:
             assert word not in msg, (word, msg)
-        host_loss = [m for m in pattern.finditer(msg)]
+        host_loss = list(pattern.finditer(msg))
         assert host_loss, msg
     root = [m for _f, m, _x in messages(action, [ROOT])][0]
     assert ("%s holds the root filesystem: %s, and the host stops at once (and this module "
