@@ -11,6 +11,7 @@ taken before and after.
 """
 
 import json
+import os
 import re
 
 import pytest
@@ -43,6 +44,15 @@ def failure_messages(output):
     return messages
 
 
+def plant_links(host, links):
+    """The tweak ``symlink {host path: target}``: a link planted where a module reads or
+    writes its files; the target may name the case's paths ({base}, {root}, ...)."""
+    for host_path, target in (links or {}).items():
+        full = host.p(host_path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        os.symlink(harness._expand(target, host), full)
+
+
 def _run(case, host):
     """Run the case; return the failure message, or None when the target succeeded."""
     target = case["target"]
@@ -67,7 +77,10 @@ def test_bad_input_fails_safely(case, tmp_path, tally):
     base = tmp_path / "host"
     base.mkdir()
     host = harness.Host(base, case.get("host", "sim"), case.get("host_args"))
-    host.apply_tweaks(case.get("tweak"))
+    tweak = dict(case.get("tweak") or {})
+    links = tweak.pop("symlink", None)
+    host.apply_tweaks(tweak)
+    plant_links(host, links)
     before = harness.host_state(host)
     tally.bad_input(case["target"], "tried")
 
