@@ -50,7 +50,10 @@ def git_commit(repo):
     if sha is None:
         return {"commit": None, "dirty": None, "commit_unavailable": why}
     try:
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=repo,
+        # The run's own records (bench/results/acceptance-*, written from its first
+        # moment) do not make the checkout dirty.
+        status = subprocess.run(["git", "status", "--porcelain", "--", ".",
+                                 ":(exclude,glob)bench/results/acceptance-*"], cwd=repo,
                                 capture_output=True, text=True, timeout=60, check=True,
                                 stdin=subprocess.DEVNULL).stdout
     except (OSError, subprocess.SubprocessError) as err:

@@ -166,6 +166,9 @@ def test_the_commit_and_qemu_are_recorded_or_say_why_not(tmp_path):
         subprocess.run(git + args, check=True, capture_output=True)
     head = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     assert acceptance_record.git_commit(str(repo)) == {"commit": head, "dirty": False}
+    (repo / "bench" / "results").mkdir(parents=True)
+    (repo / "bench" / "results" / "acceptance-20261201T2131Z.json").write_text("{}\n")
+    assert acceptance_record.git_commit(str(repo)) == {"commit": head, "dirty": False}
     (repo / "new").write_text("untracked\n")
     assert acceptance_record.git_commit(str(repo)) == {"commit": head, "dirty": True}
     qemu = acceptance_record.qemu_version()
