@@ -1,5 +1,6 @@
 """Helpers for tests that run the real ansible command-line tools from the venv."""
 
+import json
 import os
 import subprocess
 import sys
@@ -27,3 +28,15 @@ def run_tool(tool, *args, cwd=REPO, env=None, check=True, timeout=300):
         raise AssertionError("%s failed (rc=%d)\nstdout:\n%s\nstderr:\n%s"
                              % (" ".join(argv), proc.returncode, proc.stdout, proc.stderr))
     return proc
+
+
+def run_module_adhoc(module, args, python=sys.executable, check=False, timeout=300):
+    """``ansible localhost -m MODULE -a ARGS`` on a local connection: (process, result)."""
+    argv = ["localhost", "-i", "localhost,", "-c", "local", "-m", module, "-a", json.dumps(args),
+            "-e", "ansible_python_interpreter=%s" % python]
+    if check:
+        argv.append("--check")
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="minimal", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    proc = run_tool("ansible", *argv, env=env, check=False, timeout=timeout)
+    start = proc.stdout.index("{", proc.stdout.find("localhost | "))
+    return proc, json.loads(proc.stdout[start:])

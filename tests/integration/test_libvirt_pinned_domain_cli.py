@@ -4,26 +4,18 @@
 """libvirt_pinned_domain through real ``ansible localhost -m`` runs: the host topology
 read from a fixturegen tree through ``root``, and a Python without libvirt-python."""
 
-import json
 import shutil
 import sys
 
 import pytest
 
 from fixturegen import build_runbook_host
-from helpers import ansible_env, run_tool
+from helpers import run_module_adhoc, run_tool
 
 
 def adhoc(args, python=sys.executable, check=False):
-    argv = ["localhost", "-i", "localhost,", "-c", "local", "-m",
-            "gpuhost.kvm.libvirt_pinned_domain", "-a", json.dumps(args),
-            "-e", "ansible_python_interpreter=%s" % python]
-    if check:
-        argv.append("--check")
-    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="minimal", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    proc = run_tool("ansible", *argv, env=env, check=False, timeout=120)
-    start = proc.stdout.index("{", proc.stdout.find("localhost | "))
-    return proc, json.loads(proc.stdout[start:])
+    return run_module_adhoc("gpuhost.kvm.libvirt_pinned_domain", args, python=python, check=check,
+                            timeout=120)
 
 
 def test_check_mode_reads_the_runbook_host_through_root(tmp_path):

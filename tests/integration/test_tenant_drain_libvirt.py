@@ -18,7 +18,6 @@ drain-role-wiring) waits for its lab proof.
 
 import json
 import os
-import sys
 
 import pytest
 
@@ -28,7 +27,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger as ledge
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import tenant_drain as mod
 
-from helpers import ansible_env, run_tool
+from helpers import run_module_adhoc
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
 
@@ -292,14 +291,7 @@ def test_unreachable_default_libvirt_with_no_running_domain_status_is_a_warning(
 
 
 def _adhoc(args, check=False):
-    argv = ["localhost", "-i", "localhost,", "-c", "local", "-m", "gpuhost.kvm.tenant_drain",
-            "-a", json.dumps(args), "-e", "ansible_python_interpreter=%s" % sys.executable]
-    if check:
-        argv.append("--check")
-    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="minimal", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    proc = run_tool("ansible", *argv, env=env, check=False, timeout=600)
-    start = proc.stdout.index("{", proc.stdout.find("localhost | "))
-    return proc, json.loads(proc.stdout[start:])
+    return run_module_adhoc("gpuhost.kvm.tenant_drain", args, check=check, timeout=600)
 
 
 def test_ansible_run_of_checked_fails_naming_the_running_tenant(tmp_path):
