@@ -28,6 +28,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    finite_number, positive_int)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
     validate_mac, validate_vlan, vf_settings)
 
@@ -149,12 +151,29 @@ def _pins(value, field_name):
     return tuple(pins)
 
 
+def whole_number(value, field_name, minimum=0):
+    """A count from a plan entry or a raw option as an int: an int, a whole finite float
+    (JSON or YAML may give 2.0) or a string of digits; anything else (NaN, infinity,
+    words, bools, fractions) is refused naming ``field_name``, never a traceback from
+    int()."""
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):
+        value = int(value)
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    return positive_int(value, field_name, minimum=minimum)
+
+
+def memory_kib_of(memory_gib, field_name):
+    """GiB (a finite positive number, shared validator) -> KiB."""
+    return int(round(finite_number(memory_gib, field_name, unit="GiB") * GIB_KIB))
+
+
 def hugepage_size_to_kib(value, field_name="hugepage_size"):
     """``1G``/``2M``/``1048576``/``none`` -> KiB (None for no hugepages)."""
     if value in (None, "", "none", 0):
         return None
-    if isinstance(value, int):
-        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return whole_number(value, field_name, minimum=1)
     match = re.match(r"^\s*(\d+)\s*([KMG]?)i?B?\s*\Z", str(value), re.IGNORECASE)
     if not match:
         raise GpuhostError("cannot read hugepage size %r" % (value,), field=field_name,
@@ -183,8 +202,9 @@ def spec_from_plan(tenant, **overrides):
     if nodeset is None and tenant.get("node") is not None:
         nodeset = str(tenant["node"])
     gpus = [GpuSpec(address=g["address"], functions=tuple(g.get("functions") or ()),
-                    bar64_total=int(g.get("bar64_total") or 0))
-            for g in tenant.get("gpus") or ()]
+                    bar64_total=whole_number(g.get("bar64_total") or 0,
+                                             "plan.gpus[%d].bar64_total" % index))
+            for index, g in enumerate(tenant.get("gpus") or ())]
     network = overrides.pop("network", None)
     vf = tenant.get("vf") or None
     if network is None:
@@ -210,16 +230,17 @@ def spec_from_plan(tenant, **overrides):
     size = tenant.get("hugepage_size_kib")
     values = dict(
         name=tenant["name"],
-        vcpus=int(tenant["vcpus"]),
+        vcpus=whole_number(tenant["vcpus"], "plan.vcpus", minimum=1),
         vcpu_pins=_pins(tenant["vcpu_pins"], "plan.vcpu_pins"),
-        memory_kib=int(round(float(tenant["memory_gib"]) * GIB_KIB)),
+        memory_kib=memory_kib_of(tenant["memory_gib"], "plan.memory_gib"),
         memory_nodeset=parse_cpulist(nodeset, field="plan.numatune.nodeset"),
         numa_mode=numatune.get("mode", "strict"),
         guest_topology=tenant.get("guest_topology"),
         emulator_cpus=parse_cpulist(tenant.get("emulator_cpus"), field="plan.emulator_cpus"),
-        iothreads=int(tenant.get("iothreads") or 0),
+        iothreads=whole_number(tenant.get("iothreads") or 0, "plan.iothreads"),
         iothread_cpus=parse_cpulist(tenant.get("iothread_cpus"), field="plan.iothread_cpus"),
-        hugepage_size_kib=int(size) if size else None,
+        hugepage_size_kib=whole_number(size, "plan.hugepage_size_kib", minimum=1)
+        if size else None,
         gpus=gpus,
         network=network,
     )
@@ -233,8 +254,8 @@ def spec_from_options(name, vcpus, vcpu_pins, memory_gib, **kwargs):
     """A DomainSpec from the module's structured options."""
     pins = _pins(vcpu_pins, "vcpu_pins")
     values = dict(
-        name=name, vcpus=int(vcpus), vcpu_pins=pins,
-        memory_kib=int(round(float(memory_gib) * GIB_KIB)),
+        name=name, vcpus=whole_number(vcpus, "vcpus", minimum=1), vcpu_pins=pins,
+        memory_kib=memory_kib_of(memory_gib, "memory_gib"),
     )
     for key in ("emulator_cpus", "iothread_cpus", "memory_nodeset"):
         if key in kwargs:
@@ -267,11 +288,7 @@ def validate_spec(spec):
     if topo:
         product = 1
         for key in ("sockets", "dies", "cores", "threads"):
-            value = int(topo.get(key, 1))
-            if value < 1:
-                raise GpuhostError("guest_topology.%s is %d" % (key, value),
-                                   field="guest_topology.%s" % key, fix="give 1 or more")
-            product *= value
+            product *= whole_number(topo.get(key, 1), "guest_topology.%s" % key, minimum=1)
         if product != spec.vcpus:
             raise GpuhostError(
                 "guest_topology gives %d vCPUs (sockets*dies*cores*threads) but vcpus is %d"

@@ -534,7 +534,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology, topology_from_dict)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import qemu_img_size
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    finite_number, qemu_img_size)
 
 HOST_SAFETY_OVERRIDES = PASS_THROUGH.overrides   # what host_safety may name here
 STRUCTURED_OPTIONS = ("vcpus", "vcpu_pins", "guest_topology", "memory_gib", "memory_nodes",
@@ -618,6 +619,35 @@ def build_module():
         required_if=[("state", state, ("plan", "vcpus"), True) for state in DEFINED_STATES],
         supports_check_mode=True,
     )
+
+
+def float_options(argument_spec, params, prefix=""):
+    """(option name, value) of every option and sub-option typed float that was given,
+    found from the argument spec itself, so that a float option added later is
+    checked too."""
+    found = []
+    for name, option in argument_spec.items():
+        value = (params or {}).get(name)
+        if value is None:
+            continue
+        if option.get("type") == "float":
+            found.append((prefix + name, value))
+        suboptions = option.get("options")
+        if suboptions:
+            items = value if option.get("type") == "list" else [value]
+            for index, item in enumerate(items):
+                where = "%s%s%s." % (prefix, name, "[%d]" % index
+                                     if option.get("type") == "list" else "")
+                found.extend(float_options(suboptions, item, where))
+    return found
+
+
+def check_float_options(module):
+    """Every float option through the shared validator: Ansible's float type takes
+    .nan, .inf, "nan" and "inf", which compare false with everything or overflow
+    int() later."""
+    for name, value in float_options(module.argument_spec, module.params):
+        finite_number(value, name, unit="GiB" if name.endswith("_gib") else "")
 
 
 class PinnedDomain:
@@ -732,7 +762,7 @@ class PinnedDomain:
             bar64 = sum(topo.pci[a].bar64_prefetchable_total for a in functions or ()
                         if a in topo.pci)
         return dx.GpuSpec(address=address, functions=tuple(functions or (address,)),
-                          bar64_total=int(bar64 or 0))
+                          bar64_total=dx.whole_number(bar64 or 0, field + ".bar64_total"))
 
     def host_context(self, spec, topo):
         """What the host-safety policy reads (mounts, routes, consoles), or None when
@@ -969,6 +999,7 @@ class PinnedDomain:
     def run(self):
         # Before anything else: the name is also a file name under state_dir.
         dx.validate_domain_name(self.name)
+        check_float_options(self.module)
         if self.conn is None:
             self.conn = open_connection(self.params["uri"])
         domain = self.lookup()

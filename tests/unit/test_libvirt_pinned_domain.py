@@ -446,3 +446,67 @@ def test_vcpus_on_the_domains_own_emulator_cpus_are_refused(tmp_path):
     assert env.names() == []
     env.run(allow_vcpu_emulator_overlap=True, **args)
     assert env.names() == ["tenant-a"]
+
+
+# -- issue 20: hostile numbers end in a clean refusal naming the option -----------------
+
+FLOAT_HOSTILE = [float("nan"), float("inf"), float("-inf"), "nan", "inf", "-Infinity"]
+
+
+@pytest.mark.parametrize("value", FLOAT_HOSTILE)
+def test_memory_gib_that_is_not_finite_is_refused_by_the_shared_validator(tmp_path, value):
+    env = Env(tmp_path)
+    err = env.fail(**small_domain(memory_gib=value))
+    assert err.field == "memory_gib"
+    assert "is not a finite number" in err.msg
+    assert env.names() == []
+
+
+def test_every_float_option_goes_through_the_shared_validator(tmp_path, monkeypatch):
+    """Not only memory_gib: any option (or sub-option) typed float reaches
+    validators.finite_number before it is used."""
+    floats = []
+
+    def walk(spec, prefix=""):
+        for name, option in spec.items():
+            if option.get("type") == "float":
+                floats.append(prefix + name)
+            walk(option.get("options") or {}, prefix + name + ".")
+    with patch_module_args(dict(name="x", state="absent")):
+        walk(mod.build_module().argument_spec)
+    assert floats, "the module has float options"
+    seen = []
+    real = mod.finite_number
+
+    def spy(value, field, *args, **kwargs):
+        seen.append(field)
+        return real(value, field, *args, **kwargs)
+    monkeypatch.setattr(mod, "finite_number", spy)
+    Env(tmp_path).run(check=True, **small_domain())
+    assert set(floats) <= set(seen)
+
+
+@pytest.mark.parametrize("key, value, field", [
+    ("memory_gib", float("nan"), "plan.memory_gib"),
+    ("memory_gib", "inf", "plan.memory_gib"),
+    ("vcpus", float("inf"), "plan.vcpus"),
+    ("vcpus", "many", "plan.vcpus"),
+    ("iothreads", float("nan"), "plan.iothreads"),
+    ("hugepage_size_kib", float("inf"), "plan.hugepage_size_kib"),
+])
+def test_plan_numbers_that_are_not_numbers_are_refused(tmp_path, key, value, field):
+    env = Env(tmp_path)
+    plan = runbook_tenant()
+    plan[key] = value
+    err = env.fail(name="tenant-a100", plan=plan)
+    assert err.field == field
+    assert env.names() == []
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), "lots", -1])
+def test_gpu_bar_total_that_is_not_a_number_is_refused(tmp_path, value):
+    env = Env(tmp_path)
+    err = env.fail(**small_domain(vcpu_pins=[1, 33], hugepage_size="2M", gpus=[
+        {"address": RUNBOOK_GPU, "bar64_total": value}]))
+    assert err.field == "gpus[0].bar64_total"
+    assert env.names() == []
