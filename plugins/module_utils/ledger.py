@@ -35,7 +35,8 @@ import re
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     FileLock, HostWriter)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    config_path, finite_number)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
     TenantRequest,
     check_unique_macs,
@@ -168,10 +169,13 @@ def render_ledger(data, now=None):
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-def _host_path(path):
-    """The ledger's path as the shared writer takes it: absolute, '..' left in place for
-    the writer to refuse (os.path.abspath would resolve it away)."""
-    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+def ledger_path(path, field="path"):
+    """The ledger's path, checked by the shared validator (validators.config_path) and
+    returned as given: absolute (a relative one would land in whatever folder the module
+    happens to run in), no control characters, a file when something is there. A '..'
+    is left in place for the writer to refuse (normalising would resolve it away)."""
+    config_path(path, field, kind="ledger file", missing_ok=True)
+    return path
 
 
 def write_ledger(path, data, now=None):
@@ -184,7 +188,7 @@ def write_ledger(path, data, now=None):
     not a regular file, no '..'), and both are checked before either is written.
     """
     writer = HostWriter("/")
-    path = _host_path(path)
+    path = ledger_path(path)
     for target in (path, path + ".prev"):
         writer.check_replaceable(target)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -211,7 +215,7 @@ class locked(FileLock):
 
     def __init__(self, path, timeout=60.0, poll=0.05, read_only=False):
         # 0 tries once; NaN would never expire (no comparison with it is true).
-        super().__init__(path + ".lock",
+        super().__init__(ledger_path(path) + ".lock",
                          finite_number(timeout, "lock_timeout", allow_minimum=True,
                                        maximum=86400, unit="seconds"),
                          read_only=read_only, poll=poll, field="path")
@@ -230,7 +234,14 @@ def planner_request(tenant, field):
     if not isinstance(tenant, dict):
         raise GpuhostError("a tenant must be a mapping, got %r" % (tenant,), field=field,
                            fix="give name, gpus, vcpus and memory_gib for every tenant")
-    return {k: v for k, v in tenant.items() if k in PLANNER_KEYS and v is not None}
+    request = {k: v for k, v in tenant.items() if k in PLANNER_KEYS and v is not None}
+    for key, value in request.items():
+        if isinstance(value, float):
+            # The shared validator for every number given as a float: int() of an
+            # infinity raises OverflowError, and NaN compares false with everything.
+            finite_number(value, "%s.%s" % (field, key), minimum=float("-inf"),
+                          allow_minimum=True)
+    return request
 
 
 _EXISTING_FIELD = re.compile(r"existing\[(\d+)\](.*)", re.S)

@@ -26,7 +26,9 @@ description:
     steps and never reset.
 options:
   path:
-    description: The ledger file on the managed host. Its directory is created (mode 0700).
+    description:
+      - The ledger file on the managed host, an absolute path (a relative one is
+        refused). Its directory is created (mode 0700).
     type: path
     default: /var/lib/gpuhost/ledger.json
   state:
@@ -216,6 +218,9 @@ class TenantLedger:
         params = self.params
         # Bad input is refused before the lock: nothing (not even the ledger's folder or
         # lock file) is created for a request that cannot be planned.
+        # The ledger's path first: a relative one would be written into whatever folder
+        # the module runs in.
+        ledger_core.ledger_path(params["path"])
         if params["state"] == "present":
             ledger_core.validate_tenants(params["tenants"])
         else:
