@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import time
 
 from urllib.parse import quote
@@ -60,6 +61,21 @@ MAX_CONCURRENCY = 1024
 MAX_REQUESTS = 10000000
 
 PERCENTILES = (50, 90, 95, 99)
+
+# A model name and version as KServe v2 servers name them (Triton: the model
+# repository's directory names): letters, digits, '_', '-' and '.', never '..' and not
+# starting with '.'. They become one segment of the URL path, so nothing that could end
+# the segment, the path or the request line (/, %, ?, #, blanks, control characters) is
+# allowed; the whole value must match (fullmatch: '$' would also match before a final
+# newline).
+MAX_NAME = 255
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,%d}" % (MAX_NAME - 1))
+# A tensor name goes into the JSON body: the model name's characters and ':', which
+# TensorFlow's tensor names carry (input_1:0).
+_TENSOR_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.:-]{0,%d}" % (MAX_NAME - 1))
+# The datatypes of the v2 protocol (its "Tensor Data Types" table).
+DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+             "FP16", "FP32", "FP64", "BF16", "BYTES")
 
 # Failures of the connection itself, as opposed to an answer the server gave.
 CONNECTION_ERRORS = ("connection_closed", "connection_refused", "connection_error")
@@ -122,6 +138,21 @@ def _zeros(datatype, count):
     return [value] * count
 
 
+def checked_name(value, field, kind="model name"):
+    """``value`` (a model name, a model version or a tensor name) unchanged, or a
+    GpuhostError naming ``field``: a full match of the name rule, without '..'."""
+    pattern = _TENSOR_NAME if kind == "tensor name" else _MODEL_NAME
+    extra = ", ':'" if kind == "tensor name" else ""
+    if not isinstance(value, str) or not pattern.fullmatch(value) or ".." in value:
+        raise GpuhostError(
+            "%r is not a usable %s" % (value, kind), field=field,
+            fix="give the %s exactly as the server's model configuration has it: 1 to %d "
+                "letters, digits, '_', '-' and '.'%s, not starting with '.' and without '..' "
+                "(e.g. %s)" % (kind, MAX_NAME, extra,
+                               {"model name": "resnet50", "model version": "1"}.get(kind, "INPUT0")))
+    return value
+
+
 def tensor_shape(shape, field):
     """A tensor shape as a list of whole dimensions of 1 or more, at most
     MAX_TENSOR_DIMS of them; the element count is bounded by the caller. Checked before
@@ -159,6 +190,11 @@ def build_infer_body(inputs, outputs=None, parameters=None):
             if key not in tensor:
                 raise GpuhostError("input tensor has no %s" % key, field="inputs[%d].%s" % (index, key),
                                    fix="give name, shape and datatype of each model input")
+        checked_name(tensor["name"], "inputs[%d].name" % index, "tensor name")
+        if tensor["datatype"] not in DATATYPES:
+            raise GpuhostError("%r is not a datatype of the v2 protocol" % (tensor["datatype"],),
+                               field="inputs[%d].datatype" % index,
+                               fix="use one of %s, as the model configuration has it" % ", ".join(DATATYPES))
         shape = tensor_shape(tensor["shape"], "inputs[%d].shape" % index)
         elements = math.prod(shape)
         total_elements += elements
@@ -180,7 +216,8 @@ def build_infer_body(inputs, outputs=None, parameters=None):
         tensors.append(entry)
     body = {"inputs": tensors}
     if outputs:
-        body["outputs"] = [{"name": name} for name in outputs]
+        body["outputs"] = [{"name": checked_name(name, "outputs[%d]" % index, "tensor name")}
+                           for index, name in enumerate(outputs)]
     if parameters:
         body["parameters"] = parameters
     return json.dumps(body, separators=(",", ":")).encode()
@@ -309,6 +346,12 @@ class LoadRun:
                                  unit="seconds")
         batch_size = positive_int(batch_size, "batch_size")
         self.host, self.port, base = parse_url(url)
+        # Both become segments of the URL path: checked whole, never quoted into shape.
+        model = checked_name(model, "model")
+        if model_version is not None and model_version != "":
+            model_version = checked_name(
+                str(model_version) if isinstance(model_version, int) and not isinstance(
+                    model_version, bool) else model_version, "model_version", "model version")
         self.url = url
         self.model = model
         self.path = infer_path(base, model, model_version)

@@ -42,11 +42,16 @@ options:
     type: str
     default: http://127.0.0.1:8000
   model:
-    description: The model name, as in C(/v2/models/<model>/infer).
+    description:
+      - The model name, as in C(/v2/models/<model>/infer).
+      - 1 to 255 letters, digits, C(_), C(-) and C(.), not starting with C(.) and
+        without C(..); anything else (a C(/), a newline, C(%), C(?)) is refused.
     type: str
     required: true
   model_version:
-    description: A model version; the server's default version when left out.
+    description:
+      - A model version; the server's default version when left out.
+      - The same characters as O(model).
     type: str
   inputs:
     description:
@@ -57,7 +62,9 @@ options:
     required: true
     suboptions:
       name:
-        description: The input's name in the model configuration.
+        description:
+          - The input's name in the model configuration.
+          - The characters of O(model) and C(:) (TensorFlow's C(input_1:0)).
         type: str
         required: true
       shape:
@@ -70,7 +77,9 @@ options:
         elements: int
         required: true
       datatype:
-        description: The v2 datatype, for example C(FP32), C(FP16), C(INT64), C(BYTES).
+        description:
+          - The v2 datatype, for example C(FP32), C(FP16), C(INT64), C(BYTES), in capitals
+            as the protocol writes it.
         type: str
         required: true
       data:
@@ -81,7 +90,9 @@ options:
         description: Per-tensor parameters of the v2 protocol.
         type: dict
   outputs:
-    description: Names of the outputs to ask for; all of them when left out.
+    description:
+      - Names of the outputs to ask for; all of them when left out.
+      - Each as O(inputs[].name).
     type: list
     elements: str
   parameters:

@@ -166,3 +166,70 @@ def test_counts_sizes_and_timeouts_are_bounded(options, field, message):
     with pytest.raises(GpuhostError) as err:
         lg.LoadRun(**arguments)
     assert err.value.field == field and message in err.value.message
+
+
+# -- issue 20: names that reach the URL path or the request body -------------------------
+
+_RUN = dict(url="http://127.0.0.1:1", inputs=[{"name": "x", "shape": [1], "datatype": "FP32"}],
+            requests=10)
+
+
+@pytest.mark.parametrize("model", [
+    "resnet50\n", "resnet50\nHost: elsewhere", "../admin", "..", ".", ".hidden", "a..b",
+    "a/b", "a%2Fb", "a b", "a?x=1", "a#f", "", "m\x00", "m\r", "é", "a" * 256, 50, None,
+])
+def test_a_model_name_that_breaks_the_url_is_refused(model):
+    # Before: quote() hid "../" and newlines as %2F and %0A in the path; a server that
+    # decodes the path before routing saw another model, or another endpoint.
+    with pytest.raises(GpuhostError) as err:
+        lg.LoadRun(model=model, **_RUN)
+    assert err.value.field == "model"
+    assert "is not a usable model name" in err.value.message
+    assert "letters, digits, '_', '-' and '.'" in err.value.fix
+
+
+@pytest.mark.parametrize("model", ["resnet50", "resnet_50-v1.5", "densenet_onnx", "M", "0", "-x",
+                                   "a" * 255])
+def test_plain_model_names_pass(model):
+    run = lg.LoadRun(model=model, **_RUN)
+    assert run.path == "/v2/models/%s/infer" % model
+
+
+@pytest.mark.parametrize("version", ["1\n", "../1", "1/2", "..", " 1", ".1"])
+def test_a_model_version_that_breaks_the_url_is_refused(version):
+    with pytest.raises(GpuhostError) as err:
+        lg.LoadRun(model="m", model_version=version, **_RUN)
+    assert err.value.field == "model_version" and "is not a usable model version" in err.value.message
+
+
+def test_a_model_version_may_be_a_number():
+    assert lg.LoadRun(model="m", model_version=2, **_RUN).path == "/v2/models/m/versions/2/infer"
+    assert lg.LoadRun(model="m", model_version="", **_RUN).path == "/v2/models/m/infer"
+
+
+@pytest.mark.parametrize("name", ["x\n", "../x", "x/../y", "..", ".x", "a b", "", "x\"", 7, None])
+def test_an_input_name_outside_the_name_rule_is_refused(name):
+    with pytest.raises(GpuhostError) as err:
+        lg.build_infer_body([{"name": "ok", "shape": [1], "datatype": "FP32"},
+                             {"name": name, "shape": [1], "datatype": "FP32"}])
+    assert err.value.field == "inputs[1].name"
+    assert "is not a usable tensor name" in err.value.message
+
+
+@pytest.mark.parametrize("name", ["INPUT0", "input.1", "input_1:0", "serving-default"])
+def test_tensor_names_of_common_frameworks_pass(name):
+    body = json.loads(lg.build_infer_body([{"name": name, "shape": [1], "datatype": "FP32"}],
+                                          outputs=[name]))
+    assert body["inputs"][0]["name"] == name and body["outputs"] == [{"name": name}]
+
+
+def test_an_output_name_outside_the_name_rule_is_refused():
+    with pytest.raises(GpuhostError) as err:
+        lg.LoadRun(model="m", outputs=["OUTPUT0", "OUT\n1"], **_RUN)
+    assert err.value.field == "outputs[1]" and "is not a usable tensor name" in err.value.message
+
+
+def test_a_datatype_is_one_of_the_protocol():
+    with pytest.raises(GpuhostError) as err:
+        lg.build_infer_body([{"name": "x", "shape": [1], "datatype": "FP32\n"}])
+    assert err.value.field == "inputs[0].datatype" and "FP32" in err.value.fix
