@@ -21,7 +21,7 @@ from typing import List, Optional, Tuple
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_xml import (
-    pci_source_key, parse_xml)
+    hostdev_origins, pci_source_key, parse_xml)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     PASS_THROUGH, host_refusals, refusal_fix)
@@ -121,8 +121,9 @@ def _cpu_nodes(topo):
     return nodes
 
 
-def check_hostdevs(spec, topo, report):
+def check_hostdevs(spec, topo, report, origins=None):
     """Every hostdev exists and sits in a clean IOMMU group."""
+    origins = origins or hostdev_origins(spec)
     units = [list(gpu.functions) for gpu in spec.gpus]
     units.extend([address] for address in spec.extra_hostdevs)
     if spec.network.kind == "vf" and spec.network.vf_address:
@@ -131,7 +132,7 @@ def check_hostdevs(spec, topo, report):
         missing = [a for a in unit if normalize_address(a) not in topo.pci]
         if missing:
             report.refusals.append(Refusal(
-                "hostdev", "PCI function %s does not exist on this host"
+                origins.get(missing[0], "hostdevs"), "PCI function %s does not exist on this host"
                 % ", ".join(missing),
                 "check the address with lspci -D; regenerate the plan if the hardware "
                 "changed"))
@@ -144,7 +145,7 @@ def check_hostdevs(spec, topo, report):
                                         f.get("driver") or "none")
                 for f in verdict.foreign)
             report.refusals.append(Refusal(
-                "hostdev",
+                origins.get(unit[0], "hostdevs"),
                 "%s is in IOMMU group %s, which also holds %s%s"
                 % (", ".join(unit), verdict.group, foreign or "other devices",
                    ("; " + "; ".join(verdict.reasons)) if verdict.reasons else ""),
@@ -153,27 +154,18 @@ def check_hostdevs(spec, topo, report):
                 "bifurcation; do not use pcie_acs_override" % verdict.group))
 
 
-def check_hostdevs_free(spec, others, report):
+def check_hostdevs_free(spec, others, report, origins=None):
+    origins = {normalize_address(a): o for a, o in
+               (origins or hostdev_origins(spec)).items()}
     mine = set(normalize_address(a) for a in spec.hostdev_addresses())
     for other in others:
         clash = sorted(mine & set(other.hostdevs))
         if clash:
             report.refusals.append(Refusal(
-                "hostdev", "%s already used by domain %s (%s)"
+                origins.get(clash[0], "hostdevs"), "%s already used by domain %s (%s)"
                 % (", ".join(clash), other.name, "running" if other.active else "defined"),
                 "give this tenant another device, or remove the hostdev from %s first "
                 "(virsh edit %s, or state=absent for that tenant)" % (other.name, other.name)))
-
-
-def hostdev_origins(spec, from_plan, vf_option_given):
-    """Hostdev address -> the module option that names it, for refusals."""
-    gpu_option = "plan" if from_plan else "gpus"
-    origins = {a: gpu_option for gpu in spec.gpus for a in gpu.functions}
-    origins.update((a, "hostdevs") for a in spec.extra_hostdevs)
-    if spec.network.kind == "vf" and spec.network.vf_address:
-        origins[spec.network.vf_address] = ("network.vf_address" if vf_option_given or
-                                            not from_plan else "plan")
-    return origins
 
 
 def check_host_safety(spec, report, context, overrides, origins=None):
@@ -186,12 +178,12 @@ def check_host_safety(spec, report, context, overrides, origins=None):
     """
     if context is None:
         return
-    origins = origins or {}
+    origins = origins or hostdev_origins(spec)
     addresses = [normalize_address(a) for a in spec.hostdev_addresses()]
     blocking, allowed = host_refusals(context, addresses, overrides, PASS_THROUGH)
     for refusal in blocking:
         report.refusals.append(Refusal(
-            refusal.option or origins.get(refusal.address, "hostdev"),
+            refusal.option or origins.get(refusal.address, "hostdevs"),
             "refusing to %s: %s" % (PASS_THROUGH.verb, refusal.text()),
             refusal_fix([refusal], origins.get(refusal.address, "the domain's devices")),
             override=refusal.option))
@@ -200,13 +192,15 @@ def check_host_safety(spec, report, context, overrides, origins=None):
                                                          refusal.option))
 
 
-def check_groups_unshared(spec, topo, others, report):
+def check_groups_unshared(spec, topo, others, report, origins=None):
     """No IOMMU group is split between this domain and another.
 
     The group is the unit of isolation: two guests holding functions of one group can
     reach each other's device by peer-to-peer DMA, and vfio hands a group to one guest
     only. Exact address clashes are check_hostdevs_free's.
     """
+    origins = {normalize_address(a): o for a, o in
+               (origins or hostdev_origins(spec)).items()}
     mine = {}
     for address in spec.hostdev_addresses():
         function = topo.pci.get(normalize_address(address))
@@ -222,7 +216,8 @@ def check_groups_unshared(spec, topo, others, report):
             shared.setdefault(function.iommu_group, []).append(address)
         for group, theirs in sorted(shared.items()):
             report.refusals.append(Refusal(
-                "hostdev", "%s is in IOMMU group %s, which also holds %s of domain %s (%s): "
+                origins.get(sorted(mine[group])[0], "hostdevs"),
+                "%s is in IOMMU group %s, which also holds %s of domain %s (%s): "
                 "one IOMMU group goes to one guest"
                 % (", ".join(sorted(mine[group])), group, ", ".join(sorted(theirs)),
                    other.name, "running" if other.active else "defined"),
@@ -239,54 +234,52 @@ def check_cpus_online(spec, topo, report):
         outside = sorted(set(cpus) - online)
         if outside:
             report.refusals.append(Refusal(
-                label, "CPUs %s are not online (online: %s)"
+                spec.option(label), "CPUs %s are not online (online: %s)"
                 % (format_cpulist(outside), format_cpulist(online)),
                 "pin only online CPUs: regenerate the plan with numa_cpuset on this host, "
                 "or bring the CPUs online"))
 
 
 def check_cpu_overlap(spec, others, report, allow_cpu_overlap=False, topo=None):
-    """No CPU, and no core, shared with another domain's vCPUs.
+    """No CPU, and no core, shared with another domain's vCPUs: neither by this domain's
+    vCPU pins nor by its emulator or iothread pins.
 
-    Besides the same CPU, a vCPU on an SMT sibling of another domain's vCPU counts
-    (with ``topo``): threads of one core share its caches and execution units, the
-    ground of MDS and L1TF style leaks, so a tenant's core is reserved whole even where
-    it pins only one thread.
+    Besides the same CPU, a pin on an SMT sibling of another domain's vCPU counts (with
+    ``topo``): threads of one core share its caches and execution units, the ground of
+    MDS and L1TF style leaks, so a tenant's core is reserved whole even where it pins
+    only one thread, and QEMU's own threads are no exception. Each refusal names the
+    option whose pins clash.
     """
-    mine = set(spec.pinned_cpus())
-    helpers = set(spec.emulator_cpus) | set(spec.iothread_cpus)
     for other in others:
         theirs = set(other.vcpu_cpus)
-        vcpu_clash = sorted(mine & theirs)
-        helper_clash = sorted(helpers & theirs)
-        siblings = sorted((cpu, sibling) for cpu in mine - theirs
-                          for sibling in _thread_siblings(topo, cpu) & theirs)
-        if not vcpu_clash and not helper_clash and not siblings:
-            continue
-        texts = []
-        parts = []
-        if vcpu_clash:
-            parts.append("vCPU pins %s" % format_cpulist(vcpu_clash))
-        if helper_clash:
-            parts.append("emulator/iothread pins %s" % format_cpulist(helper_clash))
-        if parts:
-            texts.append("%s overlap the vCPUs of domain %s (pinned to %s)" % (
-                " and ".join(parts), other.name, format_cpulist(theirs)))
-        if siblings:
-            texts.append(
-                "vCPU pins %s share cores with the vCPUs of domain %s (%s): threads of one "
-                "core share its caches, so one tenant can observe the other"
-                % (format_cpulist(set(c for c, _s in siblings)), other.name,
-                   ", ".join("CPU %d is the SMT sibling of %d" % p for p in siblings)))
-        text = "; ".join(texts)
-        if allow_cpu_overlap:
-            report.warnings.append(text + "; allowed by allow_cpu_overlap")
-        else:
-            report.refusals.append(Refusal(
-                "vcpu_pins", text,
-                "plan all tenants together with numa_cpuset so their cores are disjoint, "
-                "or set allow_cpu_overlap: true if sharing is deliberate",
-                override="allow_cpu_overlap"))
+        for key, label, cpus in (("vcpu_pins", "vCPU pins", spec.pinned_cpus()),
+                                 ("emulator_cpus", "emulator_cpus", spec.emulator_cpus),
+                                 ("iothread_cpus", "iothread_cpus", spec.iothread_cpus)):
+            mine = set(cpus)
+            clash = sorted(mine & theirs)
+            siblings = sorted((cpu, sibling) for cpu in mine - theirs
+                              for sibling in _thread_siblings(topo, cpu) & theirs)
+            texts = []
+            if clash:
+                texts.append("%s %s overlap the vCPUs of domain %s (pinned to %s)" % (
+                    label, format_cpulist(clash), other.name, format_cpulist(theirs)))
+            if siblings:
+                texts.append(
+                    "%s %s share cores with the vCPUs of domain %s (%s): threads of one "
+                    "core share its caches, so one tenant can observe the other"
+                    % (label, format_cpulist(set(c for c, _s in siblings)), other.name,
+                       ", ".join("CPU %d is the SMT sibling of %d" % p for p in siblings)))
+            if not texts:
+                continue
+            text = "; ".join(texts)
+            if allow_cpu_overlap:
+                report.warnings.append(text + "; allowed by allow_cpu_overlap")
+            else:
+                report.refusals.append(Refusal(
+                    spec.option(key), text,
+                    "plan all tenants together with numa_cpuset so their cores are "
+                    "disjoint, or set allow_cpu_overlap: true if sharing is deliberate",
+                    override="allow_cpu_overlap"))
 
 
 def _thread_siblings(topo, cpu):
@@ -312,7 +305,8 @@ def check_vcpu_helper_overlap(spec, report, allow_vcpu_emulator_overlap=False):
         report.warnings.append(text + "; allowed by allow_vcpu_emulator_overlap")
         return
     report.refusals.append(Refusal(
-        "vcpu_pins", text + ": the vCPUs and QEMU's own threads would take turns on them",
+        spec.option("vcpu_pins"),
+        text + ": the vCPUs and QEMU's own threads would take turns on them",
         "pin the emulator and iothreads to other cores (numa_cpuset plans them on the "
         "node's housekeeping CPUs), or set allow_vcpu_emulator_overlap: true on a host "
         "too small to keep them apart", override="allow_vcpu_emulator_overlap"))
@@ -333,32 +327,37 @@ def check_nodes(spec, topo, report, allow_cross_node=False):
     if not gpu_nodes:
         return
     cpu_nodes = _cpu_nodes(topo)
-    wrong = []
-    for label, cpus in (("vCPU pins", spec.pinned_cpus()),
-                        ("emulator pins", spec.emulator_cpus),
-                        ("iothread pins", spec.iothread_cpus)):
+    wrong = []        # (the option, what is off the GPU's node)
+    for key, label, cpus in (("vcpu_pins", "vCPU pins", spec.pinned_cpus()),
+                             ("emulator_cpus", "emulator pins", spec.emulator_cpus),
+                             ("iothread_cpus", "iothread pins", spec.iothread_cpus)):
         off = sorted(c for c in cpus if c in cpu_nodes and cpu_nodes[c] not in gpu_nodes)
         if off:
-            wrong.append("%s %s are on node %s" % (
+            wrong.append((spec.option(key), "%s %s are on node %s" % (
                 label, format_cpulist(off),
-                format_cpulist(set(cpu_nodes[c] for c in off))))
+                format_cpulist(set(cpu_nodes[c] for c in off)))))
     if spec.memory_nodeset and not set(spec.memory_nodeset) <= gpu_nodes:
-        wrong.append("memory nodeset is %s" % format_cpulist(spec.memory_nodeset))
+        wrong.append((spec.option("memory_nodeset"),
+                      "memory nodeset is %s" % format_cpulist(spec.memory_nodeset)))
     if not spec.memory_nodeset:
-        wrong.append("memory is not bound to a node (no numatune nodeset)")
+        wrong.append((spec.option("memory_nodeset"),
+                      "memory is not bound to a node (no numatune nodeset)"))
     if spec.network.kind == "vf" and spec.network.vf_address:
         vf = topo.pci.get(normalize_address(spec.network.vf_address))
         if vf is not None and vf.numa_node is not None and vf.numa_node >= 0 \
                 and vf.numa_node not in gpu_nodes:
-            wrong.append("VF %s is on node %d" % (spec.network.vf_address, vf.numa_node))
+            wrong.append((hostdev_origins(spec).get(spec.network.vf_address,
+                                                    "network.vf_address"),
+                          "VF %s is on node %d" % (spec.network.vf_address, vf.numa_node)))
     if not wrong:
         return
-    text = "the GPU is on node %s but %s" % (format_cpulist(gpu_nodes), "; ".join(wrong))
+    text = "the GPU is on node %s but %s" % (format_cpulist(gpu_nodes),
+                                             "; ".join(t for _option, t in wrong))
     if allow_cross_node:
         report.warnings.append(text + "; allowed by allow_cross_node")
     else:
         report.refusals.append(Refusal(
-            "numatune", text,
+            wrong[0][0], text,
             "take CPUs, memory and the VF from node %s (numa_cpuset plans it that way), "
             "or set allow_cross_node: true to accept the cross-node traffic"
             % format_cpulist(gpu_nodes), override="allow_cross_node"))
@@ -383,7 +382,7 @@ def check_hugepages(spec, topo, report, current=None):
         node = topo.nodes.get(node_id)
         if node is None:
             report.refusals.append(Refusal(
-                "numatune", "NUMA node %d does not exist (nodes: %s)"
+                spec.option("memory_nodeset"), "NUMA node %d does not exist (nodes: %s)"
                 % (node_id, format_cpulist(topo.nodes)),
                 "regenerate the plan with numa_cpuset on this host"))
             return
@@ -391,7 +390,7 @@ def check_hugepages(spec, topo, report, current=None):
         free_per_node[node_id] = pool.free if pool is not None else None
     if all(v is None for v in free_per_node.values()):
         report.refusals.append(Refusal(
-            "hugepage_size", "node %s has no %s hugepage pool" % (
+            spec.option("hugepage_size"), "node %s has no %s hugepage pool" % (
                 format_cpulist(nodes), _size_text(size)),
             "reserve the pages first (gpuhost.kvm hugepages role; 1G pages need "
             "hugepagesz=1G hugepages=N on the kernel command line and a reboot)"))
@@ -400,6 +399,9 @@ def check_hugepages(spec, topo, report, current=None):
     if free + held < needed:
         per_node = ", ".join("node %d: %d free" % (n, v or 0)
                              for n, v in sorted(free_per_node.items()))
+        # "hugepages", not an option: the host's reservation is short, and the vm role
+        # (roles/vm/tasks/main.yml) lets exactly this refusal pass in check mode, where
+        # the numa stage has reserved nothing yet.
         report.refusals.append(Refusal(
             "hugepages",
             "%s needs %d pages of %s on node %s, but only %d are free (%s)%s"
@@ -437,9 +439,9 @@ def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node
             others.append(domain)
     check_host_safety(spec, report, host_context, host_overrides or {}, hostdev_origins)
     check_cpus_online(spec, topo, report)
-    check_hostdevs(spec, topo, report)
-    check_hostdevs_free(spec, others, report)
-    check_groups_unshared(spec, topo, others, report)
+    check_hostdevs(spec, topo, report, hostdev_origins)
+    check_hostdevs_free(spec, others, report, hostdev_origins)
+    check_groups_unshared(spec, topo, others, report, hostdev_origins)
     check_cpu_overlap(spec, others, report, allow_cpu_overlap=allow_cpu_overlap, topo=topo)
     check_vcpu_helper_overlap(spec, report, allow_vcpu_emulator_overlap)
     check_nodes(spec, topo, report, allow_cross_node=allow_cross_node)

@@ -59,17 +59,20 @@ class GpuSpec:
     address: str
     functions: Tuple[str, ...] = ()      # every host function, the GPU included
     bar64_total: int = 0                 # bytes of 64-bit prefetchable BARs
+    # The option the GPU came from, for errors: gpus[0] or plan.gpus[0].
+    origin: str = field(default="gpus", compare=False, repr=False)
 
     def __post_init__(self):
-        self.address = str(PciAddress.parse(self.address, field="gpus.address"))
+        self.address = str(PciAddress.parse(self.address, field="%s.address" % self.origin))
         functions = self.functions or (self.address,)
-        parsed = sorted(set(PciAddress.parse(f, field="gpus.functions") for f in functions))
+        parsed = sorted(set(PciAddress.parse(f, field="%s.functions" % self.origin)
+                            for f in functions))
         slot = PciAddress.parse(self.address).slot_key
         for function in parsed:
             if function.slot_key != slot:
                 raise GpuhostError(
                     "function %s is not in the slot of GPU %s" % (function, self.address),
-                    field="gpus.functions",
+                    field="%s.functions" % self.origin,
                     fix="list only functions of the GPU's own slot (same bus and slot, "
                         "e.g. %s.1); pass other devices as separate hostdevs" % self.address[:-2])
         self.functions = tuple(str(f) for f in parsed)
@@ -124,6 +127,16 @@ class DomainSpec:
     maxphysaddr_mode: str = "auto"                   # auto, emulate, passthrough, none
     maxphysaddr_bits: Optional[int] = None
     uuid: Optional[str] = None
+    # What the spec's parts are called among the module's options (OPTION_NAMES or
+    # PLAN_OPTION_NAMES), so that every error names what the user set.
+    options: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def option(self, key):
+        """The module option (or plan key) a part of the spec came from."""
+        return self.options.get(key) or OPTION_NAMES.get(key, key)
+
+    def from_plan(self):
+        return self.option("vcpus").startswith("plan.")
 
     def hostdev_addresses(self):
         """Every host PCI function the domain takes: GPUs, companions, VFs."""
@@ -135,6 +148,47 @@ class DomainSpec:
 
     def pinned_cpus(self):
         return tuple(sorted(set(c for pins in self.vcpu_pins for c in pins)))
+
+
+# The spec's parts -> the module option a refusal names: with structured options...
+OPTION_NAMES = {
+    "vcpus": "vcpus", "vcpu_pins": "vcpu_pins", "memory_gib": "memory_gib",
+    "memory_nodeset": "memory_nodes", "numa_mode": "memory_nodes",
+    "emulator_cpus": "emulator_cpus", "iothreads": "iothreads",
+    "iothread_cpus": "iothread_cpus", "guest_topology": "guest_topology",
+    "hugepage_size": "hugepage_size", "gpus": "gpus",
+}
+# ... and from a plan entry (docs/plan-format.md).
+PLAN_OPTION_NAMES = {
+    "vcpus": "plan.vcpus", "vcpu_pins": "plan.vcpu_pins", "memory_gib": "plan.memory_gib",
+    "memory_nodeset": "plan.numatune.nodeset", "numa_mode": "plan.numatune.mode",
+    "emulator_cpus": "plan.emulator_cpus", "iothreads": "plan.iothreads",
+    "iothread_cpus": "plan.iothread_cpus", "guest_topology": "plan.guest_topology",
+    "hugepage_size": "plan.hugepage_size_kib", "gpus": "plan.gpus",
+}
+
+
+def hostdev_origins(spec, from_plan=None, vf_option_given=False):
+    """Hostdev address -> the module option that names it, for refusals."""
+    if from_plan is None:
+        from_plan = spec.from_plan()
+    gpu_option = "plan" if from_plan else "gpus"
+    origins = {a: gpu_option for gpu in spec.gpus for a in gpu.functions}
+    origins.update((a, "hostdevs") for a in spec.extra_hostdevs)
+    if spec.network.kind == "vf" and spec.network.vf_address:
+        origins[spec.network.vf_address] = ("network.vf_address" if vf_option_given or
+                                            not from_plan else "plan")
+    return origins
+
+
+def parse_nodeset(text, field_name):
+    """A list of host NUMA nodes (``0``, ``0-1``), refused in node words, not CPU ones."""
+    try:
+        return parse_cpulist(text, field=field_name)
+    except GpuhostError as err:
+        raise GpuhostError("%r is not a NUMA node list" % (text,), field=field_name,
+                           fix="write host NUMA nodes as numactl -H numbers them, e.g. 0 "
+                               "or 0-1") from err
 
 
 # --------------------------------------------------------------------------------------
@@ -203,7 +257,8 @@ def spec_from_plan(tenant, **overrides):
         nodeset = str(tenant["node"])
     gpus = [GpuSpec(address=g["address"], functions=tuple(g.get("functions") or ()),
                     bar64_total=whole_number(g.get("bar64_total") or 0,
-                                             "plan.gpus[%d].bar64_total" % index))
+                                             "plan.gpus[%d].bar64_total" % index),
+                    origin="plan.gpus[%d]" % index)
             for index, g in enumerate(tenant.get("gpus") or ())]
     network = overrides.pop("network", None)
     vf = tenant.get("vf") or None
@@ -233,7 +288,7 @@ def spec_from_plan(tenant, **overrides):
         vcpus=whole_number(tenant["vcpus"], "plan.vcpus", minimum=1),
         vcpu_pins=_pins(tenant["vcpu_pins"], "plan.vcpu_pins"),
         memory_kib=memory_kib_of(tenant["memory_gib"], "plan.memory_gib"),
-        memory_nodeset=parse_cpulist(nodeset, field="plan.numatune.nodeset"),
+        memory_nodeset=parse_nodeset(nodeset, "plan.numatune.nodeset"),
         numa_mode=numatune.get("mode", "strict"),
         guest_topology=tenant.get("guest_topology"),
         emulator_cpus=parse_cpulist(tenant.get("emulator_cpus"), field="plan.emulator_cpus"),
@@ -243,6 +298,7 @@ def spec_from_plan(tenant, **overrides):
         if size else None,
         gpus=gpus,
         network=network,
+        options=dict(PLAN_OPTION_NAMES),
     )
     values.update(overrides)
     spec = DomainSpec(**values)
@@ -257,9 +313,12 @@ def spec_from_options(name, vcpus, vcpu_pins, memory_gib, **kwargs):
         name=name, vcpus=whole_number(vcpus, "vcpus", minimum=1), vcpu_pins=pins,
         memory_kib=memory_kib_of(memory_gib, "memory_gib"),
     )
-    for key in ("emulator_cpus", "iothread_cpus", "memory_nodeset"):
+    for key in ("emulator_cpus", "iothread_cpus"):
         if key in kwargs:
-            kwargs[key] = parse_cpulist(kwargs[key], field=key)
+            kwargs[key] = parse_cpulist(kwargs[key], field=OPTION_NAMES[key])
+    if "memory_nodeset" in kwargs:
+        kwargs["memory_nodeset"] = parse_nodeset(kwargs["memory_nodeset"],
+                                                 OPTION_NAMES["memory_nodeset"])
     values.update(kwargs)
     spec = DomainSpec(**values)
     validate_spec(spec)
@@ -279,35 +338,40 @@ def validate_spec(spec):
     """Refuse a spec libvirt would reject or that could not be what was meant."""
     validate_domain_name(spec.name)
     if spec.vcpus < 1:
-        raise GpuhostError("vcpus is %d" % spec.vcpus, field="vcpus", fix="give 1 or more")
+        raise GpuhostError("vcpus is %d" % spec.vcpus, field=spec.option("vcpus"),
+                           fix="give 1 or more")
     if len(spec.vcpu_pins) != spec.vcpus:
         raise GpuhostError(
             "%d vCPUs but %d vcpu pins" % (spec.vcpus, len(spec.vcpu_pins)),
-            field="vcpu_pins", fix="give exactly one pin per vCPU (index = vCPU number)")
+            field=spec.option("vcpu_pins"), fix="give exactly one pin per vCPU (index = vCPU number)")
     topo = spec.guest_topology
     if topo:
         product = 1
         for key in ("sockets", "dies", "cores", "threads"):
-            product *= whole_number(topo.get(key, 1), "guest_topology.%s" % key, minimum=1)
+            product *= whole_number(topo.get(key, 1),
+                                    "%s.%s" % (spec.option("guest_topology"), key), minimum=1)
         if product != spec.vcpus:
             raise GpuhostError(
                 "guest_topology gives %d vCPUs (sockets*dies*cores*threads) but vcpus is %d"
-                % (product, spec.vcpus), field="guest_topology",
+                % (product, spec.vcpus), field=spec.option("guest_topology"),
                 fix="make sockets*dies*cores*threads equal vcpus")
     if spec.memory_kib < 1024:
         raise GpuhostError("memory of %d KiB is too small" % spec.memory_kib,
-                           field="memory_gib", fix="give at least a few hundred MiB")
+                           field=spec.option("memory_gib"),
+                           fix="give at least a few hundred MiB")
     if spec.hugepage_size_kib and spec.memory_kib % spec.hugepage_size_kib:
         raise GpuhostError(
             "memory %d KiB is not a multiple of the hugepage size %d KiB"
-            % (spec.memory_kib, spec.hugepage_size_kib), field="memory_gib",
+            % (spec.memory_kib, spec.hugepage_size_kib), field=spec.option("memory_gib"),
             fix="round memory_gib to a whole number of hugepages")
     if spec.iothreads < 0:
-        raise GpuhostError("iothreads is negative", field="iothreads", fix="give 0 or more")
+        raise GpuhostError("iothreads is negative", field=spec.option("iothreads"),
+                           fix="give 0 or more")
     if spec.disk and spec.disk.iothread and spec.disk.iothread > spec.iothreads:
         spec.disk.iothread = None
     if spec.numa_mode not in ("strict", "preferred", "interleave", "restrictive"):
-        raise GpuhostError("numatune mode %r" % spec.numa_mode, field="numatune.mode",
+        raise GpuhostError("numatune mode %r" % spec.numa_mode,
+                           field=spec.option("numa_mode"),
                            fix="use strict (the runbook's choice)")
     if spec.vcpusched:
         scheduler = spec.vcpusched.get("scheduler")
@@ -344,10 +408,12 @@ def validate_spec(spec):
                 fix="use vf_mode interface, or set the VLAN on the VF with "
                     "gpuhost.kvm.sriov_vfs (vfs: vlan) for a plain hostdev")
     seen = {}
+    origins = hostdev_origins(spec)
     for address in spec.hostdev_addresses():
-        canonical = str(PciAddress.parse(address, field="hostdev"))
+        where = origins.get(address, "hostdevs")
+        canonical = str(PciAddress.parse(address, field=where))
         if canonical in seen:
-            raise GpuhostError("%s is passed through twice" % canonical, field="hostdev",
+            raise GpuhostError("%s is passed through twice" % canonical, field=where,
                                fix="list every host PCI function once")
         seen[canonical] = True
 

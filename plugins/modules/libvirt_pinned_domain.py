@@ -31,10 +31,12 @@ description:
     addresses libvirt assigned before.
   - A change to a running domain updates its persistent definition and returns
     RV(restart_required=true); the module never restarts a tenant by itself.
+  - "Every refusal names the option that was set (O(memory_nodes), O(emulator_cpus),
+    O(hostdevs), ...) or, with O(plan), the plan entry's key (C(plan.emulator_cpus))."
   - "Before defining, preflight refuses: a hostdev outside a clean IOMMU group, used
     by another defined domain, or in an IOMMU group of which another defined domain
-    holds a function; pins on offline CPUs; vCPU pins overlapping another domain's vCPU
-    pins or on SMT siblings of them (O(allow_cpu_overlap)); vCPU pins on the domain's
+    holds a function; pins on offline CPUs; vCPU, emulator or iothread pins overlapping
+    another domain's vCPU pins or on SMT siblings of them (O(allow_cpu_overlap)); vCPU pins on the domain's
     own emulator or iothread CPUs (O(allow_vcpu_emulator_overlap)); too few free
     hugepages of the size on the node, counted per node (pages this running domain holds
     count as free); CPUs, memory or the VF on a node other than the GPU's
@@ -128,7 +130,10 @@ options:
     type: str
   gpus:
     description:
-      - GPUs to pass through (structured form). Each item is a PCI address or a dict.
+      - GPUs to pass through (structured form). Each item is a PCI address or a dict
+        with the keys C(address) (required), C(functions) (the host functions of the
+        GPU's slot to pass through, the GPU included) and C(bar64_total) (bytes of
+        64-bit prefetchable BARs).
       - Companion functions default to every function of the GPU's slot found in the
         host topology; the BAR total defaults to the topology's 64-bit prefetchable BARs.
     type: list
@@ -322,8 +327,8 @@ options:
         only for the host-safety check of the hostdevs (mounts, routes, consoles).
     type: dict
   allow_cpu_overlap:
-    description: Accept vCPU pins that overlap another domain's (a warning instead of a
-      refusal).
+    description: Accept vCPU, emulator or iothread pins that overlap another domain's
+      vCPUs or their SMT siblings (a warning instead of a refusal).
     type: bool
     default: false
   allow_cross_node:
@@ -762,7 +767,8 @@ class PinnedDomain:
             bar64 = sum(topo.pci[a].bar64_prefetchable_total for a in functions or ()
                         if a in topo.pci)
         return dx.GpuSpec(address=address, functions=tuple(functions or (address,)),
-                          bar64_total=dx.whole_number(bar64 or 0, field + ".bar64_total"))
+                          bar64_total=dx.whole_number(bar64 or 0, field + ".bar64_total"),
+                          origin=field)
 
     def host_context(self, spec, topo):
         """What the host-safety policy reads (mounts, routes, consoles), or None when

@@ -35,13 +35,13 @@ def test_dirty_iommu_group_is_refused_naming_the_usb_controller():
     tenant["gpus"] = [{"address": "0000:01:00.0",
                        "functions": ["0000:01:00.0", "0000:01:00.1"], "bar64_total": 0}]
     report = run_preflight(dx.spec_from_plan(tenant), dirty_topology(), [])
-    assert refusal_fields(report) == ["hostdev"]
+    assert refusal_fields(report) == ["plan"]
     text = report.refusals[0].msg
     assert "IOMMU group 5" in text and "0000:02:00.0" in text and "xhci_hcd" in text
     assert "pcie_acs_override" in report.refusals[0].fix
     with pytest.raises(GpuhostError) as err:
         report.raise_if_refused()
-    assert err.value.field == "hostdev"
+    assert err.value.field == "plan"
 
 
 def test_unknown_hostdev_is_refused():
@@ -49,14 +49,14 @@ def test_unknown_hostdev_is_refused():
     topo = runbook_topology()
     del topo.pci[RUNBOOK_VF]
     report = run_preflight(spec(), topo, [])
-    assert refusal_fields(report) == ["hostdev"]
+    assert refusal_fields(report) == ["plan"]
     assert "does not exist" in report.refusals[0].msg
 
 
 def test_hostdev_of_another_defined_domain_is_refused():
     other = DefinedDomain(name="tenant-b", hostdevs=(RUNBOOK_HDA,), active=False)
     report = run_preflight(spec(), runbook_topology(), [other])
-    assert refusal_fields(report) == ["hostdev"]
+    assert refusal_fields(report) == ["plan"]
     assert "0000:65:00.1 already used by domain tenant-b (defined)" in report.refusals[0].msg
 
 
@@ -68,14 +68,14 @@ def test_own_previous_definition_does_not_count_as_another_domain():
 
 def test_offline_pins_are_refused_with_the_online_list():
     report = run_preflight(spec(), runbook_topology(offline=(33, 34)), [])
-    assert refusal_fields(report) == ["vcpu_pins"]
+    assert refusal_fields(report) == ["plan.vcpu_pins"]
     assert "CPUs 33-34 are not online (online: 0-32,35-63)" in report.refusals[0].msg
 
 
 def test_overlapping_pins_refused_unless_allowed():
     other = DefinedDomain(name="tenant-b", vcpu_cpus=(15, 47, 16, 48))
     report = run_preflight(spec(), runbook_topology(), [other])
-    assert refusal_fields(report) == ["vcpu_pins"]
+    assert refusal_fields(report) == ["plan.vcpu_pins"]
     assert report.refusals[0].override == "allow_cpu_overlap"
     assert "vCPU pins 15,47 overlap the vCPUs of domain tenant-b" in report.refusals[0].msg
     allowed = run_preflight(spec(), runbook_topology(), [other], allow_cpu_overlap=True)
@@ -86,7 +86,9 @@ def test_overlapping_pins_refused_unless_allowed():
 def test_emulator_on_another_tenants_vcpus_is_an_overlap():
     other = DefinedDomain(name="tenant-b", vcpu_cpus=(0,))
     report = run_preflight(spec(), runbook_topology(), [other])
-    assert "emulator/iothread pins 0" in report.refusals[0].msg
+    assert refusal_fields(report) == ["plan.emulator_cpus", "plan.iothread_cpus"]
+    assert "emulator_cpus 0 overlap the vCPUs of domain tenant-b" in report.refusals[0].msg
+    assert "iothread_cpus 0 overlap the vCPUs of domain tenant-b" in report.refusals[1].msg
 
 
 def test_hugepages_are_counted_per_node_not_host_wide():
@@ -115,26 +117,26 @@ def test_missing_hugepage_pool_is_refused():
     for node in topo.nodes.values():
         del node.hugepages[1048576]
     report = run_preflight(spec(), topo, [])
-    assert refusal_fields(report) == ["hugepage_size"]
+    assert refusal_fields(report) == ["plan.hugepage_size_kib"]
     assert "hugepagesz=1G" in report.refusals[0].fix
 
 
 def test_memory_on_another_node_refused_unless_allowed():
     changed = spec(numatune={"mode": "strict", "nodeset": "1"})
     report = run_preflight(changed, runbook_topology(), [])
-    assert "numatune" in refusal_fields(report)
-    refusal = [r for r in report.refusals if r.field == "numatune"][0]
+    assert "plan.numatune.nodeset" in refusal_fields(report)
+    refusal = [r for r in report.refusals if r.field == "plan.numatune.nodeset"][0]
     assert refusal.msg == "the GPU is on node 0 but memory nodeset is 1"
     assert refusal.override == "allow_cross_node"
     allowed = run_preflight(changed, runbook_topology(), [], allow_cross_node=True)
-    assert "numatune" not in refusal_fields(allowed)
+    assert "plan.numatune.nodeset" not in refusal_fields(allowed)
 
 
 def test_vcpus_on_another_node_are_named():
     tenant = runbook_tenant()
     tenant["vcpu_pins"] = [16, 48] + tenant["vcpu_pins"][2:]
     report = run_preflight(dx.spec_from_plan(tenant), runbook_topology(), [])
-    assert refusal_fields(report) == ["numatune"]
+    assert refusal_fields(report) == ["plan.vcpu_pins"]
     assert "vCPU pins 16,48 are on node 1" in report.refusals[0].msg
 
 
@@ -143,7 +145,7 @@ def test_several_refusals_are_reported_together():
     report = run_preflight(spec(), runbook_topology(free_1g=(0, 0)), [other])
     with pytest.raises(GpuhostError) as err:
         report.raise_if_refused()
-    assert err.value.message.startswith("hostdev: 3 preflight refusals:")
+    assert err.value.message.startswith("plan: 3 preflight refusals:")
     assert len(err.value.details["refusals"]) == 3
 
 
@@ -177,7 +179,7 @@ def gpu_only_spec():
 def test_function_of_a_group_another_domain_holds_is_refused():
     other = DefinedDomain(name="tenant-b", hostdevs=(RUNBOOK_HDA,), active=True)
     report = run_preflight(gpu_only_spec(), runbook_topology(), [other])
-    assert refusal_fields(report) == ["hostdev"]
+    assert refusal_fields(report) == ["plan"]
     refusal = report.refusals[0]
     assert refusal.msg == ("0000:65:00.0 is in IOMMU group 27, which also holds "
                            "0000:65:00.1 of domain tenant-b (running): one IOMMU group "
@@ -186,7 +188,7 @@ def test_function_of_a_group_another_domain_holds_is_refused():
     assert "give this tenant a device from another IOMMU group" in refusal.fix
     # Nothing overrides it: the CPU override does not touch it.
     assert refusal_fields(run_preflight(gpu_only_spec(), runbook_topology(), [other],
-                                        allow_cpu_overlap=True)) == ["hostdev"]
+                                        allow_cpu_overlap=True)) == ["plan"]
 
 
 def test_groups_of_this_domains_own_previous_definition_are_not_shared():
@@ -204,7 +206,7 @@ def one_thread_per_core_spec():
 def test_vcpu_on_the_smt_sibling_of_another_domains_vcpu_is_refused_unless_allowed():
     other = DefinedDomain(name="tenant-b", vcpu_cpus=(34, 40))
     report = run_preflight(one_thread_per_core_spec(), runbook_topology(), [other])
-    assert refusal_fields(report) == ["vcpu_pins"]
+    assert refusal_fields(report) == ["plan.vcpu_pins"]
     refusal = report.refusals[0]
     assert refusal.msg == ("vCPU pins 2 share cores with the vCPUs of domain tenant-b "
                            "(CPU 2 is the SMT sibling of 34): threads of one core share "
@@ -220,7 +222,7 @@ def test_vcpu_on_own_emulator_or_iothread_cpu_is_refused_unless_allowed():
     tenant = runbook_tenant(vcpus=2, vf=False)
     tenant.update(emulator_cpus="1", iothread_cpus="0,33")
     report = run_preflight(dx.spec_from_plan(tenant), runbook_topology(), [])
-    assert refusal_fields(report) == ["vcpu_pins"]
+    assert refusal_fields(report) == ["plan.vcpu_pins"]
     refusal = report.refusals[0]
     assert refusal.msg.startswith("vCPU pins 1,33 are also this domain's emulator_cpus (1) "
                                   "and iothread_cpus (33)")

@@ -332,13 +332,13 @@ def test_merge_drops_an_old_address_on_a_gpu_root_port():
 # ----------------------------------------------------------------------- refusals
 
 @pytest.mark.parametrize("change, field", [
-    (lambda t: t.update(vcpu_pins=t["vcpu_pins"][:-1]), "vcpu_pins"),
+    (lambda t: t.update(vcpu_pins=t["vcpu_pins"][:-1]), "plan.vcpu_pins"),
     (lambda t: t.update(guest_topology={"sockets": 1, "dies": 1, "cores": 16, "threads": 2}),
-     "guest_topology"),
-    (lambda t: t.update(memory_gib=32.5), "memory_gib"),
+     "plan.guest_topology"),
+    (lambda t: t.update(memory_gib=32.5), "plan.memory_gib"),
     (lambda t: t.update(name="bad name"), "name"),
     (lambda t: t["gpus"][0].update(functions=[RUNBOOK_GPU, "0000:66:00.1"]),
-     "gpus.functions"),
+     "plan.gpus[0].functions"),
     (lambda t: t.update(vcpu_pins=["1-"] + t["vcpu_pins"][1:]), "plan.vcpu_pins[0]"),
 ])
 def test_bad_plan_entries_are_refused_with_field(change, field):

@@ -416,7 +416,7 @@ def test_second_domain_with_a_function_of_the_same_iommu_group_is_refused(tmp_pa
     err = env.fail(name="tenant-b", vcpus=2, vcpu_pins=[2, 34], memory_gib=1,
                    memory_nodes="0", hugepage_size="2M", emulator_cpus="0,32",
                    hostdevs=[RUNBOOK_HDA])
-    assert err.field == "hostdev"
+    assert err.field == "hostdevs"
     assert ("0000:65:00.1 is in IOMMU group 27, which also holds 0000:65:00.0 of domain "
             "tenant-a (defined): one IOMMU group goes to one guest") in err.message
     assert env.names() == ["tenant-a"]
