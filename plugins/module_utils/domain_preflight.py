@@ -336,9 +336,11 @@ def check_nodes(spec, topo, report, allow_cross_node=False):
             wrong.append((spec.option(key), "%s %s are on node %s" % (
                 label, format_cpulist(off),
                 format_cpulist(set(cpu_nodes[c] for c in off)))))
-    if spec.memory_nodeset and not set(spec.memory_nodeset) <= gpu_nodes:
+    borrowed, why_not = _memory_node_verdict(spec, topo, gpu_nodes)
+    if spec.memory_nodeset and not set(spec.memory_nodeset) <= gpu_nodes | borrowed:
         wrong.append((spec.option("memory_nodeset"),
-                      "memory nodeset is %s" % format_cpulist(spec.memory_nodeset)))
+                      "memory nodeset is %s%s" % (format_cpulist(spec.memory_nodeset),
+                                                  " (%s)" % why_not if why_not else "")))
     if not spec.memory_nodeset:
         wrong.append((spec.option("memory_nodeset"),
                       "memory is not bound to a node (no numatune nodeset)"))
@@ -361,6 +363,39 @@ def check_nodes(spec, topo, report, allow_cross_node=False):
             "take CPUs, memory and the VF from node %s (numa_cpuset plans it that way), "
             "or set allow_cross_node: true to accept the cross-node traffic"
             % format_cpulist(gpu_nodes), override="allow_cross_node"))
+
+
+def _has_memory(topo, node):
+    numa = topo.nodes.get(node)
+    return numa is not None and numa.mem_total_kib != 0
+
+
+def _memory_node_verdict(spec, topo, gpu_nodes):
+    """({the plan's memory_node}, None) when it may back the tenant instead of the GPU's
+    node, else (empty set, why not, or None without a memory_node).
+
+    Only a GPU node without memory (MemTotal 0: a DIMM-less socket, some sub-NUMA
+    layouts) lends its tenants' memory to another node, and then only to the nearest
+    node with memory by the firmware's distance table, as the planner chose it
+    (placement.Host.memory_node); the numatune nodeset must be that node."""
+    node = spec.memory_node
+    if node is None or node in gpu_nodes:
+        return set(), None
+    if any(_has_memory(topo, gpu) for gpu in gpu_nodes):
+        return set(), "the plan's memory_node %d stands in only for a GPU node without " \
+                      "memory, and node %s has memory" % (node, format_cpulist(gpu_nodes))
+    if not _has_memory(topo, node):
+        return set(), "the plan's memory_node %d has no memory either" % node
+    if tuple(spec.memory_nodeset) != (node,):
+        return set(), "the plan's memory_node is %d" % node
+    for gpu in gpu_nodes:
+        distances = topo.nodes[gpu].distances if gpu in topo.nodes else {}
+        nearest = sorted(d for other, d in distances.items()
+                         if other not in gpu_nodes and _has_memory(topo, other))
+        if nearest and distances.get(node) != nearest[0]:
+            return set(), "node %d is not the nearest node with memory to node %d" % (
+                node, gpu)
+    return {node}, None
 
 
 def check_hugepages(spec, topo, report, current=None):

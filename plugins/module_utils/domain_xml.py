@@ -105,6 +105,8 @@ class DomainSpec:
     vcpu_pins: Tuple[Tuple[int, ...], ...]          # per vCPU, its host CPU set
     memory_kib: int
     memory_nodeset: Tuple[int, ...] = ()
+    # The plan's memory_node: the nearest node with memory, for a GPU node without any.
+    memory_node: Optional[int] = None
     numa_mode: str = "strict"
     guest_topology: Optional[dict] = None           # sockets, dies, cores, threads
     emulator_cpus: Tuple[int, ...] = ()
@@ -283,12 +285,15 @@ def spec_from_plan(tenant, **overrides):
         if network.vlan is None:
             network.vlan = settings["vlan"] or None
     size = tenant.get("hugepage_size_kib")
+    memory_node = tenant.get("memory_node")
     values = dict(
         name=tenant["name"],
         vcpus=whole_number(tenant["vcpus"], "plan.vcpus", minimum=1),
         vcpu_pins=_pins(tenant["vcpu_pins"], "plan.vcpu_pins"),
         memory_kib=memory_kib_of(tenant["memory_gib"], "plan.memory_gib"),
         memory_nodeset=parse_nodeset(nodeset, "plan.numatune.nodeset"),
+        memory_node=None if memory_node is None
+        else whole_number(memory_node, "plan.memory_node"),
         numa_mode=numatune.get("mode", "strict"),
         guest_topology=tenant.get("guest_topology"),
         emulator_cpus=parse_cpulist(tenant.get("emulator_cpus"), field="plan.emulator_cpus"),

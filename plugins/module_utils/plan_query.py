@@ -156,11 +156,23 @@ def tenant_summary(plan, name):
                    "{sockets}s/{cores}c/{threads}t".format(**tenant["guest_topology"])
                    if tenant.get("guest_topology") else "n/a"),
                 "emulator/iothreads on CPUs %s" % tenant.get("emulator_cpus"),
-                "memory %s GiB in %s pages on node %s"
-                % (tenant.get("memory_gib"), size, tenant["node"]),
+                "memory %s GiB in %s pages on %s" % (tenant.get("memory_gib"), size,
+                                                     _memory_where(tenant)),
                 "VF: %s" % _vf_summary(tenant.get("vf")),
             ]
     return ["tenant %s is not in the plan" % name]
+
+
+def _memory_where(tenant):
+    """Where the tenant's memory is: the plan's ``memory_node``, which differs from
+    ``node`` only when the GPU's node has no memory (plans from before it existed hold
+    memory on ``node``)."""
+    node = tenant["node"]
+    memory_node = tenant.get("memory_node")
+    if memory_node is None or str(memory_node) == str(node):
+        return "node %s" % node
+    return "node %s (the nearest node with memory to node %s, which has none)" % (
+        memory_node, node)
 
 
 def _vf_summary(vf):
