@@ -539,6 +539,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology, topology_from_dict)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     finite_number, qemu_img_size)
 
@@ -678,6 +679,9 @@ class PinnedDomain:
         self._storage_record = None
         self._storage_before = None
         self._replaced = []        # (seed path, its copy from before this run)
+        # The collection's one writer for the record and the seed files: temp file,
+        # fsync, rename; never through a link, never over what is not a regular file.
+        self.writer = HostWriter("/")
 
     @property
     def result(self):
@@ -806,6 +810,7 @@ class PinnedDomain:
 
     def storage_record(self):
         if self._storage_record is None:
+            self._host_file(self._record_path(), "state_dir")
             try:
                 with open(self._record_path()) as handle:
                     self._storage_record = json.load(handle)
@@ -820,15 +825,21 @@ class PinnedDomain:
 
     def save_storage_record(self, record):
         path = self._record_path()
+        self._host_file(path, "state_dir")
         if not record["created"]:
-            if os.path.exists(path):
-                os.unlink(path)
+            self.writer.remove_file(path)
             return
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".%s." % self.name)
-        with os.fdopen(handle, "w") as out:
-            json.dump(record, out, indent=2, sort_keys=True)
-        self.module.atomic_move(tmp, path)
+        self.writer.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n",
+                               mode=0o600)
+
+    def _host_file(self, path, option):
+        """Refuse now, naming ``option``, what the shared writer would refuse later: a
+        '..' component, a link or a non-regular file at ``path``."""
+        try:
+            self.writer.check_replaceable(path)
+        except GpuhostError as err:
+            raise GpuhostError(err.msg, field=option, fix=err.fix) from err
 
     def plan_storage(self):
         """Steps (label, callable) that create the overlay and the seed."""
@@ -935,7 +946,8 @@ class PinnedDomain:
                 raise GpuhostError("%s failed (rc %d): %s" % (label, rc, (err or out).strip()),
                                    field="cloud_init", fix="check the tool's message")
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            shutil.move(target, path)
+            with open(target, "rb") as built:
+                self.writer.write_file(path, built.read(), mode=0o644)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -948,14 +960,22 @@ class PinnedDomain:
         done = []
         try:
             for label, path, argv, digest in steps:
+                if argv is None:
+                    self._host_file(path, "cloud_init.seed_path")
                 if argv is None and os.path.exists(path):
                     # A fresh name of our own (mkstemp, O_EXCL), never a fixed one: a link
-                    # planted at "<seed>.gpuhost-previous" would take the copy.
+                    # planted at "<seed>.gpuhost-previous" would take the copy. The copy
+                    # is written by the shared writer over that empty file of ours.
                     handle, backup = tempfile.mkstemp(dir=os.path.dirname(path),
                                                       prefix=".%s.gpuhost-previous."
                                                       % os.path.basename(path))
                     os.close(handle)
-                    shutil.copy2(path, backup)
+                    try:
+                        self.writer.write_file(backup, self.writer.read_bytes(path),
+                                               mode=0o600)
+                    except BaseException:
+                        self._remove([backup])
+                        raise
                     self._replaced.append((path, backup))
                 if argv is not None:
                     rc, out, err = self.module.run_command(argv)
@@ -980,7 +1000,8 @@ class PinnedDomain:
         """Remove what apply_storage created, put rebuilt seeds and the record back."""
         self._remove(created)
         for path, backup in self._replaced:
-            os.replace(backup, path)
+            self.writer.write_file(path, self.writer.read_bytes(backup), mode=0o644)
+            self._remove([backup])
         self._replaced = []
         self._storage_record = self._storage_before
         self.created_files = [p for p in self.created_files if p not in created]

@@ -510,3 +510,44 @@ def test_gpu_bar_total_that_is_not_a_number_is_refused(tmp_path, value):
         {"address": RUNBOOK_GPU, "bar64_total": value}]))
     assert err.field == "gpus[0].bar64_total"
     assert env.names() == []
+
+
+# -- issue 20: the record and the seed files go through the shared host-file writer ----
+
+def test_the_storage_record_and_the_seed_go_through_the_shared_writer(tmp_path, monkeypatch):
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+    written = []
+    real = HostWriter.write_file
+
+    def spy(self, host_path, content, mode=None, owner=None):
+        written.append(os.path.basename(host_path))
+        return real(self, host_path, content, mode, owner)
+    monkeypatch.setattr(HostWriter, "write_file", spy)
+    env = Env(tmp_path)
+    seed = tmp_path / "seed.iso"
+    args = plan_args(cloud_init={"seed_path": str(seed),
+                                 "user_data": "#cloud-config\nhostname: tenant-a100\n"})
+    env.run(**args)
+    assert written == ["seed.iso", "tenant-a100.json"]
+    assert os.stat(os.path.join(env.state_dir, "tenant-a100.json")).st_mode & 0o777 == 0o600
+    del written[:]
+    args["cloud_init"]["user_data"] += "packages: [numactl]\n"
+    env.run(**args)
+    assert written[0].startswith(".seed.iso.gpuhost-previous.")
+    assert written[1:] == ["seed.iso", "tenant-a100.json"]
+    assert not [p for p in tmp_path.iterdir() if "gpuhost-previous" in p.name]
+
+
+def test_a_link_planted_at_the_storage_record_is_refused_and_its_target_untouched(tmp_path):
+    env = Env(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text('{"created": [], "seed_digest": null}')
+    os.makedirs(env.state_dir)
+    os.symlink(str(victim), os.path.join(env.state_dir, "tenant-a100.json"))
+    err = env.fail(**plan_args(cloud_init={
+        "seed_path": str(tmp_path / "seed.iso"),
+        "user_data": "#cloud-config\nhostname: tenant-a100\n"}))
+    assert err.field == "state_dir" and "is a symbolic link" in err.msg
+    assert victim.read_text() == '{"created": [], "seed_digest": null}'
+    assert not (tmp_path / "seed.iso").exists()
+    assert env.names() == []
