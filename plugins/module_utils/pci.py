@@ -356,11 +356,7 @@ def _read_function(root, address, dev_dir, node_cpus):
             return None
 
     def number(name):
-        value = text(name)
-        try:
-            return int(value) if value else None
-        except ValueError:
-            return None
+        return sysfs.parse_int_text(text(name))
 
     class_code = _hex(text("class"))
     function = PciFunction(address=address, class_code=class_code if class_code is not None

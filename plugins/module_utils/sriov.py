@@ -30,6 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
     normalize_address, vf_address)
@@ -76,9 +77,19 @@ def _listdir(path):
         return []
 
 
-def _int_attr(writer, address, name):
-    value = writer.read(device_path(address, name))
-    return int(value) if value not in (None, "") else None
+# What to do about an SR-IOV attribute the PF's driver printed wrong (a NUL inside, a
+# negative count, more VFs than the device has).
+BROKEN_ATTR_FIX = ("the PF's driver or firmware reports a broken SR-IOV state: check dmesg, "
+                   "reload the PF driver (or reboot the host), then run again")
+
+
+def _int_attr(writer, address, name, minimum=0, maximum=None, maximum_name=None):
+    """An SR-IOV attribute of the PF through sysfs.read_checked_int: None when absent, a
+    GpuhostError naming the file (field pf) when it holds what the kernel cannot print."""
+    host_path = device_path(address, name)
+    return sysfs.read_checked_int(writer.path(host_path), shown=host_path, field="pf",
+                                  fix=BROKEN_ATTR_FIX, minimum=minimum, maximum=maximum,
+                                  maximum_name=maximum_name)
 
 
 def current_vfs(writer, pf):
@@ -93,12 +104,13 @@ def current_vfs(writer, pf):
 
 
 def vf_info(writer, address):
-    group = writer.path(device_path(address, "iommu_group"))
-    node = writer.read(device_path(address, "numa_node"))
+    """What a VF reports, for the result: a value the kernel cannot have printed (a NUL
+    inside, a group link to a non-number, a negative node) is unknown, None."""
+    group = sysfs.link_name(writer.root, writer.path(device_path(address, "iommu_group")))
+    node = sysfs.read_int(writer.path(device_path(address, "numa_node")))
     return {"address": address,
-            "iommu_group": int(os.path.basename(os.readlink(group)))
-            if os.path.islink(group) else None,
-            "numa_node": int(node) if node not in (None, "", "-1") else None,
+            "iommu_group": int(group) if group and group.isdigit() else None,
+            "numa_node": node if node is not None and node >= 0 else None,
             "driver": current_driver(writer, address)}
 
 
@@ -220,8 +232,12 @@ def plan_sriov(writer, pf, num_vfs, vf_driver="default", force=False, vf_setting
                            field="num_vfs", fix="ask for at most %d VFs, or raise the "
                                                 "firmware's VF limit (e.g. mlxconfig "
                                                 "SRIOV_NUM_OF_VFS) and reboot" % total)
-    current = _int_attr(writer, address, "sriov_numvfs") or 0
-    autoprobe_now = writer.read(device_path(address, "sriov_drivers_autoprobe"))
+    total_name = device_path(address, "sriov_totalvfs")
+    current = _int_attr(writer, address, "sriov_numvfs", maximum=total,
+                        maximum_name=total_name) or 0
+    autoprobe_now = _int_attr(writer, address, "sriov_drivers_autoprobe", maximum=1,
+                              maximum_name="1 (the attribute is a flag)")
+    autoprobe_now = None if autoprobe_now is None else str(autoprobe_now)
     autoprobe = "1" if vf_driver == "default" else "0"
     offset = _int_attr(writer, address, "sriov_offset")
     stride = _int_attr(writer, address, "sriov_stride")

@@ -66,14 +66,69 @@ def read_text(file_path, default=None, inner_nul_unknown=True):
     return default if inner_nul_unknown and "\x00" in text else text
 
 
-def read_int(file_path, default=None, base=10):
-    text = read_text(file_path)
-    if text is None or text == "":
+_INT_TEXT = {10: re.compile(r"^[+-]?[0-9]+\Z"), 16: re.compile(r"^(0[xX])?[0-9a-fA-F]+\Z")}
+
+
+def parse_int_text(text, default=None, base=10):
+    """An attribute's text as the kernel prints an integer (ASCII digits, a sign; hex
+    digits for base 16), else ``default``: int() alone takes "1_0" and Arabic-Indic
+    digits, which no kernel prints."""
+    pattern = _INT_TEXT.get(base)
+    if text is None or (pattern is not None and not pattern.match(text)):
         return default
     try:
         return int(text, base)
     except ValueError:
         return default
+
+
+def read_int(file_path, default=None, base=10):
+    """An integer attribute, ``default`` when absent, unreadable, with a NUL inside or
+    not an integer the kernel prints (sysfs.read_checked_int refuses those instead)."""
+    return parse_int_text(read_text(file_path), default, base)
+
+
+def shown_value(text, limit=40):
+    """A hostile value as an error shows it: repr (NULs and control bytes escaped), cut."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[:limit - 4] + "...'"
+
+
+def read_checked_int(file_path, shown=None, field=None, fix=None, minimum=0, maximum=None,
+                     maximum_name=None, base=10, default=None):
+    """An integer attribute the caller acts on, checked, or a GpuhostError.
+
+    ``default`` when the file is absent (the kernel has no such attribute there). A file
+    that is there but cannot be read, is empty, holds a NUL inside its value or anything
+    but an integer, or whose value is below ``minimum`` (a count is never negative) or
+    above ``maximum`` (named ``maximum_name``, e.g. the sriov_totalvfs file it must not
+    exceed) is refused: a GpuhostError that names the file (``shown``, its host path),
+    ``field`` (the module option that selected it) and ``fix``. Never a guess, never a
+    traceback from ``int()``.
+    """
+    shown = shown or file_path
+    if not os.path.lexists(file_path):
+        return default
+    fix = fix or ("check the device's driver and firmware (dmesg), reload the driver or "
+                  "reboot, then run again")
+    text = read_text(file_path, inner_nul_unknown=False)
+    if text is None:
+        raise GpuhostError("%s is there but cannot be read" % shown, field=field, fix=fix)
+    value = None if "\x00" in text else parse_int_text(text, None, base)
+    if value is None:
+        raise GpuhostError("%s holds %s, not an integer the kernel prints"
+                           % (shown, shown_value(text)), field=field, fix=fix)
+    if minimum is not None and value < minimum:
+        raise GpuhostError("%s holds %d, below %d (%s)"
+                           % (shown, value, minimum,
+                              "a count is never negative" if minimum == 0 else
+                              "the lowest value the kernel prints there"),
+                           field=field, fix=fix)
+    if maximum is not None and value > maximum:
+        raise GpuhostError("%s holds %d, above %s (%d)"
+                           % (shown, value, maximum_name or "its limit", maximum),
+                           field=field, fix=fix)
+    return value
 
 
 _CPUS_CACHE = {}

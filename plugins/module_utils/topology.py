@@ -127,6 +127,10 @@ def _read_cpuinfo_summary(root):
         with open(sysfs.path(root, "proc/cpuinfo"), encoding="utf-8",
                   errors="replace") as handle:
             for line in handle:
+                if "\x00" in line:
+                    # not a line the kernel printed: its value is unknown, as in
+                    # sysfs.read_text, and the next CPU's line gives it
+                    continue
                 key, dummy, value = line.partition(":")
                 key = key.strip()
                 if key == "vendor_id" and vendor is None:
@@ -396,7 +400,16 @@ def parse_proc_interrupts(text, field="interrupts"):
     columns = _interrupts_columns(lines[0], field)
     ncpus = len(columns)
     irqs = {}
-    for line in lines[1:]:
+    for number, line in enumerate(lines[1:], 2):
+        if "\x00" in line:
+            # show_interrupts() prints text: a NUL means the row is not the kernel's,
+            # and its counts and action names (which irq_affinity selects by) are not
+            # to be guessed at
+            raise GpuhostError(
+                "line %d of /proc/interrupts holds a NUL byte (%s)"
+                % (number, sysfs.shown_value(line.strip(), 60)), field=field,
+                fix="the file is not the kernel's /proc/interrupts: check what is mounted "
+                    "at proc/ under root, or read it again from a live host")
         label, sep, rest = line.partition(":")
         if not sep:
             continue

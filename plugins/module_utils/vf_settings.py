@@ -113,21 +113,56 @@ FRESH_VF = {"mac": ZERO_MAC, "vlan": 0, "trust": False, "spoofchk": True,
             "link_state": "auto"}
 
 
-def parse_vfinfo(ip_json):
+def _vfinfo_int(value, what, field, maximum):
+    """A number in ``ip -j link show`` output: a non-negative integer up to ``maximum``
+    (JSON gives ints; a string of digits is taken too), else a GpuhostError."""
+    if isinstance(value, bool) or not (isinstance(value, int) or (
+            isinstance(value, str) and value.isdigit() and value.isascii())):
+        number = None
+    else:
+        number = int(value)
+    if number is None or not 0 <= number <= maximum:
+        raise GpuhostError("ip -j link show gives %s %r, not a number from 0 to %d"
+                           % (what, value, maximum), field=field,
+                           fix="check the iproute2 and PF driver versions (ip -j link show dev "
+                               "<pf> must list vfinfo_list), then run again")
+    return number
+
+
+def parse_vfinfo(ip_json, field="vfs"):
     """VF index -> current settings from ``ip -j [-d] link show dev <pf>``.
 
     iproute2 names the MAC ``address`` (``mac`` before 5.x), lists the VLAN in
     ``vlan_list`` (an entry without ``vlan`` is VLAN 0) or as ``vlan``, and leaves out
-    ``spoofchk``/``trust`` when the driver does not report them.
+    ``spoofchk``/``trust`` when the driver does not report them. Output of another
+    shape (not JSON, a VF without a number, a negative VF or VLAN) is a GpuhostError
+    naming ``field``, never a traceback.
     """
-    data = json.loads(ip_json) if ip_json else []
+    fix = ("check that ip -j link show dev <pf> prints iproute2's JSON (iproute2 4.x or "
+           "later), then run again")
+    try:
+        data = json.loads(ip_json) if ip_json else []
+    except ValueError as exc:
+        raise GpuhostError("ip -j link show does not print JSON: %s" % exc, field=field,
+                           fix=fix)
+    if not isinstance(data, list) or any(not isinstance(link, dict) for link in data):
+        raise GpuhostError("ip -j link show prints JSON of another shape (not a list of "
+                           "links)", field=field, fix=fix)
     found = {}
     for link in data:
-        for vf in link.get("vfinfo_list", []) or []:
+        vfs = link.get("vfinfo_list", []) or []
+        if not isinstance(vfs, list) or any(not isinstance(vf, dict) for vf in vfs):
+            raise GpuhostError("ip -j link show gives a vfinfo_list that is not a list of "
+                               "VFs", field=field, fix=fix)
+        for vf in vfs:
             vlans = vf.get("vlan_list") or []
-            found[int(vf["vf"])] = {
+            if not isinstance(vlans, list) or any(not isinstance(v, dict) for v in vlans):
+                raise GpuhostError("ip -j link show gives a vlan_list that is not a list of "
+                                   "VLANs", field=field, fix=fix)
+            vlan = vlans[0].get("vlan", 0) if vlans else vf.get("vlan", 0)
+            found[_vfinfo_int(vf.get("vf"), "VF number", field, 0xFFFF)] = {
                 "mac": str(vf.get("address", vf.get("mac", FRESH_VF["mac"]))).lower(),
-                "vlan": int(vlans[0].get("vlan", 0)) if vlans else int(vf.get("vlan", 0)),
+                "vlan": _vfinfo_int(vlan, "VLAN", field, 4095),
                 "trust": bool(vf.get("trust", False)),
                 "spoofchk": bool(vf.get("spoofchk", True)),
                 "link_state": str(vf.get("link_state", "auto")).lower()}

@@ -40,6 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     BIND, UNBIND, VFIO_OVERRIDES)
@@ -72,7 +73,9 @@ def current_driver(writer, address):
 
 
 def current_override(writer, address):
-    value = writer.read(device_path(address, "driver_override"))
+    """The device's driver_override, read through sysfs.read_text: a value with a NUL
+    inside is not one the kernel printed, so it is unknown (None), as when unreadable."""
+    value = sysfs.read_text(writer.path(device_path(address, "driver_override")))
     return None if value in (None, "", "(null)") else value
 
 

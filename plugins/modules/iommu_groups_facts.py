@@ -342,6 +342,9 @@ class IommuGroupsFacts(object):
             if rc != 0:
                 raise ValueError((err or out).strip() or "rc=%d" % rc)
             found = parse_vfinfo(out)
+        except GpuhostError as exc:
+            pf["vf_settings_error"] = "ip %s: %s" % (" ".join(argv[1:]), exc.msg)
+            return
         except (ValueError, KeyError, TypeError) as exc:
             pf["vf_settings_error"] = "ip %s: %s" % (" ".join(argv[1:]), exc)
             return
