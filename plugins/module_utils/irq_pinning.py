@@ -46,6 +46,8 @@ from typing import List, Optional, Tuple
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
+    read_state as read_state_nofollow)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy import (
     CONFIG_FILE, parse_stored_rule)
@@ -273,7 +275,8 @@ CONFIG = StateFile(CONFIG_FILE, "rules", list, field="persistent",
 
 
 def read_config(writer):
-    return CONFIG.read(writer)
+    # never through a link: a planted one is refused before it is read
+    return read_state_nofollow(writer, CONFIG)
 
 
 def known_managed_names(writer):

@@ -32,6 +32,8 @@ from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
+    read_state as read_state_nofollow)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
     normalize_address, vf_address)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
@@ -430,7 +432,8 @@ CONFIG = StateFile(CONFIG_FILE, "pfs", dict, field="persistent",
 
 
 def read_config(writer):
-    return CONFIG.read(writer)
+    # never through a link: a planted one is refused before it is read
+    return read_state_nofollow(writer, CONFIG)
 
 
 def systemd_device_unit(path):

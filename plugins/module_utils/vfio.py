@@ -42,6 +42,8 @@ from typing import Dict, List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
+    read_state as read_state_nofollow)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     BIND, UNBIND, VFIO_OVERRIDES)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
@@ -277,7 +279,8 @@ STATE = StateFile(STATE_FILE, "devices", dict, field="state",
 
 
 def read_state(writer):
-    return STATE.read(writer)
+    # never through a link: a planted one is refused before it is read
+    return read_state_nofollow(writer, STATE)
 
 
 # -- persistence -----------------------------------------------------------------------
