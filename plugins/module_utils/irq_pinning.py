@@ -49,6 +49,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
     read_state as read_state_nofollow)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import read_cpus_attr
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy import (
     CONFIG_FILE, parse_stored_rule)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
@@ -247,11 +248,12 @@ def plan_pins(writer, irqs, numbers, cpus, known_managed=()):
 
 def _read_one(writer, number):
     from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import Irq
-    smp = writer.read("/proc/irq/%d/smp_affinity_list" % number)
-    eff = writer.read("/proc/irq/%d/effective_affinity_list" % number)
-    return Irq(irq=str(number), number=number,
-               smp_affinity_list=parse_cpulist(smp) if smp is not None else None,
-               effective_affinity_list=parse_cpulist(eff) if eff else None)
+    # Through sysfs, as read_irqs reads them: a list the kernel cannot have printed (a NUL
+    # inside, garbage) is unknown, so the IRQ is pinned, never an error about "cpulist".
+    smp = read_cpus_attr(writer.path("/proc/irq/%d/smp_affinity_list" % number))
+    eff = read_cpus_attr(writer.path("/proc/irq/%d/effective_affinity_list" % number))
+    return Irq(irq=str(number), number=number, smp_affinity_list=smp,
+               effective_affinity_list=eff or None)
 
 
 # -- persistence -----------------------------------------------------------------------

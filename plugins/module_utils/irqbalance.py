@@ -23,6 +23,7 @@ import shlex
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, format_cpumask)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import refuse_link
 
 CPULIST_KEY = "IRQBALANCE_BANNED_CPULIST"
 MASK_KEY = "IRQBALANCE_BANNED_CPUS"
@@ -59,8 +60,14 @@ def check_syntax(text, path):
 
 
 def read_config(writer, path):
+    """irqbalance's environment file, never through a link: a link at ``path`` is
+    refused unread (field irqbalance_config), and the open does not follow one."""
+    refuse_link(writer, path, "irqbalance_config")
     try:
-        text = writer.read_file(path)
+        data = writer.read_bytes(path)
+        # universal newlines, as the text-mode read before
+        text = None if data is None else \
+            data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except (IOError, OSError) as err:
         raise GpuhostError("cannot read %s: %s" % (path, err), field="irqbalance_config",
                            fix="check the path and its permissions (become: true)")

@@ -149,6 +149,27 @@ def _optional_id(file_path):
     return None if value is None or value < 0 else value
 
 
+def read_online_cpus(root="/", field="root"):
+    """/sys/devices/system/cpu/online, strict, for a module about to act on CPUs: None
+    when the file is absent (read_cpu_state then asks each cpuN/online), else its CPUs.
+    A file that is there but empty, unreadable, holding a NUL inside or anything but a
+    cpulist is refused, naming the file and ``field`` (the option that chose the tree):
+    the kernel always has one online CPU, so such a file is not the kernel's."""
+    file_path = sysfs.path(root, CPU_DIR, "online")
+    if not os.path.lexists(file_path):
+        return None
+    text = sysfs.read_text(file_path, inner_nul_unknown=False)
+    cpus = sysfs.parse_cpus_text(text) if text is not None and "\x00" not in text else None
+    if not cpus:
+        raise GpuhostError(
+            "/%s/online holds %s, not the list of online CPUs the kernel prints"
+            % (CPU_DIR, "nothing readable" if text is None else sysfs.shown_value(text)),
+            field=field,
+            fix="check what is mounted at sys/ under root (on a live host: cat "
+                "/sys/devices/system/cpu/online), then run again")
+    return cpus
+
+
 def read_cpu_state(root="/", node_cpus=None):
     """Online/present/possible CPUs, isolation and each CPU's package/die/core/node.
 

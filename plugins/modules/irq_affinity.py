@@ -203,13 +203,14 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import refuse_link
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning import (
     POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, add_managed_record, build_rule, known_managed_names,
     plan_forget, plan_persistence, plan_pins, select_irqs, validate_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
     format_for_version, plan_config, read_config)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
-    read_cpu_state, read_irqs)
+    read_cpu_state, read_irqs, read_online_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     ChangeSet, HostWriter, run_host_change, systemctl, systemctl_argv)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import config_path
@@ -303,9 +304,19 @@ class IrqPinner(object):
         check = self.module.check_mode
         # The shared validator, as for every config path: absolute, plain, and a file
         # when it is there (irq_affinity writes a missing one).
+        # Decide, then act: every input and every host file this run depends on is
+        # checked here, before anything is computed from it, and each refusal names the
+        # option the user set. A link at irqbalance_config is refused unread (the write
+        # would refuse it anyway, after the pins were decided, naming no option).
         params["irqbalance_config"] = config_path(
             params["irqbalance_config"], "irqbalance_config", root=root, missing_ok=True)
+        refuse_link(self.writer, params["irqbalance_config"], "irqbalance_config")
+        read_online_cpus(root, field="root")
         cpu_state = read_cpu_state(root)
+        banned_wanted = None
+        if params["irqbalance_banned_cpus"] is not None:
+            banned_wanted = parse_cpulist(params["irqbalance_banned_cpus"],
+                                          field="irqbalance_banned_cpus")
         rule = irqs = None
         if present:
             rule = build_rule(params["cpus"], params["name_regex"], params["pci_devices"],
@@ -319,9 +330,8 @@ class IrqPinner(object):
         # pin written while the old irqbalance still runs can be moved again before the
         # restart makes it ask the policy script.
         changes = self.changes = ChangeSet()
-        if params["irqbalance_banned_cpus"] is not None:
-            wanted = parse_cpulist(params["irqbalance_banned_cpus"],
-                                   field="irqbalance_banned_cpus")
+        if banned_wanted is not None:
+            wanted = banned_wanted
             overlap = sorted(set(wanted) & set(rule.cpus if rule else ()))
             if overlap:
                 raise GpuhostError(
