@@ -23,19 +23,25 @@ GPU, core or VF counted free here is one the planner would hand out.
 
 from __future__ import annotations
 
+import math
+import re
 from xml.sax.saxutils import escape
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import MAX_CPUS, parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import (
     LedgerData,
+    planner_request,
     reserve,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
     _Host as PlannerHost,
     _as_topology as as_topology,
     plan_placement,
+    tenant_request_from_dict,
+    validate_tenant_name,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
 
 REPORT_FORMAT = "gpuhost.kvm/fleet-report"
 REPORT_VERSION = 1
@@ -65,6 +71,70 @@ def as_ledger(ledger):
     return LedgerData(tenants=list(tenants), housekeeping=dict(housekeeping),
                       smt_policy=ledger.get("smt_policy"), serial=serial,
                       updated_at=ledger.get("updated_at"))
+
+
+# ------------------------------------------------------------------ the request
+
+# Bounds of one tenant request: past them a value is a typo or a hostile input, never a
+# tenant. vCPUs: the kernel's CPU limit; memory: 64 TiB; GPUs and I/O threads: more
+# than any PCIe host carries or a guest uses.
+MAX_REQUEST = {"vcpus": MAX_CPUS, "memory_gib": 65536, "gpus": 64, "iothreads": 64}
+_REQUEST_MINIMUM = {"vcpus": 1, "memory_gib": 1, "gpus": 0, "iothreads": 0}
+_WHOLE_TEXT = re.compile(r"[+-]?[0-9]{1,20}")
+
+
+def _request_int(value, field, key):
+    """A whole number of the request, bounded; a templated "16" or a YAML 16.0 counts as
+    16, NaN and infinities are refused by name (int() of them raises, or never ends up
+    bounded)."""
+    number = value
+    if isinstance(value, str) and _WHOLE_TEXT.fullmatch(value.strip()):
+        number = int(value.strip())
+    elif isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise GpuhostError("%r is not a finite number" % (value,), field=field,
+                               fix="give a whole number from %d to %d"
+                                   % (_REQUEST_MINIMUM[key], MAX_REQUEST[key]))
+        if value.is_integer():
+            number = int(value)
+    return positive_int(number, field, minimum=_REQUEST_MINIMUM[key], maximum=MAX_REQUEST[key])
+
+
+def validate_request(request, field="tenant"):
+    """One tenant request (a ``gpuhost_tenants`` entry) checked whole, before any host is
+    looked at: the planner's keys only (the others are the entry's own), a valid name,
+    whole numbers within MAX_REQUEST (finite, no bools), at most MAX_REQUEST["gpus"]
+    GPU addresses, text where text is due, then every rule of the planner's own check
+    (tenant_request_from_dict). Returns the planner's keys with whole numbers; a
+    GpuhostError names the exact key (``tenant.vcpus``, ``tenant.gpus[0]``)."""
+    if not isinstance(request, dict):
+        raise GpuhostError("the tenant request %r is not a mapping" % (request,), field=field,
+                           fix="give name, gpus, vcpus and memory_gib as a mapping")
+    keys = planner_request(request, field)
+    for key in ("name", "vcpus", "memory_gib"):
+        if key not in keys:
+            raise GpuhostError("%s is missing" % key, field="%s.%s" % (field, key),
+                               fix="give name, gpus, vcpus and memory_gib")
+    validate_tenant_name(keys["name"], field="%s.name" % field)
+    gpus = keys.get("gpus")
+    if isinstance(gpus, (list, tuple)) and len(gpus) > MAX_REQUEST["gpus"]:
+        raise GpuhostError("%d GPU addresses are more than %d" % (len(gpus), MAX_REQUEST["gpus"]),
+                           field="%s.gpus" % field, fix="list each GPU of the tenant once")
+    numbers = ["vcpus", "memory_gib", "iothreads"]
+    if gpus is not None and not isinstance(gpus, (list, tuple)) and not (
+            isinstance(gpus, str) and not _WHOLE_TEXT.fullmatch(gpus.strip())):
+        numbers.append("gpus")          # a count (a lone string is one address)
+    for key in numbers:
+        if key in keys:
+            keys[key] = _request_int(keys[key], "%s.%s" % (field, key), key)
+    for key, what in (("hugepage_size", "a hugepage size"),
+                      ("emulator_policy", "an emulator policy")):
+        if key in keys and not isinstance(keys[key], str):
+            raise GpuhostError("%r is not %s" % (keys[key], what), field="%s.%s" % (field, key),
+                               fix={"hugepage_size": "use 1G or 2M",
+                                    "emulator_policy": "use housekeeping or dedicated"}[key])
+    tenant_request_from_dict(keys, field)
+    return keys
 
 
 # What one host's data may fail with when it has an unexpected shape deep inside (a
@@ -383,7 +453,7 @@ def rank_candidates(candidates, tenant_name):
             "candidates": [dict(c, host=n) for n, c in ranked]}
 
 
-def choose_host(hosts, request, hugepage_check="memory"):
+def choose_host(hosts, request, hugepage_check="memory", field="tenant"):
     """Choose the host for one tenant ``request`` (a gpuhost_tenants entry).
 
     ``hosts``: {name: data} with data {"topology": ..., "ledger": ...} (evaluated here),
@@ -392,10 +462,11 @@ def choose_host(hosts, request, hugepage_check="memory"):
     is: the GPUs' IOMMU group is clean, the node already has the hugepages free, fewer
     GPUs stranded without a free core, fewer partly used cores, fewer whole cores left
     on the node (best fit), then the name. See ``rank_candidates`` for the result.
+    ``request`` is checked whole first (``validate_request``, errors naming ``field``).
     """
-    if not isinstance(request, dict) or not request.get("name"):
-        raise GpuhostError("the tenant request must be a mapping with a name",
-                           field="request", fix="give name, gpus, vcpus and memory_gib")
+    # The whole request first: a bad one is the request's fault, never "fits on no host"
+    # with the same reason once per host.
+    request = validate_request(request, field)
     candidates = {}
     for name, data in (hosts or {}).items():
         data = data or {}

@@ -44,6 +44,10 @@ options:
       - The tenant definition (a C(gpuhost_tenants) entry). Only the planner's request
         keys are used (C(name), C(gpus), C(vcpus), C(memory_gib), C(hugepage_size),
         C(nic_vf), C(iothreads), C(emulator_policy)).
+      - The request is checked whole before any host is looked at, and a bad one fails
+        naming the key (C(tenant.vcpus), C(tenant.gpus[0])): a valid tenant name, whole
+        finite numbers (C(vcpus) 1 to 8192, C(memory_gib) 1 to 65536, C(gpus) and
+        C(iothreads) 0 to 64), at most 64 GPU addresses, and the planner's own rules.
     type: dict
     required: true
   hugepage_check:
@@ -137,8 +141,9 @@ class FleetPlace(object):
 
     def run(self):
         params = self.module.params
+        # choose_host checks the whole request (validate_request) before any host.
         self.choice = choose_host(params["hosts"], params["tenant"],
-                                  hugepage_check=params["hugepage_check"])
+                                  hugepage_check=params["hugepage_check"], field="tenant")
 
     @property
     def result(self):
