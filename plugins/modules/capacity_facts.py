@@ -38,6 +38,10 @@ options:
     description:
       - A tenant definition (a C(gpuhost_tenants) entry) to evaluate on this host; only
         the planner's request keys are used.
+      - Checked whole before the host is read, as in M(gpuhost.kvm.fleet_place): whole
+        finite numbers (C(vcpus) 1 to 8192, C(memory_gib) 1 to 65536, C(gpus) and
+        C(iothreads) 0 to 64), a valid name; a bad one fails naming the key
+        (C(tenant.memory_gib)) instead of being reported as not fitting.
     type: dict
   hugepage_check:
     description:
@@ -163,7 +167,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import (
-    evaluate_host, host_capacity)
+    evaluate_host, host_capacity, validate_request)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import read_ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
@@ -181,6 +185,12 @@ class CapacityFacts(object):
         self.fact = None
 
     def run(self):
+        # The options first, the host after: a NaN or 1e11 in the request is the
+        # request's fault, not a host on which the tenant does not fit. Every number
+        # the module takes is in the request.
+        tenant = self.module.params["tenant"]
+        if tenant is not None:
+            tenant = validate_request(tenant, "tenant")
         validate_root(self.root)
         # Absolute only: a relative path was taken below root, a rule no other module
         # shares, so the same value named two different files.
@@ -188,7 +198,6 @@ class CapacityFacts(object):
         topology = read_host_topology(self.root, with_irqs=False)
         ledger = read_ledger(self.ledger_path)
         fact = {"capacity": host_capacity(topology, ledger), "ledger_serial": ledger.serial}
-        tenant = self.module.params["tenant"]
         if tenant is not None:
             fact["candidate"] = dict(
                 evaluate_host(topology, ledger, tenant, self.module.params["hugepage_check"]),

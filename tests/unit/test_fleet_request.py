@@ -12,7 +12,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import fleet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.modules import fleet_place
+from ansible_collections.gpuhost.kvm.plugins.modules import capacity_facts, fleet_place
 
 GOOD = {"name": "t1", "gpus": 1, "vcpus": 4, "memory_gib": 16, "hugepage_size": "1G"}
 
@@ -105,3 +105,11 @@ def test_fleet_place_refuses_a_bad_request_not_fits_on_no_host():
     assert err.field == "tenant.memory_gib" and "fits on no host" not in err.message
     assert worker.result == {"changed": False, "candidates": []}
 
+
+def test_capacity_facts_refuses_a_bad_request_before_reading_the_host(tmp_path):
+    # root does not exist: reading the host would fail with field root first.
+    worker, err = _run(capacity_facts, capacity_facts.CapacityFacts, {
+        "root": str(tmp_path / "nowhere"), "ledger_path": str(tmp_path / "ledger.json"),
+        "tenant": dict(GOOD, vcpus=1e11)})
+    assert err.field == "tenant.vcpus" and "must be at most 8192" in err.message
+    assert worker.result == {"changed": False, "ansible_facts": {}}
