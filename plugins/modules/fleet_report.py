@@ -18,7 +18,11 @@ description:
     their facts task failed) are listed as such, never dropped silently.
   - The files are C(fleet-capacity.md), C(fleet-capacity.json) and C(fleet-capacity.svg).
     They carry no timestamp, so an unchanged fleet rewrites nothing and reports no
-    change. Each file is written through a temporary file and renamed into place.
+    change. Each file is written by the collection's one writer: a temporary file in
+    O(dest), fsync, rename, fsync of the directory.
+  - Every file is checked before the first is written, in check mode too. A report file
+    that is a symbolic link, or anything but a regular file, is refused, never written
+    through or replaced; so is a O(dest) that is not a directory.
 author:
   - gpuhost.kvm contributors (@gpuhost)
 options:
@@ -96,6 +100,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import (
     fleet_report, render_markdown, render_svg)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+    HostWriter, describe_os_error)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
 
 FILES = {
@@ -105,25 +111,38 @@ FILES = {
 }
 
 
-def _read(path):
-    try:
-        with open(path, "r", encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
+def _as_dest(err):
+    """The writer's refusal of a report file, named by the option that chose the path."""
+    err.field = "dest"
+    return err
 
 
 class FleetReport(object):
     """Computes the report, then writes the files whose content differs."""
 
-    def __init__(self, module):
+    def __init__(self, module, writer=None):
         self.module = module
         self.params = module.params
+        # The collection's one writer: no '..', never through a link, atomic replace.
+        self.writer = writer or HostWriter("/")
         self.report = None
         self.files = []
         self.diff = []
 
     def run(self):
+        # Absolute only: a relative directory would be wherever the module happens to run.
+        dest = absolute_path(self.params["dest"], "dest", kind="report directory")
+        if os.path.lexists(dest) and not os.path.isdir(dest):
+            raise GpuhostError("%s is not a directory" % dest, field="dest",
+                               fix="move it away, or give the path of a directory")
+        paths = [(fmt, os.path.join(dest, FILES[fmt])) for fmt in self.params["formats"]]
+        # Every file before the first write (and in check mode): a planted link or a
+        # directory at one of them refuses the whole report, never half of it.
+        for fmt, path in paths:
+            try:
+                self.writer.check_replaceable(path)
+            except GpuhostError as err:
+                raise _as_dest(err)
         # A host whose data is not a capacity fact is reported without data by
         # fleet_report, with the reason: one odd host never sinks the fleet's report.
         self.report = fleet_report(self.params["hosts"])
@@ -132,12 +151,14 @@ class FleetReport(object):
             "json": json.dumps(self.report, indent=2, sort_keys=True) + "\n",
             "svg": render_svg(self.report),
         }
-        # Absolute only: a relative directory would be wherever the module happens to run.
-        dest = absolute_path(self.params["dest"], "dest", kind="report directory")
-        wanted = [(fmt, os.path.join(dest, FILES[fmt]), texts[fmt])
-                  for fmt in self.params["formats"]]
+        wanted = [(fmt, path, texts[fmt]) for fmt, path in paths]
         for fmt, path, text in wanted:
-            before = _read(path)
+            try:
+                data = self.writer.read_bytes(path)
+            except OSError as err:
+                raise GpuhostError("cannot read %s: %s" % (path, describe_os_error(err)),
+                                   field="dest", fix="give a directory this user can read")
+            before = None if data is None else data.decode("utf-8", "replace")
             changed = before != text
             self.files.append({"path": path, "changed": changed})
             if changed and fmt != "svg":
@@ -147,18 +168,18 @@ class FleetReport(object):
             return
         for (fmt, path, text), entry in zip(wanted, self.files):
             if entry["changed"]:
-                self._write(dest, path, text)
+                self._write(path, text)
 
-    def _write(self, dest, path, text):
+    def _write(self, path, text):
+        """One file by the shared writer (temp file, fsync, rename, fsync of the
+        folder; it creates dest when missing and refuses a link planted since)."""
         try:
-            os.makedirs(dest, exist_ok=True)
-        except OSError as exc:
-            raise GpuhostError("cannot create %s: %s" % (dest, exc.strerror), field="dest",
-                               fix="give a directory this user can write")
-        tmp = "%s.tmp.%d" % (path, os.getpid())
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        self.module.atomic_move(tmp, path)
+            self.writer.write_file(path, text.encode("utf-8"))
+        except GpuhostError as err:
+            raise _as_dest(err)
+        except OSError as err:
+            raise GpuhostError("cannot write %s: %s" % (path, describe_os_error(err)),
+                               field="dest", fix="give a directory this user can write")
 
     @property
     def result(self):
