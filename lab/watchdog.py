@@ -10,8 +10,10 @@ by nobody: QEMU 7.2's TCG hung such a boot for good right after "sched_clock: Ma
 stable", and Ansible's reboot task waited out its 30 minutes. lab/up starts this watchdog
 next to QEMU; it exits with QEMU.
 
-A boot is in progress when the console's last "Linux version" line comes after its last
-login prompt. When the console has not grown for ``--stall`` seconds during a boot, the
+A boot is in progress when the console's last "Linux version" line comes after the last
+sign that a boot finished: a login prompt, or systemd reaching multi-user.target (a boot
+whose serial getty starts late or never prints no prompt, and a booted guest's console
+stays quiet for hours, which must not read as a stall). When the console has not grown for ``--stall`` seconds during a boot, the
 watchdog keeps the console as console-stall.log, sends ``system_reset`` to the QEMU
 monitor and notes it in its log. It does the same when the kernel itself reports that the
 boot will not finish (kernel_stall_report: a task hung twice, a CPU stuck for minutes,
@@ -34,17 +36,21 @@ import sys
 import time
 
 BOOT_RE = re.compile(rb"Linux version \d")
-LOGIN_RE = re.compile(rb"\S+ login: ")
+# What a finished boot prints: the serial getty's prompt, or systemd's status line (or its
+# kmsg twin) for multi-user.target, colour codes included. On 2026-12-02 a loaded host's
+# reboot during the converge started getty@tty1 but no serial getty, so no prompt came;
+# the watchdog took the quiet booted guest for a stalled boot and reset it mid-converge.
+BOOT_DONE_RE = re.compile(rb"\S+ login: |Reached target \S*multi-user\.target")
 TAIL_BYTES = 1 << 20
 
 
 def boot_in_progress(console_tail):
-    """The kernel started and no login prompt has followed yet."""
+    """The kernel started, and neither a login prompt nor multi-user.target followed yet."""
     boots = [m.start() for m in BOOT_RE.finditer(console_tail)]
     if not boots:
         return False
-    logins = [m.start() for m in LOGIN_RE.finditer(console_tail)]
-    return not logins or logins[-1] < boots[-1]
+    done = [m.start() for m in BOOT_DONE_RE.finditer(console_tail)]
+    return not done or done[-1] < boots[-1]
 
 
 HUNG_TASK_RE = re.compile(rb"INFO: task (\S+) blocked for more than \d+ seconds")

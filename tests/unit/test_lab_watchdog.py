@@ -2,9 +2,9 @@
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """lab/watchdog.py, the boot watchdog that lab/up starts next to QEMU: a boot that stalls
-(the kernel started, no login prompt yet, no console output for the stall time) is reset
-through the QEMU monitor, whoever started the boot; a guest that booted and is quiet is
-left alone. The monitor is a real Unix socket here; QEMU itself is not run."""
+(the kernel started, no login prompt or multi-user.target yet, no console output for the
+stall time) is reset through the QEMU monitor, whoever started the boot; a guest that
+booted and is quiet is left alone. The monitor is a real Unix socket here; QEMU itself is not run."""
 
 import importlib.util
 import os
@@ -90,6 +90,31 @@ def test_a_boot_is_in_progress_from_the_kernel_banner_until_the_login_prompt():
     assert not watchdog.boot_in_progress(FIRST_BOOT + STALLED_REBOOT + b"hk-gpu-01 login: ")
 
 
+# The reboot of the converge on 2026-12-02 (a loaded host): systemd reached its targets and
+# started getty@tty1, but no serial getty, so the console never showed a prompt; SSH
+# answered and the converge went on, and the console then stayed quiet but for the kernel.
+REBOOT_WITHOUT_SERIAL_PROMPT = (
+    b"[    0.000000] Linux version 6.1.0-57-amd64 (debian-kernel@lists.debian.org)\n"
+    b"[\x1b[0;32m  OK  \x1b[0m] Started \x1b[0;1;39mgetty@tty1.service\x1b[0m - Getty on tty1.\n"
+    b"[\x1b[0;32m  OK  \x1b[0m] Reached target \x1b[0;1;39mgetty.target\x1b[0m - Login Prompts.\n"
+    b"[\x1b[0;32m  OK  \x1b[0m] Reached target \x1b[0;1;39mmulti-user.target\x1b[0m - "
+    b"Multi-User System.\n"
+    b"[ 1172.697104] igb 0000:23:00.0: Setting VLAN 100, QOS 0x0 on VF 0\n")
+
+
+def test_a_boot_that_reached_multi_user_is_over_without_a_serial_prompt():
+    assert not watchdog.boot_in_progress(FIRST_BOOT + REBOOT_WITHOUT_SERIAL_PROMPT)
+    # The kernel's own copy of the line, where systemd logs to kmsg, counts the same.
+    assert not watchdog.boot_in_progress(
+        STALLED_REBOOT + b"[  202.9] systemd[1]: Reached target multi-user.target - Multi-User System.\n")
+    # The previous boot's multi-user line or a shutdown's "Stopped target" does not end
+    # the next boot.
+    assert watchdog.boot_in_progress(REBOOT_WITHOUT_SERIAL_PROMPT + STALLED_REBOOT)
+    assert watchdog.boot_in_progress(
+        STALLED_REBOOT + b"[\x1b[0;32m  OK  \x1b[0m] Stopped target \x1b[0;1;39mmulti-user.target\x1b[0m\n"
+        + STALLED_REBOOT)
+
+
 class _Monitor:
     """A Unix socket that records the commands sent to it, as QEMU's monitor would get them."""
 
@@ -156,9 +181,11 @@ def test_a_stalled_boot_is_reset_through_the_monitor_and_its_console_kept(lab_ru
     assert dog.step(1301.0) == "idle"
 
 
-def test_a_booted_guest_that_is_quiet_is_left_alone(lab_run):
+@pytest.mark.parametrize("console", [FIRST_BOOT, FIRST_BOOT + REBOOT_WITHOUT_SERIAL_PROMPT],
+                         ids=["login prompt", "multi-user without a serial prompt"])
+def test_a_booted_guest_that_is_quiet_is_left_alone(lab_run, console):
     tmp_path, monitor = lab_run
-    dummy, dog = _dog(tmp_path, monitor, FIRST_BOOT)
+    dummy, dog = _dog(tmp_path, monitor, console)
     for now in (0.0, 1000.0, 100000.0):
         assert dog.step(now) == "idle"
     assert monitor.commands == [] and not (tmp_path / "console-stall.log").exists()
