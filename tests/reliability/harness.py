@@ -16,6 +16,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from contextlib import contextmanager
 
 import yaml
 from ansible.module_utils.testing import patch_module_args
@@ -198,47 +200,108 @@ def _expand(value, host):
     return value
 
 
+# What a module run leaves for the refusal checks: the worker (its ``result`` is what
+# main() hands to fail_json with the error's keys) and the commands it tried to start.
+_LAST = threading.local()
+
+
+def _go(worker):
+    """Run a module's worker, keeping it where ``run_module_refusal`` finds it even when
+    ``run()`` raises."""
+    _LAST.worker = worker
+    worker.run()
+    return worker
+
+
+class CommandStarted(AssertionError):
+    """A module tried to start an external command where none may run."""
+
+
+# Every way Python code starts a process: subprocess (AnsibleModule.run_command uses
+# Popen), os.system, os.popen (Popen again), the exec*/spawn* families and fork.
+_OS_STARTERS = ("system", "posix_spawn", "posix_spawnp", "fork", "forkpty", "execv", "execve",
+                "execvp", "execvpe", "execl", "execle", "execlp", "execlpe", "spawnv",
+                "spawnve", "spawnvp", "spawnvpe")
+
+
+@contextmanager
+def no_commands():
+    """Record (and refuse to start) every external command for the length of the block;
+    yields the list of argv tried. A refusal must come before the first command."""
+    started = []
+
+    def refuse(how):
+        def starter(*args, **kwargs):
+            argv = args[0] if args else kwargs.get("args")
+            started.append("%s %s" % (how, argv if isinstance(argv, str) else list(argv or ())))
+            raise CommandStarted("%s started %r in a case that must be refused before any "
+                                 "command" % (how, argv))
+        return starter
+
+    class RefusedPopen(subprocess.Popen):
+        def __init__(self, args, *rest, **kwargs):
+            refuse("subprocess.Popen")(args)
+
+    saved = {"Popen": subprocess.Popen}
+    subprocess.Popen = RefusedPopen
+    for name in _OS_STARTERS:
+        if hasattr(os, name):
+            saved[name] = getattr(os, name)
+            setattr(os, name, refuse("os." + name))
+    try:
+        yield started
+    finally:
+        subprocess.Popen = saved.pop("Popen")
+        for name, function in saved.items():
+            setattr(os, name, function)
+
+
+class ModuleOutcome:
+    """One module run of a refusal case: ``error`` (the GpuhostError, None when it
+    succeeded), ``result`` (the dict main() would pass to fail_json or exit_json) and
+    ``commands`` (external commands it tried to start)."""
+
+    def __init__(self, error, result, commands):
+        self.error = error
+        self.result = result
+        self.commands = commands
+
+
 def run_vfio_bind(host, args, check_mode=False):
     module = _build(vfio_bind, _with_root(args, host), check_mode)
     worker = vfio_bind.VfioBinder(module, writer=host.kernel)
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 def run_sriov_vfs(host, args, check_mode=False):
     module = _build(sriov_vfs, _with_root(args, host), check_mode)
     worker = sriov_vfs.SriovConfigurator(module, writer=host.kernel)
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 def run_irq_affinity(host, args, check_mode=False):
     module = _build(irq_affinity, _with_root(args, host), check_mode)
     worker = irq_affinity.IrqPinner(module, writer=host.kernel)
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 def run_numa_cpuset(host, args, check_mode=False):
     worker = numa_cpuset.NumaCpusetPlanner(_build(numa_cpuset, _with_root(args, host),
                                                   check_mode))
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 def run_iommu_groups_facts(host, args, check_mode=False):
     worker = iommu_groups_facts.IommuGroupsFacts(_build(iommu_groups_facts,
                                                         _with_root(args, host), check_mode))
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 def run_tenant_ledger(host, args, check_mode=False):
     args = _with_root(args, host)
     args.setdefault("path", host.ledger)
     worker = tenant_ledger.TenantLedger(_build(tenant_ledger, args, check_mode))
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 def run_libvirt_pinned_domain(host, args, check_mode=False):
@@ -252,39 +315,34 @@ def run_libvirt_pinned_domain(host, args, check_mode=False):
     module = _build(libvirt_pinned_domain, args, check_mode)
     worker = libvirt_pinned_domain.PinnedDomain(
         module, conn=None if own_uri else host.connection())
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 def run_capacity_facts(host, args, check_mode=False):
     args = _with_root(args, host)
     args.setdefault("ledger_path", host.ledger)
     worker = capacity_facts.CapacityFacts(_build(capacity_facts, args, check_mode))
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 def run_fleet_place(host, args, check_mode=False):
     """Runs on the controller: no root; the case's hosts are data."""
     worker = fleet_place.FleetPlace(_build(fleet_place, args, check_mode))
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 def run_fleet_report(host, args, check_mode=False):
     args = dict(args)
     args.setdefault("dest", os.path.join(host.base, "reports"))
     worker = fleet_report.FleetReport(_build(fleet_report, args, check_mode))
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 def run_kserve_loadgen(host, args, check_mode=False):
     """Runs in the tenant guest against a server; every case is refused before the
     first request, so no server is needed."""
     worker = kserve_loadgen.LoadGenerator(_build(kserve_loadgen, args, check_mode))
-    worker.run()
-    return worker
+    return _go(worker)
 
 
 MODULE_RUNNERS = {
@@ -309,6 +367,25 @@ def run_module_case(host, target, args, check_mode=False):
     except GpuhostError as err:
         return err
     return None
+
+
+def run_module_refusal(host, target, args, check_mode=False):
+    """Run one module of a case that must be refused, with every external command
+    refused (``no_commands``); return its ModuleOutcome. The result is built as the
+    module's main() builds it: the worker's ``result`` plus the error's keys."""
+    _LAST.worker = None
+    error = None
+    with no_commands() as started:
+        try:
+            MODULE_RUNNERS[target](host, _expand(args, host), check_mode)
+        except GpuhostError as err:
+            error = err
+    worker = _LAST.worker
+    _LAST.worker = None
+    result = dict(worker.result) if worker is not None else {}
+    if error is not None:
+        result.update(error.to_result())
+    return ModuleOutcome(error, result, list(started))
 
 
 # -- roles and playbooks through ansible-playbook ---------------------------------------
