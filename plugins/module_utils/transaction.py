@@ -773,7 +773,9 @@ def _undo(applied):
 
 
 def _failure(step, err, rolled_back, rollback_failed):
-    reason = err.message if isinstance(err, GpuhostError) else describe_os_error(err)
+    # A GpuhostError's bare text: its field and fix go into the new error once, not
+    # inside its message as well (which would show "Fix:" twice).
+    reason = err.msg if isinstance(err, GpuhostError) else describe_os_error(err)
     msg = "step '%s' failed: %s; rolled back %d earlier step(s)" % (
         step.description, reason, len(rolled_back))
     fix = getattr(err, "fix", None)
