@@ -11,6 +11,7 @@ or symlink target, plus every domain the case's libvirt test-driver connection k
 with its inactive XML. It is taken before and after, and compared.
 """
 
+import inspect
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import run_host_change
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     capacity_facts, fleet_place, fleet_report, iommu_groups_facts, irq_affinity,
     kserve_loadgen, libvirt_pinned_domain, numa_cpuset, sriov_vfs, tenant_ledger, vfio_bind)
@@ -345,6 +347,20 @@ def run_kserve_loadgen(host, args, check_mode=False):
     return _go(worker)
 
 
+MODULE_FILES = {
+    "vfio_bind": vfio_bind,
+    "sriov_vfs": sriov_vfs,
+    "irq_affinity": irq_affinity,
+    "numa_cpuset": numa_cpuset,
+    "iommu_groups_facts": iommu_groups_facts,
+    "tenant_ledger": tenant_ledger,
+    "libvirt_pinned_domain": libvirt_pinned_domain,
+    "capacity_facts": capacity_facts,
+    "fleet_place": fleet_place,
+    "fleet_report": fleet_report,
+    "kserve_loadgen": kserve_loadgen,
+}
+
 MODULE_RUNNERS = {
     "vfio_bind": run_vfio_bind,
     "sriov_vfs": run_sriov_vfs,
@@ -369,10 +385,60 @@ def run_module_case(host, target, args, check_mode=False):
     return None
 
 
+class _Reported(Exception):
+    """What a module's fail_json or exit_json was handed."""
+
+    def __init__(self, result):
+        super().__init__("reported")
+        self.result = result
+
+
+class _ReportingModule:
+    """Stands in for AnsibleModule where only the reporting calls are made."""
+
+    def fail_json(self, **result):
+        raise _Reported(dict(result, failed=True))
+
+    def exit_json(self, **result):
+        raise _Reported(result)
+
+
+class _Replay:
+    """A worker that has already run: ``run()`` raises the error it raised, ``result`` is
+    its result, so main()'s own reporting code can turn them into fail_json's dict."""
+
+    def __init__(self, worker, error):
+        self.worker, self.error = worker, error
+
+    @property
+    def result(self):
+        return self.worker.result
+
+    def run(self):
+        raise self.error
+
+
+def _failure_result(target, worker, error):
+    """The dict the module's main() hands to fail_json for ``error``. Modules whose main()
+    is transaction.run_host_change get it from that very function (a refusal or a
+    rolled-back run says changed=false there, whatever the worker planned); the others'
+    main()s pass the worker's ``result`` updated with the error's keys."""
+    main = getattr(MODULE_FILES[target], "main")
+    if "run_host_change(" in inspect.getsource(main):
+        try:
+            run_host_change(_ReportingModule(), _Replay(worker, error))
+        except _Reported as reported:
+            return reported.result
+        raise AssertionError("run_host_change reported nothing")
+    result = dict(worker.result) if worker is not None else {}
+    result.update(error.to_result())
+    return result
+
+
 def run_module_refusal(host, target, args, check_mode=False):
     """Run one module of a case that must be refused, with every external command
-    refused (``no_commands``); return its ModuleOutcome. The result is built as the
-    module's main() builds it: the worker's ``result`` plus the error's keys."""
+    refused (``no_commands``); return its ModuleOutcome, whose result is the dict the
+    module's main() would hand to fail_json (``_failure_result``)."""
     _LAST.worker = None
     error = None
     with no_commands() as started:
@@ -382,9 +448,10 @@ def run_module_refusal(host, target, args, check_mode=False):
             error = err
     worker = _LAST.worker
     _LAST.worker = None
-    result = dict(worker.result) if worker is not None else {}
-    if error is not None:
-        result.update(error.to_result())
+    if error is None:
+        result = dict(worker.result) if worker is not None else {}
+    else:
+        result = _failure_result(target, worker, error)
     return ModuleOutcome(error, result, list(started))
 
 

@@ -25,13 +25,6 @@ import harness
 
 CASES = harness.load_cases()
 FAILED_PREFIX = "FAILED! => "
-# Modules whose refusal result still says changed=true (the steps planned before the
-# refusal), although the host is left unchanged: a known bug, owned by whoever changes
-# the module. Their cases pass every other check (message, field, no command, host
-# unchanged) and then xfail on this one; drop the entry when the module is fixed.
-KNOWN_CHANGED_ON_REFUSAL = {
-    "sriov_vfs": "sriov_vfs reports the planned sysfs steps as changed when it refuses",
-}
 
 
 def _ids(cases):
@@ -117,8 +110,6 @@ def test_bad_input_fails_safely(case, tmp_path, tally):
         # Nothing was run and nothing is said to have changed.
         assert not detail.commands, "the refusal started commands: %s" % detail.commands
         assert not changes, "the host changed:\n" + "\n".join(changes)
-        if detail.result.get("changed") is not False and case["target"] in KNOWN_CHANGED_ON_REFUSAL:
-            pytest.xfail(KNOWN_CHANGED_ON_REFUSAL[case["target"]])
         assert detail.result.get("changed") is False, (
             "the refusal's result does not say changed=false: %r" % (detail.result,))
     else:
