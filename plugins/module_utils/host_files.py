@@ -263,7 +263,7 @@ def _check_folder(writer, index, path):
 def _current(writer, index, entry):
     """(kind, mode, (uid, gid)) of what the path holds now: kind None when absent. A
     link, or anything that is neither a regular file nor a directory, is refused."""
-    writer.write_target(entry.path)   # no '..', no way out of root through a link
+    writer.write_target(entry.path, _field(index, "path"))   # no '..', no way out of root through a link
     st = writer.stat(entry.path)
     if st is None:
         _check_folder(writer, index, entry.path)
@@ -390,7 +390,7 @@ def refuse_link(writer, host_path, field, fix=None):
     it; ``field`` is the module option the error names (the one that chose the file, or
     that makes the module keep it). The same wording as the writer's own refusal. A path
     with '..' or a folder link out of ``root`` is refused first, as the writer does."""
-    writer.write_target(host_path)
+    writer.write_target(host_path, field)
     full = writer.path(host_path)
     if os.path.islink(full):
         raise GpuhostError(

@@ -190,7 +190,7 @@ def write_ledger(path, data, now=None):
     writer = HostWriter("/")
     path = ledger_path(path)
     for target in (path, path + ".prev"):
-        writer.check_replaceable(target)
+        writer.check_replaceable(target, field="path")
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     previous = writer.read_bytes(path)
     if previous is not None:

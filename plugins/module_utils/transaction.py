@@ -196,14 +196,18 @@ class HostWriter:
     def path(self, host_path):
         return os.path.join(self.root, str(host_path).lstrip("/"))
 
-    def write_target(self, host_path):
+    def write_target(self, host_path, field=None):
         """The path below ``root`` that a write of ``host_path`` may use, or a
         GpuhostError: no ".." component, and the folder it lands in, links resolved,
         inside ``root`` (an absolute link in a test tree, or a planted one, would
-        otherwise send the write out of it). With root / every path qualifies."""
+        otherwise send the write out of it). With root / every path qualifies.
+
+        ``field`` is the module option that chose the file, named by the refusal of a
+        '..' ("path" without it); a way out of root names "root", the option that chose
+        the tree (with root / it cannot happen)."""
         parts = [part for part in str(host_path).split("/") if part not in ("", ".")]
         if ".." in parts:
-            raise GpuhostError("%s has a '..' component" % host_path, field="path",
+            raise GpuhostError("%s has a '..' component" % host_path, field=field or "path",
                                fix="name the file by its absolute path on the host, "
                                    "without '..'")
         target = os.path.join(self.root, *parts) if parts else self.root
@@ -216,23 +220,33 @@ class HostWriter:
                 field="root", fix="remove the link, or give a root whose tree holds the file")
         return target
 
-    def check_replaceable(self, host_path):
+    def check_replaceable(self, host_path, field=None):
         """Refuse now what ``write_file`` would refuse later (a '..' component, a way out
         of ``root``, a link or a non-regular file at the path), so that a caller writing
-        several files checks them all before the first write. Returns the target."""
-        target = self.write_target(host_path)
-        self._replaceable(host_path, target)
+        several files checks them all before the first write. Returns the target.
+        ``field``: the module option the errors name (see ``write_target``)."""
+        target = self.write_target(host_path, field)
+        self._replaceable(host_path, target, field or "path")
         return target
 
-    def _replaceable(self, host_path, target):
+    @staticmethod
+    def link_error(host_path, target, field="path"):
+        """The one refusal of a symbolic link at ``target``, by writers and readers."""
+        try:
+            to = os.readlink(target)
+        except OSError:
+            to = "somewhere"    # gone again since it was seen
+        return GpuhostError(
+            "%s is a symbolic link (to %s): gpuhost.kvm never writes through a link"
+            % (host_path, to), field=field,
+            fix="remove the link (or put the real file in its place) and run again")
+
+    def _replaceable(self, host_path, target, field="path"):
         """``target`` may be replaced: absent, or a regular file that is no link."""
         if os.path.islink(target):
-            raise GpuhostError(
-                "%s is a symbolic link (to %s): gpuhost.kvm never writes through a link"
-                % (host_path, os.readlink(target)), field="path",
-                fix="remove the link (or put the real file in its place) and run again")
+            raise self.link_error(host_path, target, field)
         if os.path.lexists(target) and not os.path.isfile(target):
-            raise GpuhostError("%s is not a regular file" % host_path, field="path",
+            raise GpuhostError("%s is not a regular file" % host_path, field=field,
                                fix="move it away and run again")
 
     def exists(self, host_path):
@@ -285,7 +299,7 @@ class HostWriter:
         finally:
             os.close(fd)
 
-    def write_file(self, host_path, content, mode=None, owner=None):
+    def write_file(self, host_path, content, mode=None, owner=None, field=None):
         """Replace a configuration file atomically: temp file in the same folder, fsync,
         rename, fsync of the folder (a crash leaves the old file or the new one).
 
@@ -293,9 +307,9 @@ class HostWriter:
         replaces (0644 for a new file); ``owner`` (uid, gid) is set on the temp file
         before the rename, None leaves the writer's. Returns the host paths of the
         folders it had to create, deepest first, so that an undo can remove them again;
-        on failure it removes them itself.
+        on failure it removes them itself. ``field``: the module option a refusal names.
         """
-        target = self.check_replaceable(host_path)
+        target = self.check_replaceable(host_path, field)
         if mode is None:
             try:
                 mode = os.stat(target).st_mode & 0o7777
@@ -378,7 +392,7 @@ class HostWriter:
         """The FileLock of the state file ``host_path``: ``<host_path>.lock`` beside it,
         confined to ``root`` like every write."""
         lock_path = host_path + ".lock"
-        return FileLock(self.write_target(lock_path),
+        return FileLock(self.write_target(lock_path, field),
                         STATE_LOCK_TIMEOUT if timeout is None else timeout,
                         field=field, shown_as=lock_path)
 

@@ -140,7 +140,7 @@ class FleetReport(object):
         # directory at one of them refuses the whole report, never half of it.
         for fmt, path in paths:
             try:
-                self.writer.check_replaceable(path)
+                self.writer.check_replaceable(path, field="dest")
             except GpuhostError as err:
                 raise _as_dest(err)
         # A host whose data is not a capacity fact is reported without data by

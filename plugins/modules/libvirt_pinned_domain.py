@@ -837,7 +837,7 @@ class PinnedDomain:
         """Refuse now, naming ``option``, what the shared writer would refuse later: a
         '..' component, a link or a non-regular file at ``path``."""
         try:
-            self.writer.check_replaceable(path)
+            self.writer.check_replaceable(path, field=option)
         except GpuhostError as err:
             raise GpuhostError(err.msg, field=option, fix=err.fix) from err
 

@@ -64,3 +64,49 @@ def test_a_failed_rollback_keeps_exactly_one_fix(writer):
     message = info.value.message
     assert message.count("Fix:") == 1, message
     assert "ROLLBACK INCOMPLETE" in message and "do this" not in message
+
+
+# -- the writer's refusals name the caller's option ---------------------------------------
+
+def test_write_target_names_the_option_the_caller_gives(writer):
+    with pytest.raises(GpuhostError) as info:
+        writer.write_target("/etc/../shadow", field="dest")
+    assert info.value.field == "dest" and "has a '..' component" in info.value.message
+    with pytest.raises(GpuhostError) as info:
+        writer.write_target("/etc/../shadow")
+    assert info.value.field == "path"           # today's name without one
+
+
+def test_a_way_out_of_root_still_names_root(writer, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.symlink(str(outside), writer.path("/etc"))
+    with pytest.raises(GpuhostError) as info:
+        writer.check_replaceable("/etc/x.conf", field="dest")
+    assert info.value.field == "root" and "leads out of" in info.value.message
+
+
+@pytest.mark.parametrize("call", [
+    lambda w: w.check_replaceable("/etc/x.conf", field="state_dir"),
+    lambda w: w.write_file("/etc/x.conf", "new\n", field="state_dir"),
+])
+def test_a_link_or_a_folder_at_the_file_names_the_option(writer, call):
+    _link(writer, "/etc/x.conf")
+    with pytest.raises(GpuhostError) as info:
+        call(writer)
+    assert info.value.field == "state_dir"
+    assert "/etc/x.conf is a symbolic link (to " in info.value.message
+    os.unlink(writer.path("/etc/x.conf"))
+    os.mkdir(writer.path("/etc/x.conf"))
+    with pytest.raises(GpuhostError) as info:
+        call(writer)
+    assert info.value.field == "state_dir" and "is not a regular file" in info.value.message
+    with pytest.raises(GpuhostError) as info:
+        writer.check_replaceable("/etc/x.conf")
+    assert info.value.field == "path"
+
+
+def test_the_lock_of_a_state_file_names_its_option(writer):
+    with pytest.raises(GpuhostError) as info:
+        writer.lock("/var/../x.json", "persistent")
+    assert info.value.field == "persistent"
