@@ -270,21 +270,40 @@ class HostWriter:
         with os.fdopen(fd, "rb") as handle:
             return handle.read()
 
-    def read(self, host_path, default=None):
-        """The stripped text of a file, or ``default`` when it cannot be read."""
+    def _read_unlinked(self, host_path, field):
+        """``read_bytes`` behind a refusal of a link at the path: lstat first (the link
+        is refused unread, with the writer's wording), then O_NOFOLLOW (a link planted in
+        between fails with ELOOP and is refused the same way)."""
+        full = self.path(host_path)
+        if os.path.islink(full):
+            raise self.link_error(host_path, full, field or "path")
         try:
-            with open(self.path(host_path), "r") as handle:
-                return handle.read().strip()
+            return self.read_bytes(host_path)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise self.link_error(host_path, full, field or "path") from err
+            raise
+
+    def read(self, host_path, default=None, field="path"):
+        """The stripped text of a file, or ``default`` when it cannot be read. A link at
+        the path is refused (a GpuhostError naming ``field``), never followed."""
+        try:
+            data = self._read_unlinked(host_path, field)
         except (IOError, OSError):
             return default
+        if data is None:
+            return default
+        return data.decode("utf-8", "replace").strip()
 
-    def read_file(self, host_path):
-        """The exact content of a regular file, or None when it does not exist."""
-        try:
-            with open(self.path(host_path), "r") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return None
+    def read_file(self, host_path, field=None):
+        """The exact content of a regular file, or None when it does not exist. The
+        path must qualify for a write (``write_target``: no '..', no folder link out of
+        root) and a link at it is refused, never followed (``_read_unlinked``), so a
+        planted link cannot show the caller another file; errors name ``field``. An
+        unreadable file raises its OSError, one that is not UTF-8 UnicodeDecodeError."""
+        self.write_target(host_path, field)
+        data = self._read_unlinked(host_path, field)
+        return None if data is None else data.decode("utf-8")
 
     def write(self, host_path, value):
         """Write a kernel attribute in one write(2), as sysfs requires.
@@ -413,7 +432,7 @@ def read_state_file(writer, path, key, entries, field, fix, sets=()):
     tool or another release leaves it) is a GpuhostError naming the file, what it should
     hold, ``field`` and ``fix``, never a traceback from a later ``.get``."""
     try:
-        text = writer.read_file(path)
+        text = writer.read_file(path, field)
     except (OSError, UnicodeDecodeError) as err:
         raise GpuhostError("cannot read %s: %s" % (path, describe_os_error(err)),
                            field=field, fix=fix)
@@ -479,15 +498,7 @@ class StateFile:
     def check_writable(self, writer):
         """Refuse, before a plan's first write, a state file or lock file that the step
         could not write: a link or a non-regular file at its place."""
-        target = writer.write_target(self.path)
-        if os.path.islink(target):
-            raise GpuhostError(
-                "%s is a symbolic link (to %s): gpuhost.kvm never writes through a link"
-                % (self.path, os.readlink(target)), field=self.field,
-                fix="remove the link (or put the real file in its place) and run again")
-        if os.path.lexists(target) and not os.path.isfile(target):
-            raise GpuhostError("%s is not a regular file" % self.path, field=self.field,
-                               fix="move it away and run again")
+        writer.check_replaceable(self.path, self.field)
         writer.lock(self.path, self.field).check()
 
     def parse(self, text):
@@ -570,7 +581,7 @@ def update_state_file(writer, spec, delta):
               "made_lock": not writer.exists(spec.path + ".lock")}
     with writer.lock(spec.path, spec.field) as lock:
         try:
-            record["before"] = record["after"] = text = writer.read_file(spec.path)
+            record["before"] = record["after"] = text = writer.read_file(spec.path, spec.field)
             current = spec.parse(text)
             merged = spec.merge(current, delta)
             old, new = spec.units(current), spec.units(merged)
@@ -597,7 +608,7 @@ def revert_state_file(writer, spec, record):
     if not record["undo"]:
         return
     with writer.lock(spec.path, spec.field) as lock:
-        now = writer.read_file(spec.path)
+        now = writer.read_file(spec.path, spec.field)
         if now != record["after"]:
             writer.write_file(spec.path, spec.dump(spec.merge(spec.parse(now), record["undo"])))
         elif record["before"] is not None:
@@ -689,9 +700,11 @@ class ChangeSet:
         self.add("write %s to %s" % (after, host_path),
                  lambda: writer.write(host_path, after), undo)
 
-    def put_file(self, writer, host_path, content, mode=None, summarize=False):
-        """Make a file hold ``content`` (None: remove it); no step when it already does."""
-        before = writer.read_file(host_path)
+    def put_file(self, writer, host_path, content, mode=None, summarize=False, field=None):
+        """Make a file hold ``content`` (None: remove it); no step when it already does.
+        The old content is read without following a link (a link is refused now, before
+        anything is written); ``field`` is the module option a refusal names."""
+        before = writer.read_file(host_path, field)
         if before == content:
             return False
         self.files.append(FileChange(host_path, before, content, mode, summarize))
@@ -701,14 +714,14 @@ class ChangeSet:
             if content is None:
                 writer.remove_file(host_path)
             else:
-                created[:] = writer.write_file(host_path, content, mode) or []
+                created[:] = writer.write_file(host_path, content, mode, field=field) or []
 
         def undo():
             if before is None:
                 writer.remove_file(host_path)
                 writer.remove_empty_folders(created)
             else:
-                writer.write_file(host_path, before, mode)
+                writer.write_file(host_path, before, mode, field=field)
 
         verb = "remove" if content is None else ("create" if before is None else "update")
         self.add("%s %s" % (verb, host_path), apply, undo)
@@ -726,7 +739,7 @@ class ChangeSet:
         if not delta:
             return False
         spec.check_writable(writer)
-        text = writer.read_file(spec.path)
+        text = writer.read_file(spec.path, spec.field)
         self.files.append(FileChange(spec.path, text, spec.dump(spec.merge(before, delta))))
         record = {"undo": {}}
 

@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, ChangeSetError, HostWriter)
+    ChangeSet, ChangeSetError, HostWriter, StateFile)
 
 
 def _link(writer, host_path, text="outside\n"):
@@ -110,3 +110,79 @@ def test_the_lock_of_a_state_file_names_its_option(writer):
     with pytest.raises(GpuhostError) as info:
         writer.lock("/var/../x.json", "persistent")
     assert info.value.field == "persistent"
+
+
+# -- no reader follows a planted link ------------------------------------------------------
+
+STATE = StateFile("/var/lib/gpuhost/state.json", "devices", dict, "persistent",
+                  "fix or remove the file")
+LINK = "is a symbolic link (to "
+
+
+def _refused(call, field):
+    with pytest.raises(GpuhostError) as info:
+        call()
+    err = info.value
+    assert err.field == field and LINK in err.message, err.message
+    assert err.message.count("Fix:") == 1
+    assert err.message.endswith("Fix: remove the link (or put the real file in its place) "
+                                "and run again")
+    return err
+
+
+def test_put_file_refuses_a_link_at_the_file_before_anything_is_written(writer):
+    outside = _link(writer, "/etc/b.conf", "the other file\n")
+    changes = ChangeSet()
+    changes.put_file(writer, "/etc/a.conf", "a\n")
+    _refused(lambda: changes.put_file(writer, "/etc/b.conf", "b\n", field="config"), "config")
+    _refused(lambda: changes.put_file(writer, "/etc/b.conf", "b\n"), "path")
+    assert changes.files[0].path == "/etc/a.conf" and len(changes.files) == 1
+    assert not os.path.exists(writer.path("/etc/a.conf"))
+    with open(outside) as handle:
+        assert handle.read() == "the other file\n"
+
+
+def test_read_and_read_file_refuse_a_link(writer):
+    _link(writer, "/etc/x.conf", "other\n")
+    _refused(lambda: writer.read_file("/etc/x.conf"), "path")
+    _refused(lambda: writer.read_file("/etc/x.conf", "irqbalance_config"), "irqbalance_config")
+    _refused(lambda: writer.read("/etc/x.conf", default="none"), "path")
+    assert writer.read("/etc/absent", default="none") == "none"
+    assert writer.read_file("/etc/absent") is None
+
+
+def test_a_link_planted_between_the_check_and_the_open_is_not_followed(writer, monkeypatch):
+    _link(writer, "/etc/x.conf", "other\n")
+    monkeypatch.setattr(os.path, "islink", lambda path: False)    # the lstat saw a file
+    _refused(lambda: writer.read_file("/etc/x.conf"), "path")     # the open: ELOOP
+
+
+def test_state_file_read_refuses_a_link_naming_its_option(writer):
+    _link(writer, STATE.path, '{"devices": {"x": {"n": 1}}}')
+    _refused(lambda: STATE.read(writer), "persistent")
+    changes = ChangeSet()
+    _refused(lambda: changes.put_state(writer, STATE, {"devices": {}},
+                                       {"devices": {"a": {"n": 1}}}), "persistent")
+    assert not changes
+
+
+def test_a_state_file_link_planted_after_the_plan_is_refused_under_the_lock(writer):
+    changes = ChangeSet()
+    changes.put_state(writer, STATE, STATE.read(writer), {"devices": {"a": {"n": 1}}})
+    outside = _link(writer, STATE.path, '{"devices": {"x": {"n": 1}}}')
+    with pytest.raises(ChangeSetError) as info:
+        changes.apply()
+    assert info.value.field == "persistent" and LINK in info.value.message
+    assert info.value.message.count("Fix:") == 1
+    with open(outside) as handle:
+        assert handle.read() == '{"devices": {"x": {"n": 1}}}'
+    assert os.path.islink(writer.path(STATE.path))
+
+
+def test_read_file_is_exact_and_refuses_a_way_out(writer):
+    with open(writer.path("/crlf.conf"), "wb") as handle:
+        handle.write(b"a\r\nb\n")
+    assert writer.read_file("/crlf.conf") == "a\r\nb\n"
+    with pytest.raises(GpuhostError) as info:
+        writer.read_file("/etc/../crlf.conf", "dest")
+    assert info.value.field == "dest"
