@@ -14,8 +14,14 @@ from __future__ import annotations
 from xml.sax.saxutils import escape
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    MAX_CPUS,
     format_cpulist,
     parse_cpulist,
+)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
+    MAX_HUGEPAGES,
+    MAX_MEMORY_GIB,
+    whole_number,
 )
 
 HOUSEKEEPING = "housekeeping"
@@ -26,6 +32,18 @@ TENANT_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E0
 HOUSEKEEPING_COLOUR = "#9E9E9E"
 FREE_COLOUR = "#FFFFFF"
 _SIZE_NAMES = {1048576: "1G", 2048: "2M"}
+# A BAR is a power of two below the 64-bit address space.
+_MAX_BAR = 1 << 64
+
+
+def _cpu(value, field):
+    """A CPU number of the plan: whole and below the kernel's limit (NaN, infinities and
+    absurd numbers are a GpuhostError naming ``field``, not a traceback)."""
+    return whole_number(value, field, 0, MAX_CPUS - 1)
+
+
+def _page_size(value, field="hugepage_size_kib"):
+    return whole_number(value, field, 1, MAX_MEMORY_GIB * 1048576)
 
 
 # ------------------------------------------------------------------------------ layout
@@ -80,7 +98,7 @@ def layout_from_topology(topology):
 # ---------------------------------------------------------------------- shared analysis
 
 def _size_name(size_kib):
-    size_kib = int(size_kib)
+    size_kib = _page_size(size_kib)
     return _SIZE_NAMES.get(size_kib, "%dk" % size_kib)
 
 
@@ -93,7 +111,7 @@ def _owners(plan):
     for tenant in plan.get("tenants") or ():
         name = tenant["name"]
         for vcpu, cpu in enumerate(tenant.get("vcpu_pins") or ()):
-            owners[int(cpu)] = (name, "vCPU %d" % vcpu)
+            owners[_cpu(cpu, "tenants[%s].vcpu_pins" % name)] = (name, "vCPU %d" % vcpu)
         for cpu in parse_cpulist(tenant.get("reserved_cpus") or ""):
             owners.setdefault(cpu, (name, "reserved (sibling kept idle)"))
         if tenant.get("emulator_policy") == "dedicated":
@@ -121,7 +139,8 @@ def _cores_of(plan, layout, node):
     cpus = set(parse_cpulist((plan.get("housekeeping") or {}).get(node, "")))
     for tenant in plan.get("tenants") or ():
         if str(tenant["node"]) == node:
-            cpus.update(int(c) for c in tenant.get("vcpu_pins") or ())
+            cpus.update(_cpu(c, "tenants[%s].vcpu_pins" % tenant["name"])
+                        for c in tenant.get("vcpu_pins") or ())
             cpus.update(parse_cpulist(tenant.get("reserved_cpus") or ""))
     return [[c] for c in sorted(cpus)]
 
@@ -146,7 +165,9 @@ def _devices(plan, layout, node):
                 kind = "GPU" if function == gpu["address"] else "GPU companion"
                 note = "IOMMU group %s" % gpu.get("iommu_group")
                 if function == gpu["address"] and gpu.get("bar64_total"):
-                    note += ", 64-bit BARs %d GiB" % (int(gpu["bar64_total"]) >> 30)
+                    note += ", 64-bit BARs %d GiB" % (whole_number(
+                        gpu["bar64_total"], "tenants[%s].gpus.bar64_total" % tenant["name"], 0,
+                        _MAX_BAR) >> 30)
                 rows.append((kind, function, tenant["name"], note))
                 listed.add(function)
         vf = tenant.get("vf")
@@ -172,8 +193,10 @@ def _hugepage_lines(plan, layout, node):
     lines = []
     wanted = (plan.get("hugepages") or {}).get(node) or {}
     pools = (((layout or {}).get("nodes") or {}).get(node) or {}).get("hugepages") or {}
-    for size in sorted(set(wanted) | set(pools), key=int):
-        need = int(wanted.get(size, 0))
+    for size in sorted(set(wanted) | set(pools),
+                       key=lambda size: _page_size(size, "hugepages.%s" % node)):
+        need = whole_number(wanted.get(size, 0), "hugepages.%s.%s" % (node, size), 0,
+                            MAX_HUGEPAGES)
         pool = pools.get(size) or {}
         text = "%d x %s for tenants" % (need, _size_name(size))
         if pool:
@@ -213,9 +236,11 @@ def render_markdown(plan, layout=None, title="Placement plan"):
         out += ["## Tenants", "", "| Tenant | Node | vCPUs | Memory | GPUs | VF |",
                 "|---|---|---|---|---|---|"]
         for tenant in plan["tenants"]:
+            pins = [_cpu(c, "tenants[%s].vcpu_pins" % tenant["name"])
+                    for c in tenant.get("vcpu_pins") or ()]
             out.append("| %s | %s | %s on %s | %s GiB in %s pages | %s | %s |" % (
                 _md_cell(tenant["name"]), tenant["node"], tenant.get("vcpus"),
-                format_cpulist(tenant.get("vcpu_pins") or ()), tenant.get("memory_gib"),
+                format_cpulist(pins), tenant.get("memory_gib"),
                 _size_name(tenant.get("hugepage_size_kib") or 1048576),
                 ", ".join(g["address"] for g in tenant.get("gpus") or ()) or "none",
                 (tenant.get("vf") or {}).get("address") or "none"))
