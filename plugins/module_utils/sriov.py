@@ -22,6 +22,7 @@ libvirt starts any domain that uses them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -514,26 +515,50 @@ def _subprocess_runner(argv):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+# SR-IOV's TotalVFs is a 16-bit field: no PF has more VFs.
+MAX_VFS = 65535
+
+
+def boot_num_vfs(path, pf, entry):
+    """The num_vfs of ``pf`` in the boot configuration ``path``: a whole number from 0 to
+    MAX_VFS (a JSON 4, or "4" as a hand edit writes it), checked like the sysfs reads; a
+    GpuhostError naming the file and what to do otherwise (never int() of whatever a
+    hand edit left there: .inf, 1e999, -3, true)."""
+    value = entry.get("num_vfs") if isinstance(entry, dict) else None
+    number = value
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,5}", value.strip()):
+        number = int(value.strip())
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= MAX_VFS:
+        raise GpuhostError(
+            "%s holds num_vfs %s for %s, not a whole number from 0 to %d"
+            % (path, json.dumps(value)[:40], pf, MAX_VFS), field=CONFIG.field,
+            fix="run gpuhost.kvm.sriov_vfs for %s with persistent: true again to rewrite "
+                "the file (or fix its num_vfs by hand)" % pf)
+    return number
+
+
 def boot_apply(argv, writer=None, runner=None):
-    """Entry point of gpuhost-sriov-apply: re-create every PF's VFs from the config."""
+    """Entry point of gpuhost-sriov-apply: re-create every PF's VFs from the config,
+    read never through a link and checked (shape, each num_vfs) like the module's."""
     path = argv[0] if argv else CONFIG_FILE
     writer = writer or HostWriter("/")
     runner = runner or _subprocess_runner
     try:
-        config = json.loads(writer.read_file(path) or '{"pfs": {}}')
-    except ValueError as err:
-        sys.stderr.write("gpuhost-sriov: %s: %s\n" % (path, err))
+        config = read_state_nofollow(writer, dataclasses.replace(CONFIG, path=path))
+    except GpuhostError as err:
+        sys.stderr.write("gpuhost-sriov: %s: %s\n" % (path, err.message))
         return 2
     failed = 0
-    for pf, entry in sorted(config.get("pfs", {}).items()):
+    for pf, entry in sorted(config["pfs"].items()):
         try:
-            plan = plan_sriov(writer, pf, int(entry["num_vfs"]),
+            num_vfs = boot_num_vfs(path, pf, entry)
+            plan = plan_sriov(writer, pf, num_vfs,
                               entry.get("vf_driver", "default"), force=True,
                               vf_settings=entry.get("vfs"), runner=runner)
             if plan.needs_modprobe and plan.changes:
                 _run(runner, ["modprobe", "--", VFIO_PCI])
             plan.changes.apply()
-            sys.stderr.write("gpuhost-sriov: %s: %d VF(s) ready\n" % (pf, entry["num_vfs"]))
+            sys.stderr.write("gpuhost-sriov: %s: %d VF(s) ready\n" % (pf, num_vfs))
         except GpuhostError as err:
             failed += 1
             sys.stderr.write("gpuhost-sriov: %s: %s\n" % (pf, err.message))

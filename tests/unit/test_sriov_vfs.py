@@ -411,3 +411,53 @@ def test_vfs_without_host_traffic_change_count_freely(sim):
     host_traffic_on_first_vf(sim, route=False)
     configure(sim, pf=PF, num_vfs=1)
     assert len(sriov.current_vfs(sim, PF)) == 1
+
+
+# -- issue 20: the boot helper reads its configuration like the module -------------------
+
+def _boot_config(sim, text):
+    full = sim.path(sriov.CONFIG_FILE)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w") as handle:
+        handle.write(text)
+
+
+@pytest.mark.parametrize("value", ["Infinity", "NaN", "1e999", "-3", "70000", "true",
+                                   "null", "2.5", '"x"', "[2]"])
+def test_boot_apply_refuses_an_odd_num_vfs_naming_the_file(sim, capsys, value):
+    _boot_config(sim, '{"pfs": {"%s": {"num_vfs": %s, "vf_driver": "vfio-pci"}, '
+                      '"0000:99:00.0": {"num_vfs": 1}}}' % (PF, value))
+    before = snapshot(sim.root)
+    assert sriov.boot_apply([sriov.CONFIG_FILE], writer=sim) == 1
+    err = capsys.readouterr().err
+    assert "persistent: %s holds num_vfs " % sriov.CONFIG_FILE in err
+    assert "not a whole number from 0 to 65535" in err
+    assert err.count("Fix:") == 2 and "with persistent: true again" in err
+    assert snapshot(sim.root) == before and sim.writes == []
+
+
+def test_boot_apply_takes_a_num_vfs_written_as_text(sim):
+    _boot_config(sim, '{"pfs": {"%s": {"num_vfs": " 2 ", "vf_driver": "vfio-pci"}}}' % PF)
+    assert sriov.boot_apply([sriov.CONFIG_FILE], writer=sim) == 0
+    assert sorted(sriov.current_vfs(sim, PF)) == [0, 1]
+
+
+@pytest.mark.parametrize("text", ["[]", '{"pfs": [1]}', '{"pfs": {"x": 3}}', "{trunc"])
+def test_boot_apply_refuses_a_config_of_another_shape(sim, capsys, text):
+    _boot_config(sim, text)
+    assert sriov.boot_apply([sriov.CONFIG_FILE], writer=sim) == 2
+    err = capsys.readouterr().err
+    assert sriov.CONFIG_FILE in err and err.count("Fix:") == 1
+    assert sim.writes == []
+
+
+def test_boot_apply_refuses_a_planted_link_unread(sim, capsys, tmp_path):
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"pfs": {"%s": {"num_vfs": 2}}}' % PF)
+    full = sim.path(sriov.CONFIG_FILE)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    os.symlink(str(outside), full)
+    assert sriov.boot_apply([sriov.CONFIG_FILE], writer=sim) == 2
+    err = capsys.readouterr().err
+    assert "%s is a symbolic link (to " % sriov.CONFIG_FILE in err
+    assert sim.writes == [] and sriov.current_vfs(sim, PF) == {}
