@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
+import errno
 import hashlib
 import json
 import os
@@ -143,15 +144,30 @@ def parse_ledger(text, path=DEFAULT_LEDGER_PATH):
 
 
 def read_ledger(path):
-    """The ledger at ``path``; a missing file is the empty ledger of a new host."""
+    """The ledger at ``path``; a missing file is the empty ledger of a new host.
+
+    Never through a link: a link at ``path`` is refused unread with the writer's wording
+    (lstat first, then an O_NOFOLLOW open for a link planted in between), as the writer
+    would refuse to replace it; reading through it would show another file's tenants."""
     try:
-        with open(path, "r", encoding="utf-8") as handle:
-            text = handle.read()
+        if os.path.islink(path):
+            raise HostWriter.link_error(path, path, "path")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read()
     except FileNotFoundError:
         return LedgerData()
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise HostWriter.link_error(path, path, "path") from exc
         raise GpuhostError("cannot read the allocation ledger %s: %s" % (path, exc.strerror),
                            field="path", fix="check the path and its permissions")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LedgerCorruptError("the allocation ledger %s is corrupt: it is not UTF-8 text "
+                                 "(%s)" % (path, exc), field="path", fix=_recovery_fix(path),
+                                 details={"path": path})
     return parse_ledger(text, path)
 
 

@@ -84,3 +84,38 @@ def test_a_directory_at_the_ledger_path_is_refused(runbook_root, tmp_path):
     (tmp_path / "ledger.json").mkdir()
     err = fail(runbook_root, path=str(tmp_path / "ledger.json"), tenants=[TENANT])
     assert err.field == "path" and "is not a ledger file" in err.msg
+
+
+# -- issue 20: the ledger is never read through a link ------------------------------------
+
+def test_read_ledger_refuses_a_planted_link_unread(tmp_path):
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text("{not the ledger")
+    path = tmp_path / "ledger.json"
+    os.symlink(str(outside), str(path))
+    with pytest.raises(GpuhostError) as info:
+        ledger.read_ledger(str(path))
+    err = info.value
+    assert err.field == "path" and err.message.count("Fix:") == 1
+    assert "%s is a symbolic link (to %s)" % (path, outside) in err.message
+    assert "corrupt" not in err.message
+
+
+def test_read_ledger_refuses_a_link_planted_after_the_check(tmp_path, monkeypatch):
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text("{}")
+    path = tmp_path / "ledger.json"
+    os.symlink(str(outside), str(path))
+    monkeypatch.setattr(os.path, "islink", lambda p: False)     # the O_NOFOLLOW open
+    with pytest.raises(GpuhostError) as info:
+        ledger.read_ledger(str(path))
+    assert "is a symbolic link" in info.value.message
+
+
+def test_read_ledger_reports_a_file_that_is_not_utf8_as_corrupt(tmp_path):
+    path = tmp_path / "ledger.json"
+    path.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(ledger.LedgerCorruptError) as info:
+        ledger.read_ledger(str(path))
+    assert "is corrupt: it is not UTF-8 text" in info.value.message
+    assert info.value.message.count("Fix:") == 1
