@@ -70,6 +70,7 @@ def test_seed_builders_get_end_of_options_before_their_paths(tmp_path, tool, wit
     domain = object.__new__(libvirt_pinned_domain.PinnedDomain)
     domain.module = module
     domain.name = "t1"
+    domain.writer = transaction.HostWriter("/")  # as __init__ does: the seed goes through it
     domain.params = {"cloud_init": {"user_data": "#cloud-config\n", "meta_data": None,
                                     "network_config": "version: 2\n" if with_network
                                     else None}}
@@ -92,7 +93,7 @@ def test_seed_builders_get_end_of_options_before_their_paths(tmp_path, tool, wit
 def test_xorriso_keeps_its_paths_inside_the_mkisofs_emulation(tmp_path):
     module = FakeModule(tools=("xorriso",))
     domain = object.__new__(libvirt_pinned_domain.PinnedDomain)
-    domain.module, domain.name = module, "t1"
+    domain.module, domain.name, domain.writer = module, "t1", transaction.HostWriter("/")
     domain.params = {"cloud_init": {"user_data": "#cloud-config\n", "meta_data": None,
                                     "network_config": None}}
     domain.build_seed(str(tmp_path / "seed.iso"))
