@@ -152,22 +152,23 @@ class DomainSpec:
         return tuple(sorted(set(c for pins in self.vcpu_pins for c in pins)))
 
 
-# The spec's parts -> the module option a refusal names: with structured options...
-OPTION_NAMES = {
-    "vcpus": "vcpus", "vcpu_pins": "vcpu_pins", "memory_gib": "memory_gib",
-    "memory_nodeset": "memory_nodes", "numa_mode": "memory_nodes",
-    "emulator_cpus": "emulator_cpus", "iothreads": "iothreads",
-    "iothread_cpus": "iothread_cpus", "guest_topology": "guest_topology",
-    "hugepage_size": "hugepage_size", "gpus": "gpus",
+# The spec's parts -> the module option a refusal names: with structured options, and
+# from a plan entry (docs/plan-format.md).
+SPEC_PART_OPTIONS = {
+    "vcpus": ("vcpus", "plan.vcpus"),
+    "vcpu_pins": ("vcpu_pins", "plan.vcpu_pins"),
+    "memory_gib": ("memory_gib", "plan.memory_gib"),
+    "memory_nodeset": ("memory_nodes", "plan.numatune.nodeset"),
+    "numa_mode": ("memory_nodes", "plan.numatune.mode"),
+    "emulator_cpus": ("emulator_cpus", "plan.emulator_cpus"),
+    "iothreads": ("iothreads", "plan.iothreads"),
+    "iothread_cpus": ("iothread_cpus", "plan.iothread_cpus"),
+    "guest_topology": ("guest_topology", "plan.guest_topology"),
+    "hugepage_size": ("hugepage_size", "plan.hugepage_size_kib"),
+    "gpus": ("gpus", "plan.gpus"),
 }
-# ... and from a plan entry (docs/plan-format.md).
-PLAN_OPTION_NAMES = {
-    "vcpus": "plan.vcpus", "vcpu_pins": "plan.vcpu_pins", "memory_gib": "plan.memory_gib",
-    "memory_nodeset": "plan.numatune.nodeset", "numa_mode": "plan.numatune.mode",
-    "emulator_cpus": "plan.emulator_cpus", "iothreads": "plan.iothreads",
-    "iothread_cpus": "plan.iothread_cpus", "guest_topology": "plan.guest_topology",
-    "hugepage_size": "plan.hugepage_size_kib", "gpus": "plan.gpus",
-}
+OPTION_NAMES = {part: names[0] for part, names in SPEC_PART_OPTIONS.items()}
+PLAN_OPTION_NAMES = {part: names[1] for part, names in SPEC_PART_OPTIONS.items()}
 
 
 def hostdev_origins(spec, from_plan=None, vf_option_given=False):
