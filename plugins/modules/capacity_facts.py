@@ -38,7 +38,7 @@ options:
     description:
       - A tenant definition (a C(gpuhost_tenants) entry) to evaluate on this host; only
         the planner's request keys are used.
-      - Checked whole before the host is read, as in M(gpuhost.kvm.fleet_place): whole
+      - Checked whole before the host is read, as in M(gpuhost.kvm.fleet_place), for whole
         finite numbers (C(vcpus) 1 to 8192, C(memory_gib) 1 to 65536, C(gpus) and
         C(iothreads) 0 to 64), a valid name; a bad one fails naming the key
         (C(tenant.memory_gib)) instead of being reported as not fitting.

@@ -45,7 +45,7 @@ options:
         keys are used (C(name), C(gpus), C(vcpus), C(memory_gib), C(hugepage_size),
         C(nic_vf), C(iothreads), C(emulator_policy)).
       - The request is checked whole before any host is looked at, and a bad one fails
-        naming the key (C(tenant.vcpus), C(tenant.gpus[0])): a valid tenant name, whole
+        naming the key (C(tenant.vcpus), C(tenant.gpus[0])). It wants a valid tenant name, whole
         finite numbers (C(vcpus) 1 to 8192, C(memory_gib) 1 to 65536, C(gpus) and
         C(iothreads) 0 to 64), at most 64 GPU addresses, and the planner's own rules.
     type: dict

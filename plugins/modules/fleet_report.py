@@ -18,7 +18,7 @@ description:
     their facts task failed) are listed as such, never dropped silently.
   - The files are C(fleet-capacity.md), C(fleet-capacity.json) and C(fleet-capacity.svg).
     They carry no timestamp, so an unchanged fleet rewrites nothing and reports no
-    change. Each file is written by the collection's one writer: a temporary file in
+    change. Each file is written by the collection's one writer, as a temporary file in
     O(dest), fsync, rename, fsync of the directory.
   - Every file is checked before the first is written, in check mode too. A report file
     that is a symbolic link, or anything but a regular file, is refused, never written
