@@ -145,7 +145,9 @@ def test_a_refusal_names_the_option_that_was_set(tmp_path, args, field, words):
 ])
 def test_emulator_and_iothread_pins_keep_off_other_cores(tmp_path, option, value, text):
     env = Env(tmp_path)
-    env.run(**dict(OTHER, vcpu_pins=[2, 3]))
+    other = dict(OTHER)
+    other["vcpu_pins"] = [2, 3]
+    env.run(**other)
     args = small(vcpu_pins=[5, 37], iothreads=1, iothread_cpus="0,32")
     args[option] = value
     if text is None:
