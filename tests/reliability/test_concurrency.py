@@ -153,8 +153,8 @@ class RacingKernel(SimulatedKernel):
         self.watched = watched
         self.barrier = barrier
 
-    def read_file(self, host_path):
-        text = super().read_file(host_path)
+    def read_file(self, host_path, *args, **kwargs):
+        text = super().read_file(host_path, *args, **kwargs)
         if host_path == self.watched and self.barrier is not None:
             barrier, self.barrier = self.barrier, None
             barrier.wait(30)

@@ -54,9 +54,9 @@ class FailingKernel(SimulatedKernel):
         self._tick(host_path)
         return super().write(host_path, value)
 
-    def write_file(self, host_path, content, mode=None):
+    def write_file(self, host_path, content, *args, **kwargs):
         self._tick(host_path)
-        return super().write_file(host_path, content, mode)
+        return super().write_file(host_path, content, *args, **kwargs)
 
     def remove_file(self, host_path):
         self._tick(host_path)

@@ -181,9 +181,9 @@ class FailingWriter(HostWriter):
         if self.mutations == self.fail_at:
             raise OSError(errno.EIO, os.strerror(errno.EIO), what)
 
-    def write_file(self, host_path, content, mode=None, owner=None):
+    def write_file(self, host_path, content, *args, **kwargs):
         self._tick(host_path)
-        return super().write_file(host_path, content, mode, owner)
+        return super().write_file(host_path, content, *args, **kwargs)
 
     def make_folder(self, host_path, mode, owner=None):
         self._tick(host_path)
