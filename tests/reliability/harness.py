@@ -347,20 +347,6 @@ def run_kserve_loadgen(host, args, check_mode=False):
     return _go(worker)
 
 
-MODULE_FILES = {
-    "vfio_bind": vfio_bind,
-    "sriov_vfs": sriov_vfs,
-    "irq_affinity": irq_affinity,
-    "numa_cpuset": numa_cpuset,
-    "iommu_groups_facts": iommu_groups_facts,
-    "tenant_ledger": tenant_ledger,
-    "libvirt_pinned_domain": libvirt_pinned_domain,
-    "capacity_facts": capacity_facts,
-    "fleet_place": fleet_place,
-    "fleet_report": fleet_report,
-    "kserve_loadgen": kserve_loadgen,
-}
-
 MODULE_RUNNERS = {
     "vfio_bind": run_vfio_bind,
     "sriov_vfs": run_sriov_vfs,
@@ -423,7 +409,8 @@ def _failure_result(target, worker, error):
     is transaction.run_host_change get it from that very function (a refusal or a
     rolled-back run says changed=false there, whatever the worker planned); the others'
     main()s pass the worker's ``result`` updated with the error's keys."""
-    main = getattr(MODULE_FILES[target], "main")
+    # Each target is named after its module file (imported above under that name).
+    main = getattr(sys.modules["ansible_collections.gpuhost.kvm.plugins.modules." + target], "main")
     if "run_host_change(" in inspect.getsource(main):
         try:
             run_host_change(_ReportingModule(), _Replay(worker, error))
