@@ -168,6 +168,10 @@ class FileLock:
 
     def __exit__(self, *exc):
         if self.fd is not None:
+            if not self.read_only:
+                # The file names its holder only while held: a PID left behind would
+                # name a finished run, and make the host's state differ from run to run.
+                os.ftruncate(self.fd, 0)
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = None

@@ -377,3 +377,14 @@ def test_a_held_state_lock_times_out_naming_the_file_and_the_holder(tmp_path):
     assert "%s.lock is locked by another run (PID %d)" % (STATE.path, os.getpid()) \
         in info.value.message
     assert info.value.field == "state" and "wait for the other" in info.value.fix
+
+
+def test_a_state_lock_names_its_holder_only_while_held(tmp_path):
+    # A PID left in a released lock would name a finished run, and make two converges
+    # of one host leave different files (the lab's interrupted-converge proof, seed 679).
+    writer = HostWriter(str(tmp_path))
+    lock_file = writer.path(STATE.path + ".lock")
+    with writer.lock(STATE.path, "state"):
+        with open(lock_file) as held:
+            assert held.read() == "%d\n" % os.getpid()
+    assert os.path.getsize(lock_file) == 0
