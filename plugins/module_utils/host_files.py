@@ -380,34 +380,17 @@ def _plan_file(plan, writer, entry, before, after, mode, owner, ids, attributes)
 
 
 # -- the shared no-follow readers --------------------------------------------------------
-# A file a module reads and then replaces (a state file, a config it owns a line of) is
-# refused before it is read when a link stands at its place: reading through the link
-# would show the module another file (and let it decide on that file's content), and the
-# write would be refused later anyway, after everything else was decided.
-
-def refuse_link(writer, host_path, field, fix=None):
-    """Refuse ``host_path`` when a symbolic link stands at its place, without following
-    it; ``field`` is the module option the error names (the one that chose the file, or
-    that makes the module keep it). The same wording as the writer's own refusal. A path
-    with '..' or a folder link out of ``root`` is refused first, as the writer does."""
-    writer.write_target(host_path, field)
-    full = writer.path(host_path)
-    if os.path.islink(full):
-        raise GpuhostError(
-            "%s is a symbolic link (to %s): gpuhost.kvm never writes through a link"
-            % (host_path, os.readlink(full)), field=field,
-            fix=fix or "remove the link (or put the real file in its place) and run again")
-    return host_path
-
+# A file a module reads and then replaces is refused before it is read when a link stands
+# at its place (HostWriter.refuse_link and HostWriter.read_unlinked say why).
 
 def read_host_text(writer, host_path, field, fix):
     """The text of a host file the module keeps, None when absent. A link at its place is
-    refused unread (``refuse_link``); the open itself never follows one either
-    (O_NOFOLLOW, for a link planted in between). An unreadable file or one that is not
-    UTF-8 is a GpuhostError naming ``field``."""
-    refuse_link(writer, host_path, field)
+    refused unread (``HostWriter.refuse_link``); the open itself never follows one
+    either (``HostWriter.read_unlinked``, for a link planted in between). An unreadable
+    file or one that is not UTF-8 is a GpuhostError naming ``field``."""
+    writer.refuse_link(host_path, field)
     try:
-        data = writer.read_bytes(host_path)
+        data = writer.read_unlinked(host_path, field)
     except OSError as err:
         raise GpuhostError("cannot read %s: %s" % (host_path, describe_os_error(err)),
                            field=field, fix=fix)

@@ -23,7 +23,6 @@ import shlex
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, format_cpumask)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import refuse_link
 
 CPULIST_KEY = "IRQBALANCE_BANNED_CPULIST"
 MASK_KEY = "IRQBALANCE_BANNED_CPUS"
@@ -62,7 +61,7 @@ def check_syntax(text, path):
 def read_config(writer, path):
     """irqbalance's environment file, never through a link: a link at ``path`` is
     refused unread (field irqbalance_config), and the open does not follow one."""
-    refuse_link(writer, path, "irqbalance_config")
+    writer.refuse_link(path, "irqbalance_config")
     try:
         data = writer.read_bytes(path)
         # universal newlines, as the text-mode read before

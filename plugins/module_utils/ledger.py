@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
-import errno
 import hashlib
 import json
 import os
@@ -147,21 +146,15 @@ def read_ledger(path):
     """The ledger at ``path``; a missing file is the empty ledger of a new host.
 
     Never through a link: a link at ``path`` is refused unread with the writer's wording
-    (lstat first, then an O_NOFOLLOW open for a link planted in between), as the writer
-    would refuse to replace it; reading through it would show another file's tenants."""
+    (``HostWriter.read_unlinked``), as the writer would refuse to replace it; reading
+    through it would show another file's tenants."""
     try:
-        if os.path.islink(path):
-            raise HostWriter.link_error(path, path, "path")
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return LedgerData()
+        data = HostWriter("/").read_unlinked(path, "path")
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise HostWriter.link_error(path, path, "path") from exc
         raise GpuhostError("cannot read the allocation ledger %s: %s" % (path, exc.strerror),
                            field="path", fix="check the path and its permissions")
+    if data is None:
+        return LedgerData()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

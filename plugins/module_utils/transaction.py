@@ -234,7 +234,7 @@ class HostWriter:
         return target
 
     @staticmethod
-    def link_error(host_path, target, field="path"):
+    def link_error(host_path, target, field="path", fix=None):
         """The one refusal of a symbolic link at ``target``, by writers and readers."""
         try:
             to = os.readlink(target)
@@ -243,7 +243,20 @@ class HostWriter:
         return GpuhostError(
             "%s is a symbolic link (to %s): gpuhost.kvm never writes through a link"
             % (host_path, to), field=field,
-            fix="remove the link (or put the real file in its place) and run again")
+            fix=fix or "remove the link (or put the real file in its place) and run again")
+
+    def refuse_link(self, host_path, field, fix=None):
+        """Refuse ``host_path`` when a symbolic link stands at its place, without
+        following it. For a file a module reads and then replaces (a state file, a config
+        it owns a line of): reading through the link would show the module another file,
+        and the write would be refused later anyway, after everything else was decided.
+        A '..' or a folder link out of ``root`` is refused first, as a write would be.
+        ``field``: the option the error names (the one that chose or keeps the file)."""
+        self.write_target(host_path, field)
+        full = self.path(host_path)
+        if os.path.islink(full):
+            raise self.link_error(host_path, full, field, fix)
+        return host_path
 
     def _replaceable(self, host_path, target, field="path"):
         """``target`` may be replaced: absent, or a regular file that is no link."""
@@ -268,31 +281,33 @@ class HostWriter:
         """The exact bytes of a regular file, None when it does not exist. A link at the
         path is not followed (ELOOP), so a planted link cannot show another file."""
         try:
-            fd = os.open(self.path(host_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(self.path(host_path),
+                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
         with os.fdopen(fd, "rb") as handle:
             return handle.read()
 
-    def _read_unlinked(self, host_path, field):
+    def read_unlinked(self, host_path, field=None, fix=None):
         """``read_bytes`` behind a refusal of a link at the path: lstat first (the link
         is refused unread, with the writer's wording), then O_NOFOLLOW (a link planted in
-        between fails with ELOOP and is refused the same way)."""
+        between fails with ELOOP and is refused the same way). The one no-follow reader:
+        state files, owned configs and the ledger all come through here."""
         full = self.path(host_path)
         if os.path.islink(full):
-            raise self.link_error(host_path, full, field or "path")
+            raise self.link_error(host_path, full, field or "path", fix)
         try:
             return self.read_bytes(host_path)
         except OSError as err:
             if err.errno == errno.ELOOP:
-                raise self.link_error(host_path, full, field or "path") from err
+                raise self.link_error(host_path, full, field or "path", fix) from err
             raise
 
     def read(self, host_path, default=None, field="path"):
         """The stripped text of a file, or ``default`` when it cannot be read. A link at
         the path is refused (a GpuhostError naming ``field``), never followed."""
         try:
-            data = self._read_unlinked(host_path, field)
+            data = self.read_unlinked(host_path, field)
         except (IOError, OSError):
             return default
         if data is None:
@@ -302,11 +317,11 @@ class HostWriter:
     def read_file(self, host_path, field=None):
         """The exact content of a regular file, or None when it does not exist. The
         path must qualify for a write (``write_target``: no '..', no folder link out of
-        root) and a link at it is refused, never followed (``_read_unlinked``), so a
+        root) and a link at it is refused, never followed (``read_unlinked``), so a
         planted link cannot show the caller another file; errors name ``field``. An
         unreadable file raises its OSError, one that is not UTF-8 UnicodeDecodeError."""
         self.write_target(host_path, field)
-        data = self._read_unlinked(host_path, field)
+        data = self.read_unlinked(host_path, field)
         return None if data is None else data.decode("utf-8")
 
     def write(self, host_path, value):

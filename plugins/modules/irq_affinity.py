@@ -203,7 +203,6 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import refuse_link
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning import (
     POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, add_managed_record, build_rule, known_managed_names,
     plan_forget, plan_persistence, plan_pins, select_irqs, validate_cpus)
@@ -310,7 +309,7 @@ class IrqPinner(object):
         # would refuse it anyway, after the pins were decided, naming no option).
         params["irqbalance_config"] = config_path(
             params["irqbalance_config"], "irqbalance_config", root=root, missing_ok=True)
-        refuse_link(self.writer, params["irqbalance_config"], "irqbalance_config")
+        self.writer.refuse_link(params["irqbalance_config"], "irqbalance_config")
         read_online_cpus(root, field="root")
         cpu_state = read_cpu_state(root)
         banned_wanted = None
