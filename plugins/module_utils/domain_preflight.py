@@ -48,6 +48,10 @@ class Refusal:
     msg: str
     fix: str
     override: Optional[str] = None
+    # A stable name for the refusals a caller may handle (the vm role's check mode lets
+    # "hugepages_short" and "vf_missing" pass: the earlier stages have not run yet);
+    # callers match it, never the message's wording.
+    kind: Optional[str] = None
 
 
 @dataclass
@@ -128,6 +132,7 @@ def check_hostdevs(spec, topo, report, origins=None):
     units.extend([address] for address in spec.extra_hostdevs)
     if spec.network.kind == "vf" and spec.network.vf_address:
         units.append([spec.network.vf_address])
+    vf_unit = [spec.network.vf_address] if spec.network.kind == "vf" else None
     for unit in units:
         missing = [a for a in unit if normalize_address(a) not in topo.pci]
         if missing:
@@ -135,7 +140,7 @@ def check_hostdevs(spec, topo, report, origins=None):
                 origins.get(missing[0], "hostdevs"), "PCI function %s does not exist on this host"
                 % ", ".join(missing),
                 "check the address with lspci -D; regenerate the plan if the hardware "
-                "changed"))
+                "changed", kind="vf_missing" if unit == vf_unit else "hostdev_missing"))
             continue
         verdict = group_members_verdict(topo, unit)
         if not verdict.clean:
@@ -434,18 +439,19 @@ def check_hugepages(spec, topo, report, current=None):
     if free + held < needed:
         per_node = ", ".join("node %d: %d free" % (n, v or 0)
                              for n, v in sorted(free_per_node.items()))
-        # "hugepages", not an option: the host's reservation is short, and the vm role
-        # (roles/vm/tasks/main.yml) lets exactly this refusal pass in check mode, where
-        # the numa stage has reserved nothing yet.
+        # The memory option asks for the pages; the vm role (roles/vm/tasks/main.yml)
+        # lets this kind of refusal pass in check mode, where the numa stage has
+        # reserved nothing yet.
         report.refusals.append(Refusal(
-            "hugepages",
+            spec.option("memory_gib"),
             "%s needs %d pages of %s on node %s, but only %d are free (%s)%s"
             % (spec.name, needed, _size_text(size), format_cpulist(nodes), free, per_node,
                ", counting the %d this domain holds" % held if held else ""),
             "reserve %d more %s pages on node %s (/sys/devices/system/node/node%d/"
             "hugepages/hugepages-%dkB/nr_hugepages, or the hugepages role), or give the "
             "tenant less memory" % (needed - free - held, _size_text(size),
-                                    format_cpulist(nodes), nodes[0], size)))
+                                    format_cpulist(nodes), nodes[0], size),
+            kind="hugepages_short"))
 
 
 def _size_text(size_kib):

@@ -516,6 +516,18 @@ state:
     C(absent), ...).
   returned: always
   type: str
+details:
+  description:
+    - Why the preflight refused the domain; the module failed.
+    - C(refusals) lists each refusal with C(field) (the option it is about), C(msg),
+      C(fix), C(override) (the allow_* option that accepts it, or null) and C(kind).
+    - C(kind) is a stable name for the refusals a caller may handle, matched instead of
+      the wording. C(hugepages_short) means the node has too few free hugepages.
+      C(vf_missing) means the tenant's planned VF does not exist (yet).
+      C(hostdev_missing) means another passthrough function does not exist. It is null
+      for the rest.
+  returned: on a preflight refusal
+  type: dict
 """
 
 import copy

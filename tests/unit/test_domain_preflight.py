@@ -94,8 +94,10 @@ def test_emulator_on_another_tenants_vcpus_is_an_overlap():
 def test_hugepages_are_counted_per_node_not_host_wide():
     # 16 free 1G pages on node 0 and 64 on node 1: 80 host-wide, but node 0 is short.
     report = run_preflight(spec(), runbook_topology(free_1g=(16, 64)), [])
-    assert refusal_fields(report) == ["hugepages"]
+    # the option that asks for the pages, never "hugepages" (no option of the module)
+    assert refusal_fields(report) == ["plan.memory_gib"]
     refusal = report.refusals[0]
+    assert refusal.kind == "hugepages_short"
     assert "needs 32 pages of 1G on node 0, but only 16 are free (node 0: 16 free)" \
         in refusal.msg
     assert "reserve 16 more 1G pages on node 0" in refusal.fix
@@ -109,7 +111,7 @@ def test_pages_held_by_this_running_domain_count_as_free():
     assert run_preflight(spec(), topo, [mine]).refusals == []
     stopped = DefinedDomain(name="tenant-a100", active=False, memory_kib=32 * 1048576,
                             hugepage_size_kib=1048576)
-    assert refusal_fields(run_preflight(spec(), topo, [stopped])) == ["hugepages"]
+    assert refusal_fields(run_preflight(spec(), topo, [stopped])) == ["plan.memory_gib"]
 
 
 def test_missing_hugepage_pool_is_refused():
@@ -297,3 +299,16 @@ def test_hostdev_origins_name_the_option_each_device_came_from():
         "0000:b1:00.0": "hostdevs"}
     assert hostdev_origins(spec_, from_plan=False, vf_option_given=True)[RUNBOOK_VF] == \
         "network.vf_address"
+
+
+def test_a_missing_vf_and_a_missing_gpu_are_refusals_of_different_kinds():
+    # The vm role's check mode lets the planned VF be missing (the sriov_irq stage creates
+    # it later) but never a missing GPU: it tells them apart by kind, not by wording.
+    topo = runbook_topology()
+    no_vf = dx.spec_from_plan(runbook_tenant(address="0000:65:10.7", index=7))
+    refusals = run_preflight(no_vf, topo, []).refusals
+    assert [r.kind for r in refusals if "0000:65:10.7" in r.msg] == ["vf_missing"], refusals
+    no_gpu = runbook_tenant()
+    no_gpu["gpus"][0].update(address="0000:99:00.0", functions=["0000:99:00.0"])
+    kinds = [r.kind for r in run_preflight(dx.spec_from_plan(no_gpu), topo, []).refusals]
+    assert "hostdev_missing" in kinds and "vf_missing" not in kinds, kinds

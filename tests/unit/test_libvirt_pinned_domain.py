@@ -164,7 +164,8 @@ def test_plan_for_another_tenant_is_refused(tmp_path):
 def test_preflight_refusal_defines_nothing(tmp_path):
     env = Env(tmp_path, topology=runbook_topology(free_1g=(8, 64)))
     err = env.fail(**plan_args())
-    assert err.field == "hugepages" and "only 8 are free" in err.msg
+    assert err.field == "plan.memory_gib" and "only 8 are free" in err.msg
+    assert err.details["refusals"][0]["kind"] == "hugepages_short"
     assert env.names() == []
 
 
