@@ -478,6 +478,36 @@ def _converge_killed_at_task(lab, task_number, timeout=3600):
         proc.wait(timeout=60)
 
 
+def _boot_id(lab):
+    """The running boot's id, or None while SSH does not answer (going down, coming up)."""
+    try:
+        proc = lab.ssh("cat /proc/sys/kernel/random/boot_id", check=False, timeout=90)
+    except subprocess.TimeoutExpired:
+        return None
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
+def _settled_after_a_kill(lab, quiet_s=90, poll_s=5, timeout=WAIT_BOOT_TIMEOUT):
+    """Wait until one boot of the lab has answered SSH for ``quiet_s``. A run killed as
+    the iommu role's reboot task starts may have sent the reboot: the lab still answers
+    for some seconds, then goes down. Seed 218 (2026-12-02) was killed at task 39, the
+    task before the reboot: lab/up found SSH answering, and the re-run's third task met
+    the rebooting lab (unreachable). Returns the number of boot ids seen."""
+    deadline = time.monotonic() + timeout
+    boot, since, seen = None, time.monotonic(), set()
+    while time.monotonic() < deadline:
+        current = _boot_id(lab)
+        if current is None or current != boot:
+            boot, since = current, time.monotonic()
+            if current:
+                seen.add(current)
+        elif time.monotonic() - since >= quiet_s:
+            return len(seen)
+        time.sleep(poll_s)
+    pytest.fail("the lab did not settle on one boot within %d s after the kill; console "
+                "log: %s" % (timeout, lab.console_log))
+
+
 @pytest.mark.acceptance
 @pytest.mark.parametrize("seed", FAULT_SEEDS)
 def test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state(lab, seed):
@@ -487,9 +517,11 @@ def test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state(lab, se
     killed_at = _timed("fault%d_killed_run" % seed, _converge_killed_at_task, lab, task_number)
     print("[site-on-lab] seed %d: killed at task %d of %d: %s"
           % (seed, task_number, _Steps.converge_tasks, killed_at))
-    # A kill during the iommu role's reboot leaves the lab booting: wait for SSH.
+    # A kill during the iommu role's reboot leaves the lab booting: wait for SSH, and
+    # for a reboot the killed run sent just before the kill.
     run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT)
     lab.__init__(lab.run_dir)
+    _timed("fault%d_settle" % seed, _settled_after_a_kill, lab)
     proc = _timed("fault%d_rerun" % seed, lab.playbook, SITE, timeout=3600)
     recap = _recap(proc.stdout)
     assert recap["failed"] == 0 and recap["unreachable"] == 0, recap
