@@ -234,7 +234,7 @@ class HostWriter:
         return target
 
     @staticmethod
-    def link_error(host_path, target, field="path", fix=None):
+    def link_error(host_path, target, field="path"):
         """The one refusal of a symbolic link at ``target``, by writers and readers."""
         try:
             to = os.readlink(target)
@@ -243,9 +243,9 @@ class HostWriter:
         return GpuhostError(
             "%s is a symbolic link (to %s): gpuhost.kvm never writes through a link"
             % (host_path, to), field=field,
-            fix=fix or "remove the link (or put the real file in its place) and run again")
+            fix="remove the link (or put the real file in its place) and run again")
 
-    def refuse_link(self, host_path, field, fix=None):
+    def refuse_link(self, host_path, field):
         """Refuse ``host_path`` when a symbolic link stands at its place, without
         following it. For a file a module reads and then replaces (a state file, a config
         it owns a line of): reading through the link would show the module another file,
@@ -255,7 +255,7 @@ class HostWriter:
         self.write_target(host_path, field)
         full = self.path(host_path)
         if os.path.islink(full):
-            raise self.link_error(host_path, full, field, fix)
+            raise self.link_error(host_path, full, field)
         return host_path
 
     def _replaceable(self, host_path, target, field="path"):
@@ -288,19 +288,19 @@ class HostWriter:
         with os.fdopen(fd, "rb") as handle:
             return handle.read()
 
-    def read_unlinked(self, host_path, field=None, fix=None):
+    def read_unlinked(self, host_path, field=None):
         """``read_bytes`` behind a refusal of a link at the path: lstat first (the link
         is refused unread, with the writer's wording), then O_NOFOLLOW (a link planted in
         between fails with ELOOP and is refused the same way). The one no-follow reader:
         state files, owned configs and the ledger all come through here."""
         full = self.path(host_path)
         if os.path.islink(full):
-            raise self.link_error(host_path, full, field or "path", fix)
+            raise self.link_error(host_path, full, field or "path")
         try:
             return self.read_bytes(host_path)
         except OSError as err:
             if err.errno == errno.ELOOP:
-                raise self.link_error(host_path, full, field or "path", fix) from err
+                raise self.link_error(host_path, full, field or "path") from err
             raise
 
     def read(self, host_path, default=None, field="path"):
