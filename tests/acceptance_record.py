@@ -13,18 +13,28 @@ read after the first lab test that has the lab). It is rewritten atomically afte
 test's report, so a run that is interrupted or killed still leaves what ran, with the
 test it was in (``in_progress``).
 
+A test that runs other tests in a process of its own (the ansible-test units gate,
+tests/quality/test_units.py, which is where the unit tests run in the lanes) hands their
+JUnit XML to ``add_nested``: each of those tests becomes an entry of the record like any
+other (with ``within``, the test that ran them), counted in the counts, and the XML is
+kept beside this run's JUnit XML (``nested_junitxml``) for tests/lanes.py to merge.
+
 ``python tests/acceptance_record.py verdict RECORD PYTEST_RC`` prints tools/acceptance's
 one verdict line and exits non-zero on any failure."""
 
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 
 OUTCOMES = ("passed", "failed", "skipped", "error")
 NO_LAB_TEST_YET = "no lab test has run yet"
+# The name tests/conftest.py registers the plugin under (tests find it by this name).
+PLUGIN_NAME = "gpuhost-acceptance-record"
 
 
 def utc_iso(epoch):
@@ -85,6 +95,30 @@ def outcome_of(previous, report):
     return previous if previous is not None else "error"
 
 
+def junit_cases(path):
+    """The tests of a pytest JUnit XML file, each as the record holds one: its node id
+    (rebuilt from the file, the classname's part after that file's module, and the name),
+    its outcome and duration."""
+    cases = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name, classname, filename = case.get("name", ""), case.get("classname", ""), case.get("file")
+        module = filename[:-3].replace("/", ".") if filename and filename.endswith(".py") else None
+        if module and (classname == module or classname.startswith(module + ".")):
+            nodeid = "::".join([filename] + classname[len(module):].split(".")[1:] + [name])
+        else:
+            nodeid = "%s::%s" % (classname, name)
+        if case.find("failure") is not None:
+            outcome = "failed"
+        elif case.find("error") is not None:
+            outcome = "error"
+        elif case.find("skipped") is not None:
+            outcome = "skipped"
+        else:
+            outcome = "passed"
+        cases.append({"nodeid": nodeid, "outcome": outcome, "duration_s": round(float(case.get("time") or 0.0), 3)})
+    return cases
+
+
 class AcceptanceRecord:
     """The plugin. ``clock`` gives seconds since the epoch; ``read_lab_kernel(item)``
     returns (kernel, None) or (None, why not) for an item that uses the lab."""
@@ -134,6 +168,22 @@ class AcceptanceRecord:
             json.dump(self.snapshot(), handle, indent=1, sort_keys=True)
             handle.write("\n")
         os.replace(tmp, self.path)
+
+    def add_nested(self, within, junitxml):
+        """The tests of a run inside the test ``within`` (its JUnit XML file): entries of
+        the record, and the file kept beside this run's JUnit XML. Returns their count."""
+        cases = junit_cases(junitxml)
+        for case in cases:
+            case["within"] = within
+            self.tests.setdefault("%s (in %s)" % (case["nodeid"], within), case)
+        own_junit = self.data.get("junitxml")
+        if own_junit:
+            kept = "%s.nested-%d.xml" % (own_junit[:-4] if own_junit.endswith(".xml") else own_junit,
+                                         len(self.data.setdefault("nested_junitxml", [])) + 1)
+            shutil.copyfile(junitxml, kept)
+            self.data["nested_junitxml"].append(kept)
+        self.write()
+        return len(cases)
 
     # -- pytest hooks ------------------------------------------------------------------
     def pytest_sessionstart(self, session):

@@ -38,7 +38,7 @@ def pytest_configure(config):
         deadline.install_sigterm_handler(_DEADLINE, time.time)
     record = acceptance_record.from_environ(os.environ, REPO)
     if record is not None:
-        config.pluginmanager.register(record, "gpuhost-acceptance-record")
+        config.pluginmanager.register(record, acceptance_record.PLUGIN_NAME)
 
 
 @pytest.hookimpl(tryfirst=True)

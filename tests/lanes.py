@@ -8,7 +8,8 @@ test on one lab. On this 2-core machine that left a core idle for most of an hou
 a TCG lab keeps one core busy (``thread=single``) and waits on SSH and Ansible
 in between. So a tier is split into lanes that share nothing and run at the same time:
 
-* ``host``: every test without the lab (marker ``not lab``);
+* ``host``: every test without the lab (marker ``not lab``); the unit tests in it run
+  once, inside the ansible-test units gate, which puts each of them in the record;
 * ``lab-modules``: the lab tests of tests/lab/ but test_site_on_lab.py, on a lab of their
   own (``GPUHOST_LAB_RUN=lab/.run-modules``): the first boot read, the iommu role's
   reboot, the modules on the real kernel with their reboot, the host_modules scenario,
@@ -79,16 +80,24 @@ class Lane:
     lab_run: str | None = None       # GPUHOST_LAB_RUN of the lane's lab, if it has one
     lab_ports: str | None = None     # GPUHOST_LAB_PORTS: its SSH port range, apart from the other's
 
-    def pytest_argv(self, python, tier, extra=()):
+    def pytest_argv(self, python, tier, extra=(), environ=None):
         markers = [m for m in (self.marker, TIER_MARKERS[tier]) if m]
         argv = [python, "-m", "pytest", "-ra", "--durations=25",
                 "-m", " and ".join("(%s)" % m for m in markers)]
-        argv += ["--ignore=%s" % path for path in self.ignore]
+        gates_left_out = (os.environ if environ is None else environ).get("GPUHOST_SKIP_QUALITY") == "1"
+        argv += ["--ignore=%s" % path for path in self.ignore
+                 if not (gates_left_out and path in UNITS_RUN_BY_THE_GATE)]
         return argv + list(extra) + list(self.paths)
 
 
+# The unit tests run once, inside the ansible-test units gate (tests/quality/test_units.py),
+# which hands their results to the record; the host lane runs them itself only when the
+# gates are left out (GPUHOST_SKIP_QUALITY=1). Running them twice cost the host lane, the
+# longest of the three, 233 s of the 2779 s measured in acceptance-20261202T0414Z.
+UNITS_RUN_BY_THE_GATE = ("tests/unit",)
+
 LANES = (
-    Lane("host", "not lab", ("tests",)),
+    Lane("host", "not lab", ("tests",), ignore=UNITS_RUN_BY_THE_GATE),
     Lane("lab-modules", "lab", ("tests/lab",), ignore=(SITE_TESTS,), lab_run="lab/.run-modules",
          lab_ports="2261-2299"),
     Lane("lab-site", "lab", (SITE_TESTS,), lab_run="lab/.run", lab_ports="2222-2260"),
@@ -212,8 +221,16 @@ class Recorder:
         return record
 
     def finish(self):
-        tree = merge_junit([part_path(self.stem, lane, "xml") for lane in self.lanes],
-                           [lane.name for lane in self.lanes])
+        paths, names = [], []
+        for lane in self.lanes:
+            paths.append(part_path(self.stem, lane, "xml"))
+            names.append(lane.name)
+            # The tests a test of the lane ran in a process of its own (the unit tests in
+            # the ansible-test units gate): a suite each, named after the lane.
+            for nested in (_read_json(part_path(self.stem, lane, "json")) or {}).get("nested_junitxml") or ():
+                paths.append(nested)
+                names.append("%s (%s)" % (lane.name, os.path.basename(nested)))
+        tree = merge_junit(paths, names)
         tree.write(self.stem + ".xml", encoding="utf-8", xml_declaration=True)
         return self.write()
 
@@ -272,7 +289,7 @@ def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=No
     def start(lane):
         env = lane_environ(lane, base_env, record.stem if record else None)
         junit = ["--junitxml=%s" % env["GPUHOST_ACCEPTANCE_JUNITXML"]] if record else []
-        argv = lane.pytest_argv(python, tier, list(extra) + junit)
+        argv = lane.pytest_argv(python, tier, list(extra) + junit, environ=env)
         where = (" (lab: %s, ssh ports %s)" % (env["GPUHOST_LAB_RUN"], lane.lab_ports)
                  if lane.lab_run else "")
         _say(tag, "lane %s: %s%s" % (lane.name, " ".join(argv[1:]), where))

@@ -1,23 +1,52 @@
 """ansible-test units on Python 3.11 with --venv (tools/quality units): the unit tests in
 tests/unit/ run the way collection maintainers run them, from a copy laid out as
-ansible_collections/gpuhost/kvm with ansible-test's own pytest configuration."""
+ansible_collections/gpuhost/kvm with ansible-test's own pytest configuration and a virtual
+environment built from tests/unit/requirements.txt alone.
+
+This is where the lanes run the unit tests (tests/lanes.py leaves tests/unit out of the
+host lane while the gates run): each of them is read back from ansible-test's JUnit XML
+and becomes an entry of the acceptance record, with its own outcome and duration."""
 
 import os
 import re
 
 import gates
 from gates import output_of, run_gate
-from helpers import REPO
+from helpers import REPO, ansible_env
+
+import acceptance_record
 
 pytestmark = gates.ENABLED
 
 
-def test_ansible_test_units_passes_and_runs_the_unit_tests():
-    proc = run_gate([os.path.join(REPO, "tools", "quality"), "units"])
-    text = proc.stdout + proc.stderr
+def _defines_tests(name):
+    with open(os.path.join(REPO, "tests", "unit", name), encoding="utf-8") as handle:
+        return re.search(r"^\s*def test_", handle.read(), re.MULTILINE) is not None
+
+
+def test_ansible_test_units_passes_and_runs_the_unit_tests(request, tmp_path):
+    junit_dir = tmp_path / "junit"
+    env = ansible_env(GPUHOST_QUALITY_JUNIT_DIR=str(junit_dir))
+    # The record and deadline of this lane are not the nested run's.
+    for name in ("GPUHOST_ACCEPTANCE_RECORD", "GPUHOST_ACCEPTANCE_JUNITXML"):
+        env.pop(name, None)
+    proc = run_gate([os.path.join(REPO, "tools", "quality"), "units"], env=env)
     assert proc.returncode == 0, output_of(proc)
-    passed = re.findall(r"(\d+) passed", text)
-    unit_files = [n for n in os.listdir(os.path.join(REPO, "tests", "unit"))
-                  if n.startswith("test_") and n.endswith(".py")]
-    # Not a silent no-op: at least one test per unit test file ran.
-    assert passed and int(passed[-1]) >= len(unit_files), text[-3000:]
+
+    reports = sorted(junit_dir.glob("python*-units.xml")) if junit_dir.is_dir() else []
+    assert reports, "ansible-test units left no JUnit XML in tests/output/junit/\n" + output_of(proc)
+    cases = [case for path in reports for case in acceptance_record.junit_cases(str(path))]
+    not_passed = [case for case in cases if case["outcome"] in ("failed", "error")]
+    assert not not_passed, not_passed[:20]
+    # Not a silent no-op: every unit test file that defines tests ran, with at least one
+    # passing test (a test_*.py of shared pieces, test_domain_xml_support.py, has none).
+    unit_files = {os.path.join("tests", "unit", name) for name in os.listdir(os.path.join(REPO, "tests", "unit"))
+                  if name.startswith("test_") and name.endswith(".py") and _defines_tests(name)}
+    ran = {case["nodeid"].split("::", 1)[0] for case in cases if case["outcome"] == "passed"}
+    assert unit_files <= ran, "unit test files with no passing test under ansible-test: %s" % sorted(unit_files - ran)
+
+    record = request.config.pluginmanager.get_plugin(acceptance_record.PLUGIN_NAME)
+    if record is not None:
+        within = request.node.nodeid
+        for path in reports:
+            record.add_nested(within, str(path))

@@ -105,6 +105,40 @@ def test_the_record_is_rewritten_after_every_report_and_finished_at_the_end(tmp_
     assert os.listdir(os.path.dirname(path)) == [os.path.basename(path)]      # no temporary file left
 
 
+NESTED_JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest">
+<testcase classname="tests.unit.test_cpuset" name="test_plain[0-3]" file="tests/unit/test_cpuset.py" line="12" time="0.005" />
+<testcase classname="tests.unit.test_cpuset.TestStride" name="test_stride" file="tests/unit/test_cpuset.py" time="0.25" />
+<testcase classname="tests.unit.test_ledger" name="test_fails" file="tests/unit/test_ledger.py" time="1.5"><failure message="x">x</failure></testcase>
+<testcase classname="tests.unit.test_ledger" name="test_errs" file="tests/unit/test_ledger.py" time="0"><error message="y">y</error></testcase>
+<testcase classname="tests.unit.test_ledger" name="test_skips" file="tests/unit/test_ledger.py" time="0"><skipped message="z"/></testcase>
+<testcase classname="elsewhere.mod" name="test_no_file" time="0.1" />
+</testsuite></testsuites>"""
+
+
+def test_a_nested_runs_junit_becomes_entries_of_the_record_with_node_ids(tmp_path):
+    # ansible-test units' JUnit XML (tests/quality/test_units.py): the unit tests run there.
+    junit = tmp_path / "python3.11-controller-units.xml"
+    junit.write_text(NESTED_JUNIT)
+    assert acceptance_record.junit_cases(str(junit)) == [
+        {"nodeid": "tests/unit/test_cpuset.py::test_plain[0-3]", "outcome": "passed", "duration_s": 0.005},
+        {"nodeid": "tests/unit/test_cpuset.py::TestStride::test_stride", "outcome": "passed", "duration_s": 0.25},
+        {"nodeid": "tests/unit/test_ledger.py::test_fails", "outcome": "failed", "duration_s": 1.5},
+        {"nodeid": "tests/unit/test_ledger.py::test_errs", "outcome": "error", "duration_s": 0.0},
+        {"nodeid": "tests/unit/test_ledger.py::test_skips", "outcome": "skipped", "duration_s": 0.0},
+        {"nodeid": "elsewhere.mod::test_no_file", "outcome": "passed", "duration_s": 0.1}]
+
+    path = str(tmp_path / "host.json")
+    record = AcceptanceRecord(path, started=0.0, command="x", clock=Clock(1.0),
+                              static={"junitxml": str(tmp_path / "host.xml")})
+    gate = "tests/quality/test_units.py::test_ansible_test_units_passes_and_runs_the_unit_tests"
+    assert record.add_nested(gate, str(junit)) == 6
+    written = read(path)
+    assert written["counts"] == {"passed": 3, "failed": 1, "skipped": 1, "error": 1}
+    assert {test["within"] for test in written["tests"]} == {gate}
+    assert written["nested_junitxml"] == [str(tmp_path / "host.nested-1.xml")]
+    assert (tmp_path / "host.nested-1.xml").read_text() == NESTED_JUNIT
+
+
 def test_a_module_that_fails_to_import_is_an_error_in_the_record(tmp_path):
     path = str(tmp_path / "r.json")
     record = AcceptanceRecord(path, started=0.0, command="x", clock=Clock(1.0))

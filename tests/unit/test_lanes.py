@@ -39,6 +39,14 @@ def test_the_lanes_cover_every_test_once_with_the_tiers_marker():
     assert len({lane.lab_run for lane in lanes.LANES if lane.lab_run}) == 2
 
 
+def test_the_unit_tests_run_in_the_units_gate_unless_the_gates_are_left_out():
+    host = LANES_BY_NAME["host"]
+    assert "--ignore=tests/unit" in host.pytest_argv("py", "test", environ={})
+    assert "--ignore=tests/unit" not in host.pytest_argv("py", "test", environ={"GPUHOST_SKIP_QUALITY": "1"})
+    # and the gate that runs them is in the host lane, which collects tests/quality
+    assert host.marker == "not lab" and "tests" in host.paths
+
+
 def test_without_the_lab_only_the_host_lane_runs():
     assert [lane.name for lane in lanes.lanes_for(False)] == ["host"]
     assert [lane.name for lane in lanes.lanes_for(True)] == ["host", "lab-modules", "lab-site"]
@@ -108,6 +116,24 @@ def test_the_merged_junit_has_a_suite_per_lane(tmp_path):
     suites = tree.getroot().findall("testsuite")
     assert [s.get("name") for s in suites] == ["host", "lab-site"]
     assert [c.get("name") for s in suites for c in s] == ["t_host", "t_lab_site"]
+
+
+def test_the_merged_junit_keeps_the_tests_a_lane_ran_nested(tmp_path):
+    stem = str(tmp_path / "acceptance-X")
+    host = LANES_BY_NAME["host"]
+    nested = tmp_path / "units.xml"
+    nested.write_text('<testsuites><testsuite name="pytest" tests="1"><testcase name="t_unit"/></testsuite></testsuites>')
+    os.makedirs(lanes.LANE_OUTPUT)
+    with open(lanes.part_path(stem, host, "xml"), "w", encoding="utf-8") as handle:
+        handle.write('<testsuites><testsuite name="pytest" tests="1"><testcase name="t_gate"/></testsuite></testsuites>')
+    with open(lanes.part_path(stem, host, "json"), "w", encoding="utf-8") as handle:
+        json.dump(dict(_part("finished", []), nested_junitxml=[str(nested)]), handle)
+    recorder = lanes.Recorder.__new__(lanes.Recorder)      # without removing the parts just written
+    recorder.stem, recorder.lanes, recorder.command, recorder.started = stem, [host], "tools/acceptance", 0.0
+    recorder.finish()
+    suites = ET.parse(stem + ".xml").getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["host", "host (units.xml)"]
+    assert [c.get("name") for s in suites for c in s] == ["t_gate", "t_unit"]
 
 
 @pytest.fixture(autouse=True)
