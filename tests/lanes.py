@@ -208,6 +208,7 @@ class Recorder:
 
     def __init__(self, stem, lanes, command, started_epoch):
         self.stem, self.lanes, self.command, self.started = stem, lanes, command, started_epoch
+        self.cpu_s = {}             # lane name -> CPU seconds of a lane that ended
         for lane in lanes:          # a part left by an earlier run of the same stem
             for ext in ("json", "xml"):
                 if os.path.exists(part_path(stem, lane, ext)):
@@ -216,6 +217,9 @@ class Recorder:
     def write(self, now=None):
         parts = {lane.name: _read_json(part_path(self.stem, lane, "json")) for lane in self.lanes}
         record = merge_records(parts, self.command, self.started, now or time.time())
+        for name, cpu_s in self.cpu_s.items():
+            if name in record["lanes"] and cpu_s is not None:
+                record["lanes"][name]["cpu_s"] = round(cpu_s, 1)
         record["junitxml"] = os.path.relpath(self.stem + ".xml", REPO)
         _write_atomic(self.stem + ".json", json.dumps(record, indent=1, sort_keys=True) + "\n")
         return record
@@ -241,6 +245,7 @@ class RunningLane:
         self.lane = lane
         self.started = time.monotonic()
         self.ended = None
+        self.cpu_s = None
         self.log = open(log, "w", encoding="utf-8", errors="replace")   # pylint: disable=consider-using-with
         self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -259,6 +264,16 @@ class RunningLane:
         self.log.close()
 
     def poll(self):
+        # Reaped here with wait4, for the CPU time of the lane's pytest and every process
+        # it waited for (the labs' QEMUs run daemonized: tests/lab/conftest.py counts theirs).
+        if self.proc.returncode is None:
+            try:
+                pid, wait_status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid:
+                self.proc.returncode = os.waitstatus_to_exitcode(wait_status)
+                self.cpu_s = usage.ru_utime + usage.ru_stime
         status = self.proc.poll()
         if status is not None and self.ended is None:
             self.reader.join()
@@ -267,6 +282,10 @@ class RunningLane:
 
     def passed(self):
         return self.proc.returncode in (0, NO_TESTS_COLLECTED)
+
+
+def _cpu_text(cpu_s):
+    return "CPU unknown" if cpu_s is None else "%.0f s of CPU" % cpu_s
 
 
 def _say(tag, text):
@@ -303,9 +322,11 @@ def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=No
             if lane.poll() is not None:
                 running.remove(lane)
                 finished.append(lane)
-                _say(tag, "lane %s ended: exit status %d after %.0f s (its output: %s)"
+                if record is not None:
+                    record.cpu_s[lane.lane.name] = lane.cpu_s
+                _say(tag, "lane %s ended: exit status %d after %.0f s, %s (its output: %s)"
                      % (lane.lane.name, lane.proc.returncode, lane.ended - lane.started,
-                        os.path.relpath(lane.log.name, REPO)))
+                        _cpu_text(lane.cpu_s), os.path.relpath(lane.log.name, REPO)))
         now = clock()
         if deadline_at is not None and now >= deadline_at and running:
             if not over_deadline:
@@ -327,7 +348,8 @@ def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=No
         time.sleep(0.5)
 
     _say(tag, "lanes: %s" % "; ".join(
-        "%s exit %d in %.0f s" % (lane.lane.name, lane.proc.returncode, lane.ended - lane.started)
+        "%s exit %d in %.0f s, %s" % (lane.lane.name, lane.proc.returncode, lane.ended - lane.started,
+                                      _cpu_text(lane.cpu_s))
         for lane in finished))
     status = 0 if all(lane.passed() for lane in finished) and len(finished) == len(lanes) else 1
     if over_deadline:

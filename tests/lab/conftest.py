@@ -192,9 +192,37 @@ class Lab:
         return proc
 
 
+# The CPU time of the labs this session stopped (lab/down, lab/reset): QEMU runs
+# daemonized, so a lane's own CPU time (tests/lanes.py) does not hold it. Printed at the
+# end of the session, to see where a tier's CPU goes.
+QEMU_USAGE = {"cpu_s": 0.0, "wall_s": 0.0, "labs": 0}
+
+
+def qemu_usage():
+    """(CPU seconds, seconds since it started) of the running lab's QEMU, or None."""
+    try:
+        with open(os.path.join(RUN_DIR, "qemu.pid"), encoding="utf-8") as handle:
+            pid = int(handle.read().strip())
+        with open("/proc/%d/stat" % pid, encoding="utf-8") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="utf-8") as handle:
+            uptime = float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    # fields[0] is field 3 of proc(5): utime and stime are 14 and 15, starttime 22.
+    return (int(fields[11]) + int(fields[12])) / ticks, uptime - int(fields[19]) / ticks
+
+
 def run_lab_command(name, *args, timeout=BOOT_TIMEOUT):
     """Run lab/<name>; a failure names the console log and shows its tail."""
     console_log = os.path.join(RUN_DIR, "console.log")
+    if name in ("down", "reset"):
+        usage = qemu_usage()
+        if usage is not None:
+            QEMU_USAGE["cpu_s"] += usage[0]
+            QEMU_USAGE["wall_s"] += usage[1]
+            QEMU_USAGE["labs"] += 1
     try:
         proc = subprocess.run([os.path.join(LAB_DIR, name)] + list(args), cwd=REPO,
                               capture_output=True, text=True, timeout=timeout, check=False,
@@ -309,3 +337,6 @@ def lab():
     yield instance
     if started_here and os.environ.get("GPUHOST_LAB_KEEP") != "1":
         run_lab_command("down", timeout=300)
+    if QEMU_USAGE["labs"]:
+        print("\n[lab] QEMU of the %d lab(s) this session stopped (%s): %.0f s of CPU in %.0f s"
+              % (QEMU_USAGE["labs"], RUN_DIR, QEMU_USAGE["cpu_s"], QEMU_USAGE["wall_s"]))

@@ -9,6 +9,7 @@ import fnmatch
 import io
 import json
 import os
+import re
 import textwrap
 import time
 import xml.etree.ElementTree as ET
@@ -130,6 +131,7 @@ def test_the_merged_junit_keeps_the_tests_a_lane_ran_nested(tmp_path):
         json.dump(dict(_part("finished", []), nested_junitxml=[str(nested)]), handle)
     recorder = lanes.Recorder.__new__(lanes.Recorder)      # without removing the parts just written
     recorder.stem, recorder.lanes, recorder.command, recorder.started = stem, [host], "tools/acceptance", 0.0
+    recorder.cpu_s = {}
     recorder.finish()
     suites = ET.parse(stem + ".xml").getroot().findall("testsuite")
     assert [s.get("name") for s in suites] == ["host", "host (units.xml)"]
@@ -187,7 +189,11 @@ def test_lanes_run_side_by_side_with_prefixed_output_and_one_exit_status(tmp_pat
     lines = out.getvalue().splitlines()
     for name in ("one", "two"):
         assert any(line.startswith("[%s] " % name) and "lane %s done" % name in line for line in lines), name
-    assert "one exit 0" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "one exit 0" in said
+    # Each lane's CPU time (its pytest and the processes it waited for), from wait4.
+    assert re.search(r"lane one ended: exit status 0 after \d+ s, \d+ s of CPU", said), said
+    assert re.search(r"two exit 0 in \d+ s, \d+ s of CPU", said), said
     with open(os.path.join(lanes.LANE_OUTPUT, "two.log"), encoding="utf-8") as handle:
         assert "lane two done" in handle.read()
 
@@ -245,6 +251,7 @@ def test_acceptance_lanes_leave_one_record_and_one_junit(tmp_path):
         assert json.load(handle) == merged
     assert merged["status"] == "finished" and merged["counts"]["passed"] == 2
     assert sorted(t["lane"] for t in merged["tests"]) == ["one", "two"]
+    assert all(merged["lanes"][name]["cpu_s"] > 0 for name in ("one", "two")), merged["lanes"]
     suites = ET.parse(stem + ".xml").getroot().findall("testsuite")
     assert sorted(s.get("name") for s in suites) == ["one", "two"]
     line, verdict_status = lanes.acceptance_record.verdict(merged, status, stem + ".json")
