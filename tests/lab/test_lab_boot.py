@@ -45,6 +45,21 @@ def test_lab_boots_and_answers_ssh(lab):
     assert "/0000:00:02.0/" in lab.ssh("readlink -f /sys/block/vda").stdout
 
 
+def test_module_payloads_are_compiled_once_by_the_images_bytecode_cache(lab):
+    # lab/image/gpuhost_lab_pyc_cache.py: the first ping fills the cache, the second one
+    # compiles nothing (the same payload sources, served from the cache).
+    cache = "/var/cache/gpuhost-lab/pyc"
+    lab.ssh("rm -rf %s" % cache)
+    for run in ("first", "second"):
+        rc, result = lab.module("ansible.builtin.ping")
+        assert rc == 0 and result.get("ping") == "pong", (run, result)
+        # name and modification time: an entry compiled again would be written anew
+        entries = set(lab.ssh("find %s -type f -printf '%%f %%T@\\n'" % cache).stdout.splitlines())
+        if run == "first":
+            filled = entries
+    assert len(filled) >= 20 and entries == filled, sorted(entries ^ filled)
+
+
 def test_first_boot_has_no_iommu_or_hugepage_arguments(lab):
     if lab.boot_count() != 1:
         lab.reset_to_first_boot()
