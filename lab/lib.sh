@@ -14,6 +14,21 @@ lab_run_dir=${GPUHOST_LAB_RUN:-$lab_dir/.run}
 lab_log() { printf '[lab] %s\n' "$*" >&2; }
 lab_die() { printf '[lab] ERROR: %s\n' "$*" >&2; exit 1; }
 
+# Free as QEMU's user-mode network binds it: with SO_REUSEADDR (libslirp sets it), so a
+# port whose last lab just stopped, its connections in TIME_WAIT, counts as free, while a
+# port something listens on does not (molecule's create after destroy met this, 2026-12-02).
+lab_port_free() {
+  python3 - "$1" <<'PY'
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+PY
+}
+
 lab_recipe_hash() {
   (
     cd "$lab_dir" || exit 1

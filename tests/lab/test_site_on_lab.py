@@ -139,7 +139,9 @@ print(ET.tostring(domain, encoding="unicode"))
 
 # What a converge leaves behind, as content (not timestamps): the files the roles write,
 # with mode, owner and a checksum; the kernel state; the domains, with what libvirt
-# generates per definition (uuid, MAC addresses) taken out; the ledger's body.
+# generates per definition (uuid, MAC addresses) taken out; the ledger's body. The PF's
+# ip link line loses its interface index, which each boot gives out in the order the
+# drivers register (seed 617's re-run booted with the igb PF as 3, not 2, 2026-12-02).
 CONVERGED_STATE = "DOMAIN_CONTROLLERS_SORTED=%s\n" % shlex.quote(DOMAIN_CONTROLLERS_SORTED) + r"""
 sec() { echo "=== $1"; }
 sec cmdline; cat /proc/cmdline
@@ -155,7 +157,7 @@ sec drivers; for d in /sys/bus/pci/devices/*; do
   printf '%s %s %s\n' "${d##*/}" "$(basename "$(readlink "$d/driver" 2>/dev/null)" 2>/dev/null)" \
     "$(cat "$d/driver_override" 2>/dev/null)"; done
 sec sriov; cat /sys/bus/pci/devices/0000:22:00.0/sriov_numvfs /sys/bus/pci/devices/0000:23:00.0/sriov_numvfs
-ip -o link show dev "$(ls /sys/bus/pci/devices/0000:23:00.0/net)" | sed 's/ state [A-Z]* / /'
+ip -o link show dev "$(ls /sys/bus/pci/devices/0000:23:00.0/net)" | sed 's/^[0-9]*: //; s/ state [A-Z]* / /'
 sec hugepages; for f in /sys/devices/system/node/node*/hugepages/hugepages-*/nr_hugepages; do
   echo "$f $(cat "$f")"; done
 """ + OWNED_IRQS + r"""
