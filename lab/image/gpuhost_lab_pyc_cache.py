@@ -29,8 +29,9 @@ import sys
 import zipimport
 
 CACHE_DIR = "/var/cache/gpuhost-lab/pyc"
-# The zip, or a package directory inside it (a package's __path__ entry).
-PAYLOAD_PATH = re.compile(r"/ansible_\w+_payload\.zip(/|\Z)")
+# The zip, or a package directory inside it (a package's __path__ entry). The module's
+# name in it is as the task gave it: ping, or ansible.builtin.ping, gpuhost.kvm.vfio_bind.
+PAYLOAD_PATH = re.compile(r"/ansible_[^/]+_payload\.zip(/|\Z)")
 
 
 def _with_filename(code, filename):

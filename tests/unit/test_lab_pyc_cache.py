@@ -73,6 +73,14 @@ def test_a_payloads_modules_are_compiled_once_and_then_served_from_the_cache(tmp
     assert again["file"] == again["traceback_file"] == os.path.join(second, "pkg", "mod.py")
 
 
+def test_a_module_named_by_its_fqcn_is_cached_too(tmp_path):
+    # Roles name modules by FQCN, and the payload's name carries it as given.
+    archive = _payload(str(tmp_path / "ansible_gpuhost.kvm.vfio_bind_payload_x1"),
+                       "ansible_gpuhost.kvm.vfio_bind_payload.zip", "one")
+    seen = _import(tmp_path, archive)
+    assert seen["loader"] == "CachingPayloadImporter" and len(os.listdir(tmp_path / "cache")) == 2
+
+
 def test_changed_source_is_compiled_again(tmp_path):
     _import(tmp_path, _payload(str(tmp_path / "a"), "ansible_ping_payload.zip", "one"))
     changed = _import(tmp_path, _payload(str(tmp_path / "b"), "ansible_ping_payload.zip", "two"))
