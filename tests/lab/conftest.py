@@ -263,6 +263,14 @@ def failed_tasks(output, limit=6000):
     return text[:limit]
 
 
+def reset_molecule(scenario, env):
+    """molecule reset: forget the scenario's state. A run killed before its destroy leaves
+    the state saying "created", and the next sequence then skips its create (keeping a
+    stale SSH port, and failing a check that every step ran)."""
+    subprocess.run([os.path.join(VENV_BIN, "molecule"), "reset", "-s", scenario], cwd=REPO, env=env,
+                   capture_output=True, timeout=300, check=True, stdin=subprocess.DEVNULL)
+
+
 def run_molecule(scenario, action, env, timeout=3600):
     """molecule ACTION -s SCENARIO, its output written as it comes to
     molecule-SCENARIO-ACTION.log beside the console log and its slowest tasks to

@@ -12,7 +12,7 @@ tests/lab/test_site_on_lab.py."""
 
 import os
 
-from conftest import RUN_DIR, molecule_steps_in_order, run_molecule
+from conftest import RUN_DIR, molecule_steps_in_order, reset_molecule, run_molecule
 
 SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "idempotence",
                   "verify", "cleanup", "destroy"]
@@ -21,6 +21,8 @@ SCENARIO_STEPS = ["syntax", "create", "prepare", "check", "converge", "idempoten
 def test_host_modules_scenario_passes_its_whole_sequence(lab):
     env = lab.ansible_env(GPUHOST_LAB_KEEP="1", GPUHOST_LAB_RUN=RUN_DIR,
                           MOLECULE_NO_LOG="false", NO_COLOR="1")
+    # From no state: one left by a killed run made molecule skip create (2026-12-02).
+    reset_molecule("host_modules", env)
     output = run_molecule("host_modules", "test", env, timeout=1500)
     # Every step of the sequence ran and succeeded, in order.
     molecule_steps_in_order(output, "host_modules", SCENARIO_STEPS)

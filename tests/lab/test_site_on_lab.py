@@ -55,7 +55,7 @@ import pytest
 import yaml
 
 from conftest import (HOST, INVENTORY, REPO, VENV_BIN, WAIT_BOOT_TIMEOUT,
-                      run_lab_command, run_molecule)
+                      reset_molecule, run_lab_command, run_molecule)
 
 # Steps 2 and 3 run in tools/test; steps 1, 4, 5, 6 and 7 (marker acceptance) in
 # tools/acceptance only.
@@ -247,11 +247,7 @@ def _scenario_on_a_fresh_lab(lab):
     check and converge sequences that follow skip their own create and prepare
     (molecule's state says both are done)."""
     if _ensure_fresh(lab) or "create" not in _Steps.done:
-        # A run killed before its destroy leaves molecule's state saying "created": its
-        # create would be skipped, keeping a stale SSH port. Start from no state.
-        subprocess.run([os.path.join(VENV_BIN, "molecule"), "reset", "-s", "default"], cwd=REPO,
-                       env=_molecule_env(lab), capture_output=True, timeout=300, check=True,
-                       stdin=subprocess.DEVNULL)
+        reset_molecule("default", _molecule_env(lab))
         _timed("syntax", _molecule, lab, "syntax", timeout=600)
         _timed("create", _molecule, lab, "create", timeout=WAIT_BOOT_TIMEOUT + 600)
         _timed("prepare", _molecule, lab, "prepare", timeout=1200)
