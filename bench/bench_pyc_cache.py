@@ -5,8 +5,8 @@
 
 On the running lab (GPUHOST_LAB_RUN, default lab/.run; lab/up first), runs each module
 ``--rounds`` times with the cache and as often without it (GPUHOST_LAB_PYC_CACHE=0 in the
-lab's Python, through ansible_python_interpreter), alternating, and times each real
-``ansible -m`` run from the controller. The cache is filled once before the first round,
+lab's Python, through the task's environment), alternating, and times each real
+one-task ansible-playbook run from the controller. The cache is filled once before the first round,
 as the first task of a converge fills it. Medians and the ratio go to stdout, everything
 to bench/results/pyc-cache-<date>T<HHMM>Z.json.
 
@@ -25,11 +25,12 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path[:0] = [os.path.join(REPO, "tests"), os.path.join(REPO, "tests", "lab")]
+sys.path[:0] = [os.path.join(REPO, "tests", "lab"), os.path.join(REPO, "tests")]
 
 from conftest import HOST, INVENTORY, VENV_BIN, Lab  # noqa: E402  (tests/lab/conftest.py)
 
@@ -37,21 +38,30 @@ MODULES = (
     ("ansible.builtin.ping", None),
     ("gpuhost.kvm.iommu_groups_facts", None),
 )
-WITHOUT = "env GPUHOST_LAB_PYC_CACHE=0 /usr/bin/python3"
+PLAY = """- hosts: %(host)s
+  gather_facts: false
+  tasks:
+    - name: The module under measure
+      %(module)s: %(args)s
+      check_mode: true
+      environment: %(environment)s
+"""
 
 
-def timed_run(lab, module, args, interpreter=None):
-    argv = [os.path.join(VENV_BIN, "ansible"), HOST, "-i", INVENTORY, "-m", module, "--check"]
-    if args is not None:
-        argv += ["-a", json.dumps(args)]
-    if interpreter:
-        argv += ["-e", "ansible_python_interpreter=%s" % interpreter]
+def timed_run(lab, workdir, module, args, cache):
+    """One ansible-playbook run of one task; the environment keyword sets the variable in
+    the lab's Python (an interpreter string with a prefix is not run as one)."""
+    playbook = os.path.join(workdir, "bench-%s.yml" % ("with" if cache else "without"))
+    with open(playbook, "w", encoding="utf-8") as handle:
+        handle.write(PLAY % {"host": HOST, "module": module, "args": json.dumps(args or {}),
+                             "environment": json.dumps({} if cache else {"GPUHOST_LAB_PYC_CACHE": "0"})})
+    argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY, playbook]
     start = time.monotonic()
     proc = subprocess.run(argv, cwd=REPO, env=lab.ansible_env(), capture_output=True, text=True,
                           timeout=900, check=False, stdin=subprocess.DEVNULL)
     wall = time.monotonic() - start
     if proc.returncode != 0:
-        raise SystemExit("ansible -m %s failed (rc=%d):\n%s\n%s"
+        raise SystemExit("%s in a play failed (rc=%d):\n%s\n%s"
                          % (module, proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
     return wall
 
@@ -63,12 +73,13 @@ def main(argv=None):
     lab = Lab()
     entries_before = lab.ssh("find /var/cache/gpuhost-lab/pyc -type f 2>/dev/null | wc -l").stdout.strip()
     results = {}
+    workdir = tempfile.mkdtemp(prefix="bench-pyc-")
     for module, module_args in MODULES:
-        timed_run(lab, module, module_args)          # fills the cache for this module
+        timed_run(lab, workdir, module, module_args, True)          # fills the cache for this module
         runs = {"with": [], "without": []}
         for _ in range(args.rounds):
-            runs["without"].append(round(timed_run(lab, module, module_args, WITHOUT), 2))
-            runs["with"].append(round(timed_run(lab, module, module_args), 2))
+            runs["without"].append(round(timed_run(lab, workdir, module, module_args, False), 2))
+            runs["with"].append(round(timed_run(lab, workdir, module, module_args, True), 2))
         medians = {k: statistics.median(v) for k, v in runs.items()}
         results[module] = {"runs_s": runs, "median_s": medians,
                            "ratio_with_to_without": round(medians["with"] / medians["without"], 3)}
