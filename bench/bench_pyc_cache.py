@@ -77,7 +77,7 @@ def main(argv=None):
     for module, module_args in MODULES:
         timed_run(lab, workdir, module, module_args, True)          # fills the cache for this module
         runs = {"with": [], "without": []}
-        for _ in range(args.rounds):
+        for dummy in range(args.rounds):
             runs["without"].append(round(timed_run(lab, workdir, module, module_args, False), 2))
             runs["with"].append(round(timed_run(lab, workdir, module, module_args, True), 2))
         medians = {k: statistics.median(v) for k, v in runs.items()}
