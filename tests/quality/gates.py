@@ -13,6 +13,7 @@ import pytest
 
 from helpers import REPO, ansible_env
 
+
 def left_out(environ=None):
     """GPUHOST_SKIP_QUALITY=1: the gates are left out (tests/lanes.py then runs the unit
     tests in the host lane itself, since the units gate is what runs them otherwise)."""
