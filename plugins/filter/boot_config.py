@@ -14,6 +14,4 @@ class FilterModule(object):
     def filters(self):
         return {
             "grub_generated_args": boot_config.generated_kernel_args,
-            "initramfs_state_argv": boot_config.initramfs_state_argv,
-            "initramfs_stale_images": boot_config.stale_initramfs_images,
         }

@@ -10,14 +10,10 @@ filters.
 
 from __future__ import annotations
 
-import posixpath
-
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist,
     parse_cpulist,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import SYS_NODE_DIR
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import vf_settings
 
 GIGANTIC_KIB = 1048576
@@ -213,41 +209,3 @@ def irq_groups(plan, layout, host_devices=None, with_passthrough=True):
         rows.append({"node": node, "cpus": housekeeping[node], "devices": host + guest,
                      "host": host, "guest": guest})
     return rows
-
-
-POOL_COUNTERS = ("nr_hugepages", "free_hugepages")
-
-
-def pool_path(row, root="/", counter="nr_hugepages"):
-    """The sysfs file of one counter of a hugepages_per_node() row's pool, below ``root``."""
-    if counter not in POOL_COUNTERS:
-        raise GpuhostError("%r is not a hugepage pool counter" % (counter,), field="counter",
-                           fix="use one of %s" % ", ".join(POOL_COUNTERS))
-    return posixpath.join(root or "/", SYS_NODE_DIR, "node%d" % int(row["node"]), "hugepages",
-                          "hugepages-%dkB" % int(row["size_kib"]), counter)
-
-
-def pool_paths(rows, root="/"):
-    """Every counter file of every pool (nr_hugepages, then free_hugepages, per row): what
-    pools_read() looks its counters up by."""
-    return [pool_path(row, root, counter) for row in rows for counter in POOL_COUNTERS]
-
-
-def pools_read(rows, texts, root="/"):
-    """``{"node/size_kib": {"nr", "free"}}`` from the counter files' texts
-    (``{path: text}``, as batch_read_parse gives them). A counter that was not read counts
-    as 0 pages: a pool the kernel lacks holds none."""
-    pools = {}
-    for row in rows:
-        counts = {}
-        for counter in POOL_COUNTERS:
-            path = pool_path(row, root, counter)
-            text = (texts.get(path) or "0").strip()
-            try:
-                counts[counter] = int(text)
-            except ValueError:
-                raise GpuhostError("%s holds %r, not a page count" % (path, text), field="texts",
-                                   fix="check that gpuhost_sysfs_root points at a sysfs tree") from None
-        pools["%s/%s" % (row["node"], row["size_kib"])] = {
-            "nr": counts["nr_hugepages"], "free": counts["free_hugepages"]}
-    return pools

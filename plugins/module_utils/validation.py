@@ -12,7 +12,6 @@ passes when no check fails.
 from __future__ import annotations
 
 import json
-import re
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist,
@@ -33,24 +32,9 @@ def _check(check_id, title, status, detail):
     return {"id": check_id, "title": title, "status": status, "detail": detail}
 
 
-def parse_virsh_vcpupin(text):
-    """``virsh vcpupin NAME`` -> {vcpu: (cpus...)}."""
-    pins = {}
-    for line in str(text).splitlines():
-        match = re.match(r"^\s*(\d+)\s+([0-9,\-]+)\s*\Z", line)
-        if match:
-            pins[int(match.group(1))] = parse_cpulist(match.group(2))
-    return pins
-
-
-def parse_meminfo_hugepages(text):
-    """The HugePages_* and Hugepagesize lines of /proc/meminfo as ints."""
-    values = {}
-    for line in str(text).splitlines():
-        match = re.match(r"^(HugePages_\w+|Hugepagesize):\s+(\d+)", line)
-        if match:
-            values[match.group(1)] = int(match.group(2))
-    return values
+def _vcpu_pins(pins):
+    """host_facts' {vcpu: cpulist} for one domain -> {vcpu: (cpus...)}."""
+    return {int(vcpu): parse_cpulist(cpus) for vcpu, cpus in (pins or {}).items()}
 
 
 def check_iommu(iommu):
@@ -122,9 +106,12 @@ def check_vf_settings(plan, iommu):
     return _check("vf_settings", title, PASS, detail)
 
 
-def check_numa(plan, device_nodes, domain_pins):
-    """``device_nodes``: address -> node read from sysfs; ``domain_pins``: tenant ->
-    ``virsh vcpupin`` text (absent when the domain is not defined)."""
+def check_numa(plan, devices, domain_pins, pins_error=None):
+    """``devices``: address -> {"numa_node": node or None, ...} (host_facts' ``devices``
+    subset; None or -1 is a node the kernel does not know); ``domain_pins``: tenant ->
+    {vcpu: cpulist} as libvirt reports it (host_facts' ``libvirt.vcpu_pins``; None or
+    absent when the domain is not defined); ``pins_error``: why libvirt could not be
+    read (host_facts' ``libvirt.error``), shown instead of "not defined"."""
     problems = []
     checked = 0
     for tenant in plan.get("tenants") or ():
@@ -133,15 +120,16 @@ def check_numa(plan, device_nodes, domain_pins):
         if tenant.get("vf"):
             addresses.append(tenant["vf"]["address"])
         for address in addresses:
-            have = device_nodes.get(address)
+            have = ((devices or {}).get(address) or {}).get("numa_node")
             if have is not None and int(have) >= 0 and int(have) != node:
                 problems.append("%s of %s is on node %s, the tenant on node %d"
                                 % (address, tenant["name"], have, node))
-        text = (domain_pins or {}).get(tenant["name"])
-        if text is None:
-            problems.append("%s: domain not defined (no vcpupin to compare)" % tenant["name"])
+        read = (domain_pins or {}).get(tenant["name"])
+        if read is None:
+            problems.append("%s: %s" % (tenant["name"], "vCPU pins not read: %s" % pins_error if pins_error
+                                        else "domain not defined (no vCPU pins to compare)"))
             continue
-        pins = parse_virsh_vcpupin(text)
+        pins = _vcpu_pins(read)
         for vcpu, cpu in enumerate(tenant.get("vcpu_pins") or ()):
             if pins.get(vcpu) != (int(cpu),):
                 problems.append("%s vCPU %d runs on %s, the plan pins it to %s"
@@ -156,13 +144,14 @@ def check_numa(plan, device_nodes, domain_pins):
     return _check("numa", title, PASS, "%d tenants pinned as planned" % checked)
 
 
-def check_hugepages(plan, node_pages, meminfo_text, running):
-    """``node_pages``: "node/size_kib" -> {"nr", "free"}; ``running``: tenant names
-    whose domains run (their pages must be in use)."""
+def check_hugepages(plan, pools, meminfo, running):
+    """``pools``: node -> size_kib -> {"nr", "free"} and ``meminfo``: /proc/meminfo as
+    {key: int}, both as host_facts' ``memory`` subset gives them; ``running``: tenant
+    names whose domains run (their pages must be in use)."""
     problems = []
     for node, sizes in sorted((plan.get("hugepages") or {}).items()):
         for size, pages in sorted(sizes.items()):
-            pool = node_pages.get("%s/%s" % (node, size)) or {}
+            pool = ((pools or {}).get(str(node)) or {}).get(str(size)) or {}
             nr, free = int(pool.get("nr", 0)), int(pool.get("free", 0))
             if nr < int(pages):
                 problems.append("node %s has %d pages of %s kB, the plan needs %s"
@@ -173,7 +162,7 @@ def check_hugepages(plan, node_pages, meminfo_text, running):
             if nr - free < in_use:
                 problems.append("node %s: running tenants should hold %d pages of %s kB, "
                                 "only %d are in use" % (node, in_use, size, nr - free))
-    info = parse_meminfo_hugepages(meminfo_text)
+    info = meminfo or {}
     summary = "meminfo HugePages_Total %s Free %s" % (info.get("HugePages_Total"),
                                                       info.get("HugePages_Free"))
     title = "Hugepages reserved per node and used by the VMs"

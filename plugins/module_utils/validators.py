@@ -165,6 +165,24 @@ def interface_name(value, field="interface"):
     return value
 
 
+# -- systemd unit names -------------------------------------------------------------------
+
+# systemd.unit(5): at most 255 characters of ASCII letters, digits, ":-_.\\" and "@"
+# before the type suffix. A leading "-" is refused too: the name reaches systemctl's
+# command line.
+_UNIT_NAME_RE = re.compile(r"[A-Za-z0-9:_.\\@][A-Za-z0-9:_.\\@-]{0,240}"
+                           r"\.(service|socket|timer|target|path|mount|swap|slice)\Z")
+
+
+def unit_name(value, field="unit"):
+    """A systemd unit name with its type suffix, returned unchanged."""
+    if not isinstance(value, str) or not _UNIT_NAME_RE.match(value):
+        raise GpuhostError("%r is not a systemd unit name" % (value,), field=field,
+                           fix="name the unit as systemctl does, with its suffix, such as "
+                               "gpuhost-numa.service")
+    return value
+
+
 # -- config paths -------------------------------------------------------------------------
 
 def absolute_path(value, field, kind="file"):

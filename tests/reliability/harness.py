@@ -31,7 +31,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import run_host_change
 from ansible_collections.gpuhost.kvm.plugins.modules import (
-    capacity_facts, fleet_place, fleet_report, iommu_groups_facts, irq_affinity,
+    capacity_facts, fleet_place, fleet_report, host_facts, iommu_groups_facts, irq_affinity,
     kserve_loadgen, libvirt_pinned_domain, numa_cpuset, sriov_vfs, tenant_ledger, vfio_bind)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -299,6 +299,11 @@ def run_iommu_groups_facts(host, args, check_mode=False):
     return _go(worker)
 
 
+def run_host_facts(host, args, check_mode=False):
+    worker = host_facts.HostFacts(_build(host_facts, _with_root(args, host), check_mode))
+    return _go(worker)
+
+
 def run_tenant_ledger(host, args, check_mode=False):
     args = _with_root(args, host)
     args.setdefault("path", host.ledger)
@@ -353,6 +358,7 @@ MODULE_RUNNERS = {
     "irq_affinity": run_irq_affinity,
     "numa_cpuset": run_numa_cpuset,
     "iommu_groups_facts": run_iommu_groups_facts,
+    "host_facts": run_host_facts,
     "tenant_ledger": run_tenant_ledger,
     "libvirt_pinned_domain": run_libvirt_pinned_domain,
     "capacity_facts": run_capacity_facts,

@@ -3,15 +3,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Whether grub.cfg and the initramfs images reflect the iommu role's inputs, read from
 the host: the grub.cfg files are the lab's own (tests/fixtures/boot-config), and the
-initramfs state command runs for real (sh, stat) on a tree with set modification times."""
+initramfs images are read by host_facts' reader on a tree with set modification times."""
 
 import os
-import shutil
-import subprocess
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import boot_config, plan_query
+from ansible_collections.gpuhost.kvm.plugins.module_utils import boot_config, host_facts, plan_query
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
@@ -57,52 +55,35 @@ def _tree(tmp_path, kernels, files):
     return str(tmp_path)
 
 
-def _run(argv):
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    return proc.stdout.rstrip("\n")        # as the command module hands it over
-
-
-needs_stat = pytest.mark.skipif(shutil.which("stat") is None or shutil.which("sh") is None,
-                                reason="sh and stat are not installed")
-
-
-@needs_stat
 def test_images_built_before_an_input_changed_are_stale(tmp_path):
     root = _tree(tmp_path, ["6.1.0-57-amd64", "6.1.0-58-amd64"], {
         BLACKLIST: 1000, MODULES: 1500,
         "/boot/initrd.img-6.1.0-57-amd64": 1200,     # built between the two writes
         "/boot/initrd.img-6.1.0-58-amd64": 1600})
-    output = _run(boot_config.initramfs_state_argv([BLACKLIST, MODULES], DEBIAN_IMAGE, root=root))
-    state = boot_config.parse_initramfs_state(output)
-    assert state["inputs"] == {root + BLACKLIST: 1000, root + MODULES: 1500}
-    assert sorted(state["images"]) == [root + "/boot/initrd.img-6.1.0-57-amd64",
-                                       root + "/boot/initrd.img-6.1.0-58-amd64"]
-    assert boot_config.stale_initramfs_images(output) == [root + "/boot/initrd.img-6.1.0-57-amd64"]
+    state = host_facts.read_initramfs([BLACKLIST, MODULES], DEBIAN_IMAGE, root)
+    assert state["inputs"] == {BLACKLIST: 1000, MODULES: 1500}
+    assert sorted(state["images"]) == ["/boot/initrd.img-6.1.0-57-amd64",
+                                       "/boot/initrd.img-6.1.0-58-amd64"]
+    assert state["stale"] == ["/boot/initrd.img-6.1.0-57-amd64"]
 
 
-@needs_stat
 def test_images_rebuilt_after_every_input_are_current(tmp_path):
     root = _tree(tmp_path, ["6.1.0-57-amd64"], {
         BLACKLIST: 1000, MODULES: 1500, "/boot/initrd.img-6.1.0-57-amd64": 1500})
-    output = _run(boot_config.initramfs_state_argv([BLACKLIST, MODULES], DEBIAN_IMAGE, root=root))
-    assert boot_config.stale_initramfs_images(output) == []
+    assert host_facts.read_initramfs([BLACKLIST, MODULES], DEBIAN_IMAGE, root)["stale"] == []
 
 
-@needs_stat
 def test_missing_inputs_and_kernels_without_an_image_are_skipped(tmp_path):
     # A module directory left behind by a removed kernel has no image; no input exists yet
     # on a host the role never ran on, and check mode must not fail there.
     root = _tree(tmp_path, ["6.1.0-57-amd64", "5.10.0-old"], {
         "/boot/initrd.img-6.1.0-57-amd64": 1200})
-    output = _run(boot_config.initramfs_state_argv([BLACKLIST, MODULES], DEBIAN_IMAGE, root=root))
-    state = boot_config.parse_initramfs_state(output)
+    state = host_facts.read_initramfs([BLACKLIST, MODULES], DEBIAN_IMAGE, root)
     assert state["inputs"] == {}
-    assert list(state["images"]) == [root + "/boot/initrd.img-6.1.0-57-amd64"]
-    assert boot_config.stale_initramfs_images(output) == []
+    assert list(state["images"]) == ["/boot/initrd.img-6.1.0-57-amd64"]
+    assert state["stale"] == []
 
 
-@needs_stat
 def test_rhel_image_pattern_names_one_image_per_installed_kernel(tmp_path):
     # The rescue and kdump images are not built from these inputs: only a kernel's own.
     root = _tree(tmp_path, ["5.14.0-427.el9.x86_64"], {
@@ -110,41 +91,18 @@ def test_rhel_image_pattern_names_one_image_per_installed_kernel(tmp_path):
         "/boot/initramfs-5.14.0-427.el9.x86_64.img": 1000,
         "/boot/initramfs-0-rescue-0123456789abcdef.img": 10,
         "/boot/initramfs-5.14.0-427.el9.x86_64kdump.img": 10})
-    output = _run(boot_config.initramfs_state_argv(["/etc/dracut.conf.d/gpuhost-vfio.conf"],
-                                                   "/boot/initramfs-%s.img", root=root))
-    assert boot_config.stale_initramfs_images(output) == [
-        root + "/boot/initramfs-5.14.0-427.el9.x86_64.img"]
+    state = host_facts.read_initramfs(["/etc/dracut.conf.d/gpuhost-vfio.conf"], "/boot/initramfs-%s.img", root)
+    assert state["stale"] == ["/boot/initramfs-5.14.0-427.el9.x86_64.img"]
 
 
-@needs_stat
-def test_a_path_with_spaces_survives_the_round_trip(tmp_path):
+def test_a_path_with_spaces_is_read_as_it_is(tmp_path):
     root = _tree(tmp_path / "a b", ["6.1.0"], {"/etc/x y.conf": 5, "/boot/initrd.img-6.1.0": 4})
-    output = _run(boot_config.initramfs_state_argv(["/etc/x y.conf"], DEBIAN_IMAGE, root=root))
-    assert boot_config.stale_initramfs_images(output) == [root + "/boot/initrd.img-6.1.0"]
+    assert host_facts.read_initramfs(["/etc/x y.conf"], DEBIAN_IMAGE, root)["stale"] == ["/boot/initrd.img-6.1.0"]
 
 
-def test_host_root_prefixes_nothing():
-    argv = boot_config.initramfs_state_argv([BLACKLIST], DEBIAN_IMAGE)
-    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["sh", "boot/initrd.img-%s", "/", BLACKLIST]
-
-
-@pytest.mark.parametrize("inputs,pattern,field", [
-    ([], DEBIAN_IMAGE, "inputs"),
-    ("/etc/initramfs-tools/modules", DEBIAN_IMAGE, "inputs"),
-    (["etc/modules"], DEBIAN_IMAGE, "inputs"),
-    ([MODULES], "/boot/initrd.img", "image_pattern"),
-    ([MODULES], "boot/initrd.img-%s", "image_pattern"),
-    ([MODULES], "/boot/%s-%s.img", "image_pattern"),
-    ([MODULES], "/boot/initrd-%d-%s", "image_pattern"),
-])
-def test_bad_arguments_name_the_field_and_the_fix(inputs, pattern, field):
+@pytest.mark.parametrize("pattern", ["/boot/initrd.img", "boot/initrd.img-%s", "/boot/%s-%s.img",
+                                     "/boot/initrd-%d-%s", None])
+def test_bad_image_patterns_name_the_field_and_the_fix(pattern):
     with pytest.raises(GpuhostError) as err:
-        boot_config.initramfs_state_argv(inputs, pattern)
-    assert err.value.field == field and err.value.fix
-
-
-@pytest.mark.parametrize("output", ["image 12 ", "input x /etc/a", "stale 1 /boot/a", "garbage"])
-def test_output_that_the_command_cannot_print_is_refused(output):
-    with pytest.raises(GpuhostError) as err:
-        boot_config.parse_initramfs_state(output)
-    assert "initramfs_state_argv" in err.value.fix
+        host_facts.read_initramfs([MODULES], pattern, "/")
+    assert err.value.field == "initramfs_image_pattern" and err.value.fix

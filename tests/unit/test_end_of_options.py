@@ -7,8 +7,7 @@ The inventory (``grep -rn "run_command\\|subprocess" plugins/``):
 * systemctl VERB -- UNIT...                   (transaction.systemctl, irq_affinity is-enabled)
 * modprobe -- vfio-pci                        (vfio_bind, sriov_vfs, gpuhost-sriov-apply)
 * cloud-localds [--network-config F] -- OUT USER META; genisoimage/mkisofs ... -- FILES
-* grep ... -- PATHS                           (file_batch.batch_read_argv; test_file_batch)
-* stat -c ... -- PATH, systemctl show ... -- UNIT  (service_state / boot_config scripts)
+* journalctl, systemctl show -p ... -- UNIT  (host_facts; test_host_facts)
 * ip ... dev NAME: iproute2 has no "--" ("--" is taken as a device name); its ``dev``
   keyword takes the next word literally, and the name is checked by
   validators.interface_name first (iommu_groups_facts, sriov).

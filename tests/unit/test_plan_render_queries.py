@@ -76,9 +76,9 @@ def test_tenant_summary_names_everything_the_sre_needs(runbook):
     assert plan_query.tenant_summary(plan, "nobody") == ["tenant nobody is not in the plan"]
 
 
-def _vcpupin_text(pins):
-    return "VCPU   CPU Affinity\n----------------------\n" + "".join(
-        " %d      %d\n" % (i, c) for i, c in enumerate(pins))
+def _libvirt_pins(pins):
+    """vCPU pins as host_facts reads them from libvirt: {vcpu: cpulist}, strings."""
+    return {str(vcpu): str(cpu) for vcpu, cpu in enumerate(pins)}
 
 
 def test_validation_passes_on_matching_evidence_and_fails_naming_the_fault(runbook):
@@ -96,20 +96,21 @@ def test_validation_passes_on_matching_evidence_and_fails_naming_the_fault(runbo
     vfio = validation.check_vfio(plan, iommu)
     assert vfio["status"] == "fail" and "0000:65:00.1 on snd_hda_intel" in vfio["detail"]
 
-    pins = {t["name"]: _vcpupin_text(t["vcpu_pins"]) for t in plan["tenants"]}
-    nodes = {"0000:65:00.0": 0, "0000:65:00.1": 0, a100["vf"]["address"]: 0}
+    pins = {t["name"]: _libvirt_pins(t["vcpu_pins"]) for t in plan["tenants"]}
+    nodes = {address: {"present": True, "numa_node": 0}
+             for address in ("0000:65:00.0", "0000:65:00.1", a100["vf"]["address"])}
     assert validation.check_numa(plan, nodes, pins)["status"] == "pass"
-    moved = dict(pins, **{"tenant-a100": _vcpupin_text([17] + a100["vcpu_pins"][1:])})
-    numa = validation.check_numa(plan, dict(nodes, **{"0000:65:00.1": 1}), moved)
+    moved = dict(pins, **{"tenant-a100": _libvirt_pins([17] + a100["vcpu_pins"][1:])})
+    numa = validation.check_numa(plan, dict(nodes, **{"0000:65:00.1": {"present": True, "numa_node": 1}}), moved)
     assert numa["status"] == "fail"
     assert "vCPU 0 runs on 17, the plan pins it to 1" in numa["detail"]
     assert "0000:65:00.1 of tenant-a100 is on node 1" in numa["detail"]
 
-    pools = {"0/1048576": {"nr": 64, "free": 0}, "1/2048": {"nr": 4096, "free": 0}}
-    meminfo = "HugePages_Total:    64\nHugePages_Free:      0\nHugepagesize:    2048 kB\n"
+    pools = {"0": {"1048576": {"nr": 64, "free": 0}}, "1": {"2048": {"nr": 4096, "free": 0}}}
+    meminfo = {"HugePages_Total": 64, "HugePages_Free": 0, "Hugepagesize": 2048}
     running = ["tenant-a100", "tenant-b"]
     assert validation.check_hugepages(plan, pools, meminfo, running)["status"] == "pass"
-    short = validation.check_hugepages(plan, dict(pools, **{"0/1048576": {"nr": 64, "free": 64}}),
+    short = validation.check_hugepages(plan, dict(pools, **{"0": {"1048576": {"nr": 64, "free": 64}}}),
                                        meminfo, running)
     assert short["status"] == "fail" and "only 0 are in use" in short["detail"]
 

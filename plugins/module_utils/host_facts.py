@@ -1,0 +1,266 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the roles read off a host, as plain data, in one module run (host_facts).
+
+Each reader takes the root of a sysfs/procfs tree (``/`` on a live host, a recorded
+tree in tests) and returns JSON-ready data; none runs a command. What only a running
+host can answer (the journal, systemd, libvirt) is asked by the module, which hands the
+answers to the pure functions here (:func:`kernel_log_matches`, :func:`unit_refresh`,
+:func:`vcpu_pins`).
+
+Why a module and not ``slurp``/``grep`` tasks: every task on a host starts a Python
+interpreter there, seconds each on the lab under TCG, and a ``grep`` whose output a
+filter parses breaks on the colons of PCI addresses and exits 2 on a missing file.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+
+# What the module can gather; each names one reader (or one question to the host).
+GATHER_SUBSETS = ("firmware", "cpu_power", "memory", "devices", "kernel_log", "tuned",
+                  "units", "initramfs", "libvirt")
+
+# The ACPI tables the firmware publishes when VT-d (DMAR) or AMD-Vi (IVRS) is enabled.
+IOMMU_ACPI_TABLES = ("DMAR", "IVRS")
+# The cpuidle states a report lists: the runbook keeps C1/C1E, so the first few tell.
+CSTATE_COUNT = 5
+# The attributes read per PCI function: absent ones are None.
+_DEVICE_INT_ATTRIBUTES = ("numa_node", "sriov_totalvfs", "sriov_numvfs")
+# [0-9], not \d: no kernel prints other digits, and int() would take them.
+_MEMINFO_RE = re.compile(r"^([A-Za-z0-9_()]+):\s+([0-9]+)(?:\s+kB)?\s*\Z")
+_HUGEPAGE_DIR_RE = re.compile(r"^hugepages-([0-9]+)kB\Z")
+_NODE_DIR_RE = re.compile(r"^node([0-9]+)\Z")
+_UNIX_TIME_RE = re.compile(r"^@([0-9]+)\Z")
+_POOL_COUNTERS = (("nr", "nr_hugepages"), ("free", "free_hugepages"),
+                  ("surplus", "surplus_hugepages"))
+# The unit properties unit_refresh decides on; systemctl show --timestamp=unix prints
+# ActiveEnterTimestamp as @SECONDS (systemd 247 and later: RHEL 9, Debian 12).
+UNIT_PROPERTIES = ("ActiveState", "UnitFileState", "NeedDaemonReload", "ActiveEnterTimestamp")
+
+
+def read_firmware(root="/"):
+    """The IOMMU ACPI tables present, the kernel command line (None when unreadable) and
+    the ``pcie_acs_override`` arguments on it."""
+    tables = [name for name in IOMMU_ACPI_TABLES
+              if os.path.exists(sysfs.path(root, "sys/firmware/acpi/tables", name))]
+    cmdline = sysfs.read_text(sysfs.path(root, "proc/cmdline"))
+    return {"acpi_tables": tables, "cmdline": cmdline,
+            "acs_override": [arg for arg in (cmdline or "").split()
+                             if arg.startswith("pcie_acs_override=")]}
+
+
+def read_cpu_power(root="/"):
+    """cpu0's frequency governor (None without a cpufreq driver), its cpuidle state
+    names in order, and intel_idle's max_cstate (None without intel_idle)."""
+    cpu0 = sysfs.path(root, sysfs.SYS_CPU_DIR, "cpu0")
+    cstates = []
+    for index in range(CSTATE_COUNT):
+        name = sysfs.read_text(os.path.join(cpu0, "cpuidle", "state%d" % index, "name"))
+        if name:
+            cstates.append(name)
+    return {"governor": sysfs.read_text(os.path.join(cpu0, "cpufreq", "scaling_governor")),
+            "cstates": cstates,
+            "intel_idle_max_cstate": sysfs.read_text(
+                sysfs.path(root, "sys/module/intel_idle/parameters/max_cstate"))}
+
+
+def parse_meminfo(text):
+    """/proc/meminfo (or a node's meminfo without its ``Node N`` prefix) as {key: int}:
+    kB for sizes, a count for the HugePages_ lines. Lines of another shape are skipped."""
+    values = {}
+    for line in (text or "").splitlines():
+        match = _MEMINFO_RE.match(line.strip())
+        if match:
+            values[match.group(1)] = int(match.group(2))
+    return values
+
+
+def _read_pools(hugepages_dir):
+    pools = {}
+    for entry in sysfs.list_dir(hugepages_dir):
+        match = _HUGEPAGE_DIR_RE.match(entry)
+        if match:
+            pool_dir = os.path.join(hugepages_dir, entry)
+            pools[match.group(1)] = {key: sysfs.read_int(os.path.join(pool_dir, name), 0)
+                                     for key, name in _POOL_COUNTERS}
+    return dict(sorted(pools.items(), key=lambda item: int(item[0])))
+
+
+def read_memory(root="/"):
+    """/proc/meminfo and every node's hugepage pools: ``{"meminfo": {key: int},
+    "hugepages": {node: {size_kib: {"nr", "free", "surplus"}}}}`` with string keys (as
+    JSON keeps them). A kernel without NUMA keeps its pools in /sys/kernel/mm/hugepages:
+    they are node 0's."""
+    memory = {"meminfo": parse_meminfo(sysfs.read_text(sysfs.path(root, "proc/meminfo"))),
+              "hugepages": {}}
+    node_base = sysfs.path(root, sysfs.SYS_NODE_DIR)
+    if not os.path.isdir(node_base):
+        memory["hugepages"]["0"] = _read_pools(sysfs.path(root, "sys/kernel/mm/hugepages"))
+        return memory
+    nodes = sorted(int(match.group(1)) for match in map(_NODE_DIR_RE.match, sysfs.list_dir(node_base))
+                   if match)
+    for node in nodes:
+        memory["hugepages"][str(node)] = _read_pools(
+            os.path.join(node_base, "node%d" % node, "hugepages"))
+    return memory
+
+
+def pool_pages(memory, node, size_kib, counter="nr"):
+    """One counter of one pool from read_memory()'s answer; 0 for a pool the kernel lacks."""
+    pool = ((memory or {}).get("hugepages") or {}).get(str(node), {}).get(str(size_kib)) or {}
+    return int(pool.get(counter, 0))
+
+
+def read_devices(addresses, root="/"):
+    """Per PCI function (canonical address): whether it exists, its NUMA node (None when
+    the kernel knows none), SR-IOV counts and bound driver; None for what it lacks. Addresses are checked first, so a
+    hostile one never becomes a path."""
+    devices = {}
+    for index, address in enumerate(addresses or ()):
+        canonical = normalize_address(address, field="devices[%d]" % index)
+        dev_dir = sysfs.path(root, "sys/bus/pci/devices", canonical)
+        entry = {"present": os.path.isdir(dev_dir)}
+        for attribute in _DEVICE_INT_ATTRIBUTES:
+            entry[attribute] = sysfs.read_int(os.path.join(dev_dir, attribute))
+        if entry["numa_node"] is not None and entry["numa_node"] < 0:
+            entry["numa_node"] = None   # the kernel's -1: no node known, as pci.py says it
+        entry["driver"] = sysfs.link_name(root, os.path.join(dev_dir, "driver")) if entry["present"] else None
+        devices[canonical] = entry
+    return devices
+
+
+def read_tuned(root="/"):
+    """The profile tuned applies (what ``tuned-adm profile`` last selected, which tuned
+    keeps in /etc/tuned/active_profile and loads when it starts); None when unset."""
+    text = sysfs.read_text(sysfs.path(root, "etc/tuned/active_profile"))
+    return {"active_profile": text or None}
+
+
+def kernel_log_matches(lines, pattern):
+    """The kernel log lines ``pattern`` (a regular expression) finds, in order."""
+    try:
+        compiled = re.compile(pattern)
+    except (re.error, TypeError) as err:
+        raise GpuhostError("%r is not a regular expression: %s" % (pattern, err),
+                           field="kernel_log_pattern",
+                           fix="give a Python regular expression, such as 'BAR \\\\d+: (no space|failed)'") from None
+    return [line for line in lines if compiled.search(line)]
+
+
+def _rooted(root, path):
+    """``path`` (a host path) below ``root``: normalised first, so that ``/../x`` is /x of
+    the tree and never a file outside it."""
+    return posixpath.join(root or "/", posixpath.normpath("/" + path).lstrip("/"))
+
+
+def _mtime(path):
+    try:
+        return int(os.stat(path).st_mtime)
+    except OSError:
+        return None
+
+
+def input_mtimes(paths, root="/"):
+    """{path: whole-second mtime} of the inputs that exist (paths as the host names them)."""
+    found = {}
+    for path in paths:
+        mtime = _mtime(_rooted(root, path))
+        if mtime is not None:
+            found[path] = mtime
+    return found
+
+
+def check_image_pattern(pattern, field="initramfs_image_pattern"):
+    """An absolute path with one %s for the kernel version and no other % directive."""
+    if (not isinstance(pattern, str) or not pattern.startswith("/")
+            or pattern.count("%s") != 1 or pattern.replace("%s", "").count("%")):
+        raise GpuhostError("%r is not an image path pattern" % (pattern,), field=field,
+                           fix="give the absolute path with %s for the kernel version, "
+                               "such as /boot/initrd.img-%s")
+    return pattern
+
+
+def read_initramfs(inputs, image_pattern, root="/"):
+    """Whether every installed kernel's initramfs image holds the newest of ``inputs``
+    (files that end up in it). Both update-initramfs and dracut write the image under
+    another name and rename it, so a rebuild that was killed leaves the older image:
+    ``stale`` lists the images older than the newest input. A kernel is installed when
+    it has a /lib/modules directory; one without an image is skipped."""
+    check_image_pattern(image_pattern)
+    state = {"inputs": input_mtimes(inputs, root), "images": {}, "stale": []}
+    for version in sorted(sysfs.list_dir(_rooted(root, "lib/modules"))):
+        if not os.path.isdir(_rooted(root, "lib/modules/" + version)):
+            continue
+        image = image_pattern % version
+        mtime = _mtime(_rooted(root, image))
+        if mtime is not None:
+            state["images"][image] = mtime
+    if state["inputs"]:
+        newest = max(state["inputs"].values())
+        state["stale"] = sorted(path for path, mtime in state["images"].items() if mtime < newest)
+    return state
+
+
+def parse_unit_properties(text):
+    """``systemctl show -p ...`` output as {property: value}, only UNIT_PROPERTIES."""
+    properties = {}
+    for line in (text or "").splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name in UNIT_PROPERTIES:
+            properties[name] = value
+    return properties
+
+
+def _unix_time(value):
+    """Seconds from systemctl's ``--timestamp=unix`` form (``@1700000000``); None for a
+    state never entered (an empty value)."""
+    if not value:
+        return None
+    match = _UNIX_TIME_RE.match(value)
+    if not match:
+        raise GpuhostError("%r is not a systemd unix timestamp" % (value,), field="units",
+                           fix="this needs systemctl show --timestamp=unix (systemd 247 or "
+                               "later, as on RHEL 9 and Debian 12)")
+    return int(match.group(1))
+
+
+def unit_refresh(properties, inputs):
+    """What a unit needs so that it runs with its files as they are on disk, decided
+    from the host rather than from what the current run changed (a run killed between
+    writing the files and restarting leaves them unchanged for the next run):
+
+    - ``restart`` when the unit is active but entered that state before the newest
+      input was modified (whole seconds: an input written in the second the unit
+      started counts as applied);
+    - ``daemon_reload`` when systemd says the unit file changed since it was loaded.
+
+    ``properties``: parse_unit_properties()'s answer; ``inputs``: input_mtimes()'s."""
+    refresh = {"active": properties.get("ActiveState") == "active",
+               "enabled": properties.get("UnitFileState") == "enabled",
+               "daemon_reload": properties.get("NeedDaemonReload") == "yes",
+               "restart": False, "reasons": []}
+    if refresh["daemon_reload"]:
+        refresh["reasons"].append("systemd has not loaded the unit file on disk")
+    entered = _unix_time(properties.get("ActiveEnterTimestamp", ""))
+    if refresh["active"] and entered is not None:
+        newer = sorted(path for path, mtime in inputs.items() if mtime > entered)
+        if newer:
+            refresh["restart"] = True
+            refresh["reasons"].append("changed since the unit started: %s" % ", ".join(newer))
+    return refresh
+
+
+def vcpu_pins(pin_info):
+    """libvirt's ``vcpuPinInfo()`` (one tuple of booleans per vCPU, one boolean per host
+    CPU) as {vcpu: cpulist}, both strings as JSON keeps them."""
+    return {str(vcpu): format_cpulist([cpu for cpu, pinned in enumerate(cpus) if pinned])
+            for vcpu, cpus in enumerate(pin_info or ())}

@@ -1,0 +1,328 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: host_facts
+short_description: Read what the gpuhost.kvm roles need to know about a host, in one run
+version_added: 0.1.0
+description:
+  - Returns one fact, C(gpuhost_host), with the subsets named in O(gather), namely firmware
+    (IOMMU ACPI tables, kernel command line, ACS override), CPU power (governor,
+    C-states), memory (/proc/meminfo and every node's hugepage pools), PCI functions
+    (presence, NUMA node, SR-IOV counts, driver), matching kernel log lines, tuned's
+    profile, systemd units against the files they read, the initramfs images against
+    their inputs, and libvirt's running domains and vCPU pins.
+  - One module run replaces the roles' C(stat), C(slurp) and C(grep) reads. Under TCG
+    every task costs seconds, and parsing grep output breaks on the colons of PCI
+    addresses.
+  - Files are read below O(root); the journal, systemd and libvirt are asked only on the
+    live host (O(root=/)), and a recorded tree reports them as not read.
+  - The module only reads; it never changes the host.
+author:
+  - gpuhost.kvm contributors (@gpuhost)
+extends_documentation_fragment:
+  - gpuhost.kvm.root
+options:
+  gather:
+    description:
+      - The subsets to read. Each costs only its own reads.
+    type: list
+    elements: str
+    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt]
+    default: [firmware, cpu_power, memory]
+  devices:
+    description:
+      - PCI functions (V(0000:65:00.0), or without the domain) the C(devices) subset reads.
+    type: list
+    elements: str
+    default: []
+  kernel_log_pattern:
+    description:
+      - A Python regular expression; the C(kernel_log) subset returns the lines of this
+        boot's kernel log that it finds. Required with that subset.
+    type: str
+  kernel_log_file:
+    description:
+      - Read the kernel log from this file on the host instead of the journal (a host
+        without journald, or a saved C(dmesg)). The path is the controller's view of the
+        managed host, not below O(root).
+    type: path
+  units:
+    description:
+      - Systemd units the C(units) subset compares with the files they read.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The unit's name with its suffix.
+        type: str
+        required: true
+      inputs:
+        description: The files the unit applies (its unit file, configuration, scripts).
+        type: list
+        elements: path
+        default: []
+  initramfs_inputs:
+    description:
+      - Files that end up in the initramfs; the C(initramfs) subset lists the installed
+        kernels' images that are older than the newest of them.
+    type: list
+    elements: path
+    default: []
+  initramfs_image_pattern:
+    description:
+      - The image path with C(%s) for the kernel version (V(/boot/initrd.img-%s) on
+        Debian, V(/boot/initramfs-%s.img) on RHEL). Required with the C(initramfs) subset.
+    type: str
+  libvirt_uri:
+    description: The libvirt connection the C(libvirt) subset asks.
+    type: str
+    default: qemu:///system
+  domains:
+    description:
+      - Domains whose vCPU pins the C(libvirt) subset reads; a domain that is not
+        defined is reported as null.
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    support: full
+    description: The module never changes anything, so check mode runs it unchanged.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is nothing to diff.
+  facts:
+    support: full
+    description: Returns the C(gpuhost_host) fact and nothing else.
+requirements:
+  - libvirt-python, for the C(libvirt) subset only
+seealso:
+  - module: gpuhost.kvm.iommu_groups_facts
+"""
+
+EXAMPLES = r"""
+- name: Read the BIOS preflight's inputs
+  gpuhost.kvm.host_facts:
+    gather: [firmware, cpu_power, devices, kernel_log]
+    devices: ["0000:65:00.0"]
+    kernel_log_pattern: 'not enough MMIO|no space for \[mem'
+
+- name: Is the NUMA boot unit running with the files on disk?
+  gpuhost.kvm.host_facts:
+    gather: [units, tuned]
+    units:
+      - name: gpuhost-numa.service
+        inputs: [/etc/systemd/system/gpuhost-numa.service, /etc/gpuhost/numa.conf]
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The facts read.
+  returned: always
+  type: dict
+  contains:
+    gpuhost_host:
+      description: One key per gathered subset, plus C(gathered) and C(root).
+      type: dict
+      sample:
+        gathered: [firmware, memory]
+        root: /
+        firmware:
+          acpi_tables: [DMAR]
+          cmdline: BOOT_IMAGE=/vmlinuz intel_iommu=on iommu=pt
+          acs_override: []
+        memory:
+          meminfo: {MemTotal: 65536000, HugePages_Total: 1024}
+          hugepages: {"0": {"2048": {nr: 1024, free: 0, surplus: 0}}}
+        devices:
+          "0000:65:00.0": {present: true, numa_node: 0, sriov_totalvfs: null,
+                           sriov_numvfs: null, driver: vfio-pci}
+        kernel_log: {source: journal, matches: []}
+        tuned: {active_profile: virtual-host}
+        units:
+          gpuhost-numa.service: {read: true, active: true, enabled: true,
+                                 daemon_reload: false, restart: false, reasons: []}
+        initramfs: {inputs: {}, images: {}, stale: []}
+        libvirt: {read: true, error: null, running: [tenant-a],
+                  vcpu_pins: {tenant-a: {"0": "2", "1": "3"}}}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import host_facts
+from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+    ROOT_ARGUMENT_SPEC, argument_spec)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
+    libvirt, libvirt_error_text, open_connection)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import validate_tenant_name
+from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    absolute_path, unit_name)
+
+JOURNAL_KERNEL_LOG_ARGV = ["journalctl", "--dmesg", "--boot", "--no-pager", "--output=cat"]
+NOT_LIVE = "not read: root is a recorded tree, not the live host"
+LIBVIRT_NOT_LIVE = "libvirt is asked on the live host only (root is a recorded tree)"
+
+
+class HostFacts(object):
+    """Checks every option, then reads each gathered subset once."""
+
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.root = self.params["root"]
+        self.live = self.root in ("/", None)
+        self.facts = {"gathered": list(dict.fromkeys(self.params["gather"])), "root": self.root}
+
+    def check(self):
+        validate_root(self.root)
+        gather = self.params["gather"]
+        if "kernel_log" in gather and not self.params["kernel_log_pattern"]:
+            raise GpuhostError("the kernel_log subset needs a pattern", field="kernel_log_pattern",
+                               fix="give the regular expression of the lines to return")
+        if "initramfs" in gather:
+            host_facts.check_image_pattern(self.params["initramfs_image_pattern"])
+            for index, path in enumerate(self.params["initramfs_inputs"]):
+                absolute_path(path, "initramfs_inputs[%d]" % index)
+        for index, unit in enumerate(self.params["units"]):
+            unit_name(unit["name"], "units[%d].name" % index)
+            for number, path in enumerate(unit["inputs"]):
+                absolute_path(path, "units[%d].inputs[%d]" % (index, number))
+        for index, name in enumerate(self.params["domains"]):
+            validate_tenant_name(name, "domains[%d]" % index)
+
+    def run(self):
+        self.check()
+        readers = {
+            "firmware": lambda: host_facts.read_firmware(self.root),
+            "cpu_power": lambda: host_facts.read_cpu_power(self.root),
+            "memory": lambda: host_facts.read_memory(self.root),
+            "devices": lambda: host_facts.read_devices(self.params["devices"], self.root),
+            "kernel_log": self.read_kernel_log,
+            "tuned": lambda: host_facts.read_tuned(self.root),
+            "units": self.read_units,
+            "initramfs": lambda: host_facts.read_initramfs(
+                self.params["initramfs_inputs"], self.params["initramfs_image_pattern"], self.root),
+            "libvirt": self.read_libvirt,
+        }
+        for subset in self.facts["gathered"]:
+            self.facts[subset] = readers[subset]()
+
+    def run_checked(self, argv, what):
+        """stdout of argv (no shell, ``--`` where the tool takes positional names)."""
+        rc, out, err = self.module.run_command(argv)
+        if rc != 0:
+            raise GpuhostError("%s failed (%s): %s" % (what, " ".join(argv), (err or out).strip() or "rc=%d" % rc),
+                               field="gather", fix="run the command on the host to see why")
+        return out
+
+    def read_kernel_log(self):
+        pattern = self.params["kernel_log_pattern"]
+        path = self.params["kernel_log_file"]
+        if path:
+            try:
+                with open(path, "rb") as handle:
+                    lines = handle.read().decode("utf-8", "replace").splitlines()
+            except OSError as err:
+                raise GpuhostError("cannot read the kernel log %s: %s" % (path, err.strerror),
+                                   field="kernel_log_file",
+                                   fix="give a readable file, or leave it empty to read the journal") from None
+            source = path
+        elif not self.live:
+            return {"source": NOT_LIVE, "matches": []}
+        else:
+            lines = self.run_checked(JOURNAL_KERNEL_LOG_ARGV, "reading the kernel log").splitlines()
+            source = "journal"
+        return {"source": source, "matches": host_facts.kernel_log_matches(lines, pattern)}
+
+    def read_units(self):
+        units = {}
+        for unit in self.params["units"]:
+            if not self.live:
+                units[unit["name"]] = dict(host_facts.unit_refresh({}, {}), read=False)
+                continue
+            out = self.run_checked(
+                ["systemctl", "show", "--timestamp=unix", "-p", ",".join(host_facts.UNIT_PROPERTIES),
+                 "--", unit["name"]], "asking systemd for %s" % unit["name"])
+            units[unit["name"]] = dict(host_facts.unit_refresh(
+                host_facts.parse_unit_properties(out),
+                host_facts.input_mtimes(unit["inputs"], self.root)), read=True)
+        return units
+
+    def read_libvirt(self):
+        answer = {"read": False, "error": None, "running": [], "vcpu_pins": {}}
+        if not self.live:
+            answer["error"] = LIBVIRT_NOT_LIVE
+            return answer
+        try:
+            conn = open_connection(self.params["libvirt_uri"])
+        except GpuhostError as err:
+            # A report's input, not the module's failure: validate names it.
+            answer["error"] = "%s (%s)" % (err.msg, err.fix)
+            return answer
+        try:
+            answer["running"] = sorted(dom.name() for dom in conn.listAllDomains(
+                libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE))
+            for name in self.params["domains"]:
+                try:
+                    dom = conn.lookupByName(name)
+                except libvirt.libvirtError as err:
+                    if err.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                        raise
+                    answer["vcpu_pins"][name] = None
+                    continue
+                answer["vcpu_pins"][name] = host_facts.vcpu_pins(dom.vcpuPinInfo(0))
+        except libvirt.libvirtError as err:
+            answer["error"] = "libvirt at %s: %s" % (self.params["libvirt_uri"], libvirt_error_text(err))
+            return answer
+        finally:
+            conn.close()
+        answer["read"] = True
+        return answer
+
+    @property
+    def result(self):
+        return {"changed": False, "ansible_facts": {"gpuhost_host": self.facts}}
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=argument_spec(
+            ROOT_ARGUMENT_SPEC,
+            gather={"type": "list", "elements": "str", "choices": list(host_facts.GATHER_SUBSETS),
+                    "default": ["firmware", "cpu_power", "memory"]},
+            devices={"type": "list", "elements": "str", "default": []},
+            kernel_log_pattern={"type": "str"},
+            kernel_log_file={"type": "path"},
+            units={"type": "list", "elements": "dict", "default": [],
+                   "options": {"name": {"type": "str", "required": True},
+                               "inputs": {"type": "list", "elements": "path", "default": []}}},
+            initramfs_inputs={"type": "list", "elements": "path", "default": []},
+            initramfs_image_pattern={"type": "str"},
+            libvirt_uri={"type": "str", "default": "qemu:///system"},
+            domains={"type": "list", "elements": "str", "default": []},
+        ),
+        supports_check_mode=True,
+    )
+
+
+def main():
+    module = build_module()
+    facts = HostFacts(module)
+    try:
+        facts.run()
+    except GpuhostError as err:
+        # No partial fact: a failed read must not look like a host without the rest.
+        module.fail_json(**dict(changed=False, ansible_facts={}, **err.to_result()))
+    module.exit_json(**facts.result)
+
+
+if __name__ == "__main__":
+    main()
