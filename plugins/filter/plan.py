@@ -26,6 +26,7 @@ class FilterModule(object):
             "plan_markdown": plan_render.render_markdown,
             "plan_svg": plan_render.render_svg,
             "plan_html": plan_render.render_html,
+            "bios_findings": validation.bios_findings,
             "validate_iommu": validation.check_iommu,
             "validate_vfio": validation.check_vfio,
             "validate_numa": validation.check_numa,

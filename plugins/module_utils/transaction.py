@@ -907,19 +907,3 @@ def systemctl(module, *args, field="persistent", fix="check systemd on the host"
     if rc != 0:
         raise GpuhostError("systemctl %s failed: %s" % (" ".join(args), (err or out).strip()),
                            field=field, fix=fix)
-
-
-def run_host_change(module, worker):
-    """Run one host-changing module's worker and report it, in the one place that turns a
-    GpuhostError into fail_json for vfio_bind, sriov_vfs and irq_affinity.
-
-    A failed run reports ``changed`` only when its rollback failed too: a change that was
-    rolled back left the host as it found it.
-    """
-    try:
-        worker.run()
-    except GpuhostError as err:
-        failure = dict(worker.result, **err.to_result())
-        failure["changed"] = bool(err.details.get("rollback_failed"))
-        module.fail_json(**failure)
-    module.exit_json(**worker.result)

@@ -216,3 +216,36 @@ def report_markdown(data):
 
 def report_json(data):
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def bios_findings(report, require_iommu_table=True, fail_on_bar_errors=True, gpu_bar64_min_bytes=1):
+    """What stops the BIOS preflight, each with its fix (an empty list: nothing does).
+
+    ``report``: the bios role's ``gpuhost_bios_report`` (the tables, the ACS override
+    arguments, ``sriov_pfs`` PF -> sriov_totalvfs or None, the BAR error lines and each
+    planned GPU's 64-bit BAR bytes). All findings at once, so that one run shows an SRE
+    everything the firmware needs rather than one fix per run."""
+    findings = []
+    if require_iommu_table and not report.get("iommu_tables"):
+        findings.append("Neither the DMAR nor the IVRS ACPI table is present, so the firmware has the IOMMU "
+                        "off. Enable Intel VT-d (or AMD-Vi/IOMMU) in the BIOS (runbook section 1), or set "
+                        "bios_redfish_enabled with the vendor's attribute, then reboot.")
+    if report.get("acs_override"):
+        findings.append("%s is active. It tears down the isolation between devices of one IOMMU group "
+                        "(runbook section 13, \"the last resort\"). Remove it from the kernel command line "
+                        "and move the GPU to a slot with a clean group." % " ".join(report["acs_override"]))
+    for pf, total in sorted((report.get("sriov_pfs") or {}).items()):
+        if not total or int(total) <= 0:
+            findings.append("PF %s reports no SR-IOV VFs (sriov_totalvfs %s). Enable SR-IOV in the BIOS and in "
+                            "the NIC firmware (mlxconfig SRIOV_EN=1 NUM_OF_VFS=8 on mlx5), then reboot."
+                            % (pf, total if total is not None else "missing"))
+    bar_errors = report.get("bar_errors") or []
+    if fail_on_bar_errors and bar_errors:
+        findings.append("The kernel log shows BAR assignment failures: %s. Enable Above 4G Decoding (and "
+                        "Resizable BAR if offered) in the BIOS and keep the IOMMU on (runbook section 13). "
+                        "Set bios_fail_on_bar_errors=false to only report this." % " / ".join(bar_errors[:5]))
+    for gpu, assigned in sorted((report.get("gpu_bar64_bytes") or {}).items()):
+        if int(assigned or 0) < int(gpu_bar64_min_bytes):
+            findings.append("GPU %s has %s bytes of 64-bit prefetchable BARs assigned, less than %s. Enable "
+                            "Above 4G Decoding in the BIOS." % (gpu, assigned or 0, gpu_bar64_min_bytes))
+    return findings

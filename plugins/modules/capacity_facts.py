@@ -165,10 +165,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import (
     evaluate_host, host_capacity, validate_request)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import read_ledger
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology, topology_to_dict)
@@ -231,12 +231,7 @@ def build_module():
 
 def main():
     module = build_module()
-    facts = CapacityFacts(module)
-    try:
-        facts.run()
-    except GpuhostError as err:
-        module.fail_json(**dict(facts.result, **err.to_result()))
-    module.exit_json(**facts.result)
+    run_module(module, CapacityFacts(module))
 
 
 if __name__ == "__main__":

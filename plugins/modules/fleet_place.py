@@ -128,8 +128,8 @@ candidates:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import choose_host
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 
 
 class FleetPlace(object):
@@ -167,12 +167,7 @@ def build_module():
 
 def main():
     module = build_module()
-    place = FleetPlace(module)
-    try:
-        place.run()
-    except GpuhostError as err:
-        module.fail_json(**dict(place.result, **err.to_result()))
-    module.exit_json(**place.result)
+    run_module(module, FleetPlace(module))
 
 
 if __name__ == "__main__":

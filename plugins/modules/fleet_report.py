@@ -100,6 +100,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import (
     fleet_report, render_markdown, render_svg)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     HostWriter, describe_os_error)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
@@ -205,12 +206,7 @@ def build_module():
 
 def main():
     module = build_module()
-    report = FleetReport(module)
-    try:
-        report.run()
-    except GpuhostError as err:
-        module.fail_json(**dict(report.result, **err.to_result()))
-    module.exit_json(**report.result)
+    run_module(module, FleetReport(module))
 
 
 if __name__ == "__main__":

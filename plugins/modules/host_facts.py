@@ -26,6 +26,7 @@ author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
+  - gpuhost.kvm.read_only
 options:
   gather:
     description:
@@ -91,12 +92,6 @@ options:
     elements: str
     default: []
 attributes:
-  check_mode:
-    support: full
-    description: The module never changes anything, so check mode runs it unchanged.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to diff.
   facts:
     support: full
     description: Returns the C(gpuhost_host) fact and nothing else.
@@ -162,6 +157,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     libvirt, libvirt_error_text, open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import validate_tenant_name
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     absolute_path, unit_name)
@@ -291,6 +287,11 @@ class HostFacts(object):
     def result(self):
         return {"changed": False, "ansible_facts": {"gpuhost_host": self.facts}}
 
+    @property
+    def failed_result(self):
+        """No partial fact: a failed read must not look like a host without the rest."""
+        return {"changed": False, "ansible_facts": {}}
+
 
 def build_module():
     return AnsibleModule(
@@ -315,13 +316,7 @@ def build_module():
 
 def main():
     module = build_module()
-    facts = HostFacts(module)
-    try:
-        facts.run()
-    except GpuhostError as err:
-        # No partial fact: a failed read must not look like a host without the rest.
-        module.fail_json(**dict(changed=False, ansible_facts={}, **err.to_result()))
-    module.exit_json(**facts.result)
+    run_module(module, HostFacts(module))
 
 
 if __name__ == "__main__":

@@ -164,8 +164,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
     STATES, plan_host_files, validate_entries)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    HostWriter, run_host_change)
+    HostWriter)
 
 
 def build_module():
@@ -212,7 +213,7 @@ class HostFiles(object):
 
 def main():
     module = build_module()
-    run_host_change(module, HostFiles(module))
+    run_module(module, HostFiles(module), changes_host=True)
 
 
 if __name__ == "__main__":

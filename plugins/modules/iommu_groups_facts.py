@@ -30,6 +30,7 @@ author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
+  - gpuhost.kvm.read_only
 options:
   gpu_vendor:
     description:
@@ -38,12 +39,6 @@ options:
       - Groups, SR-IOV PFs and findings are reported in full whatever the filter.
     type: str
 attributes:
-  check_mode:
-    support: full
-    description: The module never changes anything, so check mode runs it unchanged.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to diff.
   facts:
     support: full
     description: Returns the C(gpuhost_iommu) fact and nothing else.
@@ -290,6 +285,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import (
     analyse_iommu, parse_gpu_vendor)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology)
@@ -368,12 +364,7 @@ def build_module():
 
 def main():
     module = build_module()
-    facts = IommuGroupsFacts(module)
-    try:
-        facts.run()
-    except GpuhostError as err:
-        module.fail_json(**dict(facts.result, **err.to_result()))
-    module.exit_json(**facts.result)
+    run_module(module, IommuGroupsFacts(module))
 
 
 if __name__ == "__main__":

@@ -208,10 +208,11 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning import (
     plan_forget, plan_persistence, plan_pins, select_irqs, validate_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
     format_for_version, plan_config, read_config)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_cpu_state, read_irqs, read_online_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, HostWriter, run_host_change, systemctl, systemctl_argv)
+    ChangeSet, HostWriter, systemctl, systemctl_argv)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import config_path
 
 
@@ -393,7 +394,7 @@ class IrqPinner(object):
 
 def main():
     module = build_module()
-    run_host_change(module, IrqPinner(module))
+    run_module(module, IrqPinner(module), changes_host=True)
 
 
 if __name__ == "__main__":

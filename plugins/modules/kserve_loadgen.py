@@ -247,8 +247,8 @@ samples_ms:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.kserve_loadgen import LoadRun
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 
 RUN_OPTIONS = ("url", "model", "model_version", "inputs", "outputs", "parameters", "concurrency", "duration_s",
                "requests", "warmup_s", "warmup_requests", "timeout_s", "connect_timeout_s", "batch_size",
@@ -324,16 +324,7 @@ class LoadGenerator(object):
 
 def main():
     module = build_module()
-    generator = LoadGenerator(module)
-    try:
-        generator.run()
-    except GpuhostError as err:
-        result = generator.result
-        result.update(err.to_result())
-        module.fail_json(**result)
-    if generator.failed:
-        module.fail_json(**generator.result)
-    module.exit_json(**generator.result)
+    run_module(module, LoadGenerator(module))
 
 
 if __name__ == "__main__":

@@ -549,6 +549,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt, libvirt_error_text,
     open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology, topology_from_dict)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
@@ -1203,14 +1204,7 @@ def main():
                          exception=LIBVIRT_IMPORT_ERROR)
     if not dx.HAS_LXML:
         module.fail_json(msg=missing_required_lib("lxml (python3-lxml)"))
-    runner = PinnedDomain(module)
-    try:
-        runner.run()
-    except GpuhostError as err:
-        result = runner.result
-        result.update(err.to_result())
-        module.fail_json(**result)
-    module.exit_json(**runner.result)
+    run_module(module, PinnedDomain(module))
 
 
 if __name__ == "__main__":

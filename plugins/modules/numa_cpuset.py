@@ -319,7 +319,6 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC,
     argument_spec,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
     EMULATOR_POLICIES,
     HUGEPAGE_CHECKS,
@@ -327,6 +326,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
     SMT_POLICIES,
     plan_placement,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
 
 
@@ -384,12 +384,7 @@ class NumaCpusetPlanner(object):
 
 def main():
     module = build_module()
-    planner = NumaCpusetPlanner(module)
-    try:
-        planner.run()
-    except GpuhostError as err:
-        module.fail_json(**dict(planner.result, **err.to_result()))
-    module.exit_json(**planner.result)
+    run_module(module, NumaCpusetPlanner(module))
 
 
 if __name__ == "__main__":

@@ -209,10 +209,11 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     CHANGE_VF_COUNT, check_vf_count_change, read_module_context,
     running_domain_devices_or_skip)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sriov import (
     UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, plan_persistence, plan_sriov)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    HostWriter, run_host_change, systemctl)
+    HostWriter, systemctl)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import VFIO_PCI, prepend_modprobe
 
 
@@ -324,7 +325,7 @@ class SriovConfigurator(object):
 
 def main():
     module = build_module()
-    run_host_change(module, SriovConfigurator(module))
+    run_module(module, SriovConfigurator(module), changes_host=True)
 
 
 if __name__ == "__main__":

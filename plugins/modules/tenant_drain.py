@@ -242,6 +242,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     DEFAULT_URI, HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt,
     libvirt_error_text, open_connection)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     ChangeSet, ChangeSetError, HostWriter)
 
@@ -535,12 +536,7 @@ def main():
     if not HAS_LIBVIRT and module.params["uri"] != DEFAULT_URI:
         module.fail_json(msg=missing_required_lib(LIBVIRT_REQUIREMENT),
                          exception=LIBVIRT_IMPORT_ERROR)
-    runner = TenantDrain(module)
-    try:
-        runner.run()
-    except GpuhostError as err:
-        module.fail_json(**dict(runner.result, **err.to_result()))
-    module.exit_json(**runner.result)
+    run_module(module, TenantDrain(module))
 
 
 if __name__ == "__main__":

@@ -158,13 +158,12 @@ ledger:
 """
 
 import os
-import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.plan_render import layout_from_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
 
 
@@ -205,6 +204,8 @@ class TenantLedger:
     def __init__(self, module):
         self.module = module
         self.params = module.params
+        # An OSError the ledger code did not name (a disk that fills up mid-write).
+        self.os_error_message = "cannot update the allocation ledger %s: %%s" % module.params["path"]
         self.changed = False
         self.plan = {}
         self.layout = {}
@@ -269,16 +270,7 @@ class TenantLedger:
 
 def main():
     module = build_module()
-    ledger = TenantLedger(module)
-    try:
-        ledger.run()
-    except GpuhostError as err:
-        module.fail_json(**dict(ledger.result, **err.to_result()))
-    except OSError as err:
-        module.fail_json(msg="cannot update the allocation ledger %s: %s"
-                         % (module.params["path"], err),
-                         exception=traceback.format_exc(), **ledger.result)
-    module.exit_json(**ledger.result)
+    run_module(module, TenantLedger(module))
 
 
 if __name__ == "__main__":

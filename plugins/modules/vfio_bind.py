@@ -243,8 +243,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     read_context, running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    HostWriter, run_host_change)
+    HostWriter)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
     OVERRIDES, current_driver, plan_vfio, prepend_modprobe, select_devices)
 
@@ -338,7 +339,7 @@ class VfioBinder(object):
 
 def main():
     module = build_module()
-    run_host_change(module, VfioBinder(module))
+    run_module(module, VfioBinder(module), changes_host=True)
 
 
 if __name__ == "__main__":

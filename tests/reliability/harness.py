@@ -29,7 +29,7 @@ from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import run_host_change
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     capacity_facts, fleet_place, fleet_report, host_facts, iommu_groups_facts, irq_affinity,
     kserve_loadgen, libvirt_pinned_domain, numa_cpuset, sriov_vfs, tenant_ledger, vfio_bind)
@@ -404,28 +404,29 @@ class _Replay:
 
     @property
     def result(self):
-        return self.worker.result
+        return self.worker.result if self.worker is not None else {}
+
+    @property
+    def failed_result(self):
+        return getattr(self.worker, "failed_result", None)
 
     def run(self):
         raise self.error
 
 
 def _failure_result(target, worker, error):
-    """The dict the module's main() hands to fail_json for ``error``. Modules whose main()
-    is transaction.run_host_change get it from that very function (a refusal or a
-    rolled-back run says changed=false there, whatever the worker planned); the others'
-    main()s pass the worker's ``result`` updated with the error's keys."""
+    """The dict the module's main() hands to fail_json for ``error``, from the very
+    function every main() reports through (runner.run_module): a host-changing module
+    (``changes_host=True``) says changed=false for a refusal or a rolled-back run,
+    whatever the worker planned."""
     # Each target is named after its module file (imported above under that name).
     main = getattr(sys.modules["ansible_collections.gpuhost.kvm.plugins.modules." + target], "main")
-    if "run_host_change(" in inspect.getsource(main):
-        try:
-            run_host_change(_ReportingModule(), _Replay(worker, error))
-        except _Reported as reported:
-            return reported.result
-        raise AssertionError("run_host_change reported nothing")
-    result = dict(worker.result) if worker is not None else {}
-    result.update(error.to_result())
-    return result
+    try:
+        run_module(_ReportingModule(), _Replay(worker, error),
+                   changes_host="changes_host=True" in inspect.getsource(main))
+    except _Reported as reported:
+        return reported.result
+    raise AssertionError("run_module reported nothing")
 
 
 def run_module_refusal(host, target, args, check_mode=False):

@@ -1,0 +1,44 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one main() body of every gpuhost.kvm module, in the shape of community.general's
+``ModuleHelper.run`` without its VarDict: the module builds its AnsibleModule and its
+worker, and this runs the worker and reports it.
+
+A worker has ``run()`` and a ``result`` property (the result so far, which a failure
+reports too). Optional:
+
+- ``failed_result``: what a failed run reports instead of ``result`` (a facts module
+  returns no partial fact, so that a failed read never looks like a host without the rest);
+- ``failed``: true when the run completed but the module must fail (a gate that was not
+  met reports its whole result as a failure);
+- ``os_error_message``: a format with one ``%s``; when set, an OSError the worker did not
+  turn into a GpuhostError is reported with it and its traceback instead of crashing.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+
+def run_module(module, worker, changes_host=False):
+    """Run ``worker`` and exit ``module`` with its result, or fail with the error's field
+    and fix. ``changes_host``: a failed run reports ``changed`` only when its rollback
+    failed too, since a change that was rolled back left the host as it found it."""
+    try:
+        worker.run()
+    except GpuhostError as err:
+        failure = dict(getattr(worker, "failed_result", None) or worker.result, **err.to_result())
+        if changes_host:
+            failure["changed"] = bool(err.details.get("rollback_failed"))
+        module.fail_json(**failure)
+    except OSError as err:
+        message = getattr(worker, "os_error_message", None)
+        if not message:
+            raise
+        module.fail_json(**dict(worker.result, msg=message % err, exception=traceback.format_exc()))
+    if getattr(worker, "failed", False):
+        module.fail_json(**worker.result)
+    module.exit_json(**worker.result)

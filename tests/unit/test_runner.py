@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""runner.run_module, the one main() body of every module: what a run, a refusal, a
+rolled-back change, a gate and an unexpected OSError report."""
+
+import ast
+import glob
+import os
+
+import pytest
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+
+MODULES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "plugins", "modules")
+
+
+class Reported(Exception):
+    def __init__(self, kind, result):
+        super().__init__(kind)
+        self.kind, self.result = kind, result
+
+
+class Module:
+    def fail_json(self, **result):
+        raise Reported("fail", result)
+
+    def exit_json(self, **result):
+        raise Reported("exit", result)
+
+
+class Worker:
+    def __init__(self, error=None, result=None, **extra):
+        self.error = error
+        self._result = result if result is not None else {"changed": True, "planned": ["x"]}
+        for name, value in extra.items():
+            setattr(self, name, value)
+
+    @property
+    def result(self):
+        return dict(self._result)
+
+    def run(self):
+        if self.error is not None:
+            raise self.error
+
+
+def _report(worker, **kwargs):
+    with pytest.raises(Reported) as reported:
+        run_module(Module(), worker, **kwargs)
+    return reported.value.kind, reported.value.result
+
+
+def test_a_run_exits_with_the_workers_result():
+    assert _report(Worker()) == ("exit", {"changed": True, "planned": ["x"]})
+
+
+def test_a_refusal_keeps_the_result_and_adds_the_field_and_the_fix():
+    kind, result = _report(Worker(GpuhostError("bad cpu 999", field="cpus", fix="give a host CPU")))
+    assert kind == "fail" and result["field"] == "cpus" and "give a host CPU" in result["msg"]
+    assert result["planned"] == ["x"] and result["changed"] is True
+
+
+@pytest.mark.parametrize("rollback_failed, changed", [(False, False), (True, True)])
+def test_a_host_change_that_failed_is_changed_only_when_its_rollback_failed(rollback_failed, changed):
+    error = GpuhostError("write failed", field="path", fix="free space",
+                         details={"rollback_failed": True} if rollback_failed else {})
+    kind, result = _report(Worker(error), changes_host=True)
+    assert kind == "fail" and result["changed"] is changed
+
+
+def test_a_facts_worker_reports_no_partial_fact_when_it_fails():
+    worker = Worker(GpuhostError("no", field="root", fix="fix"), result={"ansible_facts": {"x": {"half": 1}}},
+                    failed_result={"changed": False, "ansible_facts": {}})
+    kind, result = _report(worker)
+    assert kind == "fail" and result["ansible_facts"] == {} and result["field"] == "root"
+
+
+def test_a_gate_that_was_not_met_fails_with_the_whole_result():
+    kind, result = _report(Worker(result={"changed": False, "msg": "P99 over target"}, failed=True))
+    assert kind == "fail" and result == {"changed": False, "msg": "P99 over target"}
+
+
+def test_an_oserror_is_reported_with_the_workers_message_and_traceback():
+    worker = Worker(OSError(28, "No space left on device"), os_error_message="cannot update the ledger /l: %s")
+    kind, result = _report(worker)
+    assert kind == "fail" and result["msg"].startswith("cannot update the ledger /l: [Errno 28] No space left")
+    assert "Traceback" in result["exception"]
+
+
+def test_an_oserror_without_a_message_is_not_hidden():
+    with pytest.raises(OSError):
+        run_module(Module(), Worker(OSError(5, "I/O error")))
+
+
+def test_every_module_reports_through_run_module():
+    """No copied try/except main(): each main() builds its module and calls run_module."""
+    for path in sorted(glob.glob(os.path.join(MODULES, "*.py"))):
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        main = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "main"]
+        assert main, path
+        calls = [node.func.id for node in ast.walk(main[0])
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
+        assert "run_module" in calls, "%s: main() does not call run_module" % path
+        assert not any(isinstance(node, ast.Try) for node in ast.walk(main[0])), "%s: main() has its own try" % path
