@@ -289,16 +289,18 @@ def known_managed_names(writer):
         return frozenset()
 
 
-def add_managed_record(changes, writer, plan, irqs):
+def add_managed_record(changes, writer, plans, irqs):
     """A last step: store the action names of the IRQs that refused their pin (EIO), so
     that check mode, validate.yml on its own included, can tell a kernel-managed IRQ from
-    one out of place (IRQ numbers move between boots, names do not). Returns a list that
-    holds True once the step changed the file."""
+    one out of place (IRQ numbers move between boots, names do not). ``plans``: one
+    PinPlan or several (one per group of a run), recorded in one write. Returns a list
+    that holds True once the step changed the file."""
+    plans = [plans] if isinstance(plans, PinPlan) else list(plans)
     wrote = []
     record = {"undo": {}}
 
     def apply():
-        names = {irqs[str(n)].name for n in plan.skipped_managed
+        names = {irqs[str(n)].name for plan in plans for n in plan.skipped_managed
                  if str(n) in irqs and irqs[str(n)].name}
         if not names:
             return
@@ -343,14 +345,12 @@ def unit_text():
             "WantedBy=multi-user.target\n") % (CONFIG_FILE, CONFIG_FILE, HELPER, WATCH_SECONDS)
 
 
-def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
-    """Store ``rule`` and put the re-apply paths in place; returns whether the stored
-    pins changed (irqbalance's policy script answers from them)."""
-    stored = read_config(writer)
-    # In place: one task per NUMA node each stores its rule, and moving a rule to the end
+def _merge_rule(stored_rules, rule):
+    """The stored rules with ``rule`` in place of the one it replaces (else at the end)."""
+    # In place: one task per NUMA node each stored its rule, and moving a rule to the end
     # rewrote the file (and restarted irqbalance) on every run of every node's task.
     rules = []
-    for data in stored["rules"]:
+    for data in stored_rules:
         if rule.replaces(IrqRule.from_dict(data)):
             if rule.to_dict() not in rules:
                 rules.append(rule.to_dict())
@@ -358,7 +358,23 @@ def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
             rules.append(data)
     if rule.to_dict() not in rules:
         rules.append(rule.to_dict())
-    config_changed = changes.put_state(writer, CONFIG, stored, dict(stored, rules=rules))
+    return rules
+
+
+def plan_persistence(changes, writer, rules, interpreter="/usr/bin/python3", forget=()):
+    """Store ``rules`` (one IrqRule or several), drop the stored pins named in ``forget``,
+    and, when there is a rule to store, put the re-apply paths in place; one read and at
+    most one write of the stored pins whatever the number of rules. Returns whether the
+    stored pins changed (irqbalance's policy script answers from them)."""
+    rules = [rules] if isinstance(rules, IrqRule) else list(rules)
+    forget = [forget] if isinstance(forget, str) else list(forget)
+    stored = read_config(writer)
+    kept = [data for data in stored["rules"] if not (forget and data.get("name") in forget)]
+    for rule in rules:
+        kept = _merge_rule(kept, rule)
+    config_changed = changes.put_state(writer, CONFIG, stored, dict(stored, rules=kept))
+    if not rules:
+        return config_changed
     module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning"
     policy_module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy"
     changes.put_file(writer, HELPER, wrapper_script(module, "reapply_main",
@@ -378,12 +394,11 @@ def plan_persistence(changes, writer, rule, interpreter="/usr/bin/python3"):
     return config_changed
 
 
-def plan_forget(changes, writer, name):
-    """Drop the stored pin called ``name``; returns whether the stored pins changed. The
-    IRQs it covered keep their affinity until irqbalance or a later pin moves them."""
-    stored = read_config(writer)
-    kept = [data for data in stored["rules"] if data.get("name") != name]
-    return changes.put_state(writer, CONFIG, stored, dict(stored, rules=kept))
+def plan_forget(changes, writer, names):
+    """Drop the stored pins called ``names`` (one name or several); returns whether the
+    stored pins changed. The IRQs they covered keep their affinity until irqbalance or a
+    later pin moves them."""
+    return plan_persistence(changes, writer, (), forget=names)
 
 
 # -- re-apply --------------------------------------------------------------------------

@@ -41,7 +41,7 @@ options:
   cpus:
     description:
       - The CPUs (cpulist, e.g. C(0-1,32-33)) the IRQs may run on; all online.
-      - Required with O(state=present).
+      - Required with O(state=present), unless O(groups) is given.
     type: str
   name_regex:
     description:
@@ -66,6 +66,43 @@ options:
         same selectors.
       - Required with O(state=absent).
     type: str
+  groups:
+    description:
+      - Several pinnings in one run, one per NUMA node for instance, instead of one
+        task per node (under TCG each module run costs seconds). Mutually exclusive with
+        O(state), O(cpus), O(name_regex), O(pci_devices), O(irqs) and O(persist_as).
+      - Every group is planned first, from one read of C(/proc/interrupts) and sysfs;
+        a device listed in two groups, or two groups with the same C(persist_as), is
+        refused before anything changes. Then every group is applied, or, when a step
+        fails, every group is rolled back.
+      - The irqbalance options and O(persistent) apply once to the whole run; the
+        stored pins are read and written once, each group keeping its own entry (by
+        C(persist_as)), exactly as one task per group would.
+      - At most 1024 groups (the kernel's largest number of NUMA nodes).
+      - An empty list pins nothing; the irqbalance options still apply.
+    type: list
+    elements: dict
+    suboptions:
+      state:
+        description:
+          - C(present) pins the group's IRQs to its O(groups[].cpus); C(absent) forgets
+            the stored pin named O(groups[].persist_as), as O(state=absent) does.
+        type: str
+        choices: [present, absent]
+        default: present
+      pci_devices:
+        description: Select the MSI/MSI-X IRQs of these PCI functions; each in one group only.
+        type: list
+        elements: str
+        default: []
+      cpus:
+        description: The CPUs (a cpulist) the group's IRQs may run on; required with C(state=present).
+        type: str
+      persist_as:
+        description:
+          - As O(persist_as), for this group; required with C(state=absent), unique
+            among the groups.
+        type: str
   irqbalance_banned_cpus:
     description:
       - Ban these CPUs (a cpulist, normally the tenant CPUs) in irqbalance's config. The
@@ -107,7 +144,7 @@ notes:
   - Only the write tells a kernel-managed IRQ apart (it fails with EIO). A real run with
     O(persistent=true) stores the action names of those IRQs, and check mode reports them
     in RV(skipped_managed); before any such run, check mode lists them as changing.
-  - Runs at once (one task per NUMA node, two onboardings) share
+  - Runs at once (two onboardings, or one task per NUMA node without O(groups)) share
     C(/etc/gpuhost/irq-affinity.json) safely. Each takes the flock of
     C(/etc/gpuhost/irq-affinity.json.lock), reads the file again under it and changes
     only its own rule (by O(persist_as), else by its selectors) and kernel-managed names,
@@ -143,6 +180,17 @@ EXAMPLES = r"""
       - "0000:01:00.0"
     cpus: "0-1"
 
+- name: One run for every NUMA node; node 1 has no device left and forgets its pin
+  gpuhost.kvm.irq_affinity:
+    groups:
+      - pci_devices: ["0000:01:00.0", "0000:41:00.0"]
+        cpus: "0-1,32-33"
+        persist_as: sriov_irq node 0
+      - state: absent
+        persist_as: sriov_irq node 1
+    irqbalance_banned_cpus: "2-31,34-63"
+    persistent: true
+
 - name: Stop re-applying node 1's stored pin (its last tenant left)
   gpuhost.kvm.irq_affinity:
     state: absent
@@ -169,6 +217,36 @@ previous:
   description: IRQ number -> smp_affinity_list before the run, for the changed ones.
   returned: always
   type: dict
+groups:
+  description:
+    - Per group, in the order given (one entry, for the single-group options, without
+      O(groups)); the top-level RV(selected), RV(changed_irqs) and RV(skipped_managed)
+      are the union of the groups'.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    persist_as:
+      description: The group's O(groups[].persist_as), or null.
+      type: str
+    state:
+      description: C(present) or C(absent).
+      type: str
+    cpus:
+      description: The group's CPUs as a cpulist; null with C(state=absent).
+      type: str
+    selected:
+      description: IRQ numbers the group's selectors cover.
+      type: list
+      elements: int
+    changed_irqs:
+      description: The group's IRQs whose affinity was written (in check mode, would be).
+      type: list
+      elements: int
+    skipped_managed:
+      description: The group's kernel-managed IRQs.
+      type: list
+      elements: int
 irqbalance_banned_cpus:
   description: The ban list written (asked CPUs plus isolcpus and nohz_full), as a cpulist.
   returned: when O(irqbalance_banned_cpus) is given
@@ -197,6 +275,7 @@ field:
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.validation import check_required_if
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
@@ -205,7 +284,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning import (
     POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, add_managed_record, build_rule, known_managed_names,
-    plan_forget, plan_persistence, plan_pins, select_irqs, validate_cpus)
+    plan_persistence, plan_pins, select_irqs, validate_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
     format_for_version, plan_config, read_config)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
@@ -216,6 +295,14 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import config_path
 
 
+# Linux's MAX_NUMNODES at its largest (CONFIG_NODES_SHIFT=10): one group per node.
+MAX_GROUPS = 1024
+SINGLE_GROUP_OPTIONS = ("state", "cpus", "name_regex", "pci_devices", "irqs", "persist_as")
+SINGLE_REQUIRED_IF = [("state", "present", ["cpus"]),
+                      ("state", "present", ["name_regex", "pci_devices", "irqs"], True),
+                      ("state", "absent", ["persist_as"])]
+
+
 def build_module():
     spec = argument_spec(
         ROOT_ARGUMENT_SPEC,
@@ -224,6 +311,12 @@ def build_module():
         name_regex=dict(type="str"),
         pci_devices=dict(type="list", elements="str"),
         irqs=dict(type="list", elements="int"),
+        groups=dict(type="list", elements="dict", options=dict(
+            pci_devices=dict(type="list", elements="str", default=[]),
+            cpus=dict(type="str"),
+            persist_as=dict(type="str"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        ), required_if=[("state", "present", ["cpus"]), ("state", "absent", ["persist_as"])]),
         irqbalance_banned_cpus=dict(type="str"),
         irqbalance_config=dict(type="path", default="/etc/sysconfig/irqbalance"),
         irqbalance_format=dict(type="str", choices=["auto", "cpulist", "mask"],
@@ -231,22 +324,102 @@ def build_module():
         persistent=dict(type="bool", default=False),
         persist_as=dict(type="str"),
     )
-    return AnsibleModule(argument_spec=spec, supports_check_mode=True,
-                         required_if=[("state", "present", ["cpus"]),
-                                      ("state", "present", ["name_regex", "pci_devices", "irqs"],
-                                       True),
-                                      ("state", "absent", ["persist_as"])])
+    # The argument spec checks required_if after it sets state's default: with groups,
+    # the single-group requirements are checked here instead, only without groups.
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
+                           mutually_exclusive=[["groups", name]
+                                               for name in SINGLE_GROUP_OPTIONS])
+    if module.params["groups"] is None:
+        try:
+            check_required_if(SINGLE_REQUIRED_IF, {key: value for key, value
+                                                   in module.params.items()
+                                                   if value is not None})
+        except TypeError as err:
+            module.fail_json(msg=str(err))
+    return module
+
+
+def _in_group(index, func, *args):
+    """Call ``func``; a refusal names the group's option (groups[1].cpus)."""
+    try:
+        return func(*args)
+    except GpuhostError as err:
+        raise GpuhostError(err.msg, field="groups[%d].%s" % (index, err.field or "pci_devices"),
+                           fix=err.fix, details=err.details) from err
+
+
+class Group(object):
+    """One pinning of a run: the single-group options, or one entry of groups."""
+
+    def __init__(self, index, state, persist_as, rule=None):
+        self.index = index                  # None: the single-group options
+        self.present = state == "present"
+        self.persist_as = persist_as or None
+        self.rule = rule
+        self.pins = None
+
+    def call(self, func, *args):
+        if self.index is None:
+            return func(*args)
+        return _in_group(self.index, func, *args)
+
+    def result(self, check):
+        pins = self.pins
+        changed = (pins.to_change if check else pins.changed_irqs) if pins else []
+        return {"persist_as": self.persist_as,
+                "state": "present" if self.present else "absent",
+                "cpus": format_cpulist(self.rule.cpus) if self.rule else None,
+                "selected": pins.selected if pins else [],
+                "changed_irqs": sorted(changed),
+                "skipped_managed": sorted(pins.skipped_managed) if pins else []}
+
+
+def parse_groups(params):
+    """The run's groups, each rule built and checked, and no device in two groups."""
+    if params["groups"] is None:
+        rule = None
+        if params["state"] == "present":
+            rule = build_rule(params["cpus"], params["name_regex"], params["pci_devices"],
+                              params["irqs"], params["persist_as"])
+        return [Group(None, params["state"], params["persist_as"], rule)]
+    if len(params["groups"]) > MAX_GROUPS:
+        raise GpuhostError("%d groups, more than %d (one per NUMA node)"
+                           % (len(params["groups"]), MAX_GROUPS), field="groups",
+                           fix="give one group per NUMA node")
+    groups, owners, names = [], {}, {}
+    for index, entry in enumerate(params["groups"]):
+        group = Group(index, entry["state"], entry["persist_as"])
+        if group.persist_as is not None:
+            if group.persist_as in names:
+                raise GpuhostError(
+                    "%r is also the persist_as of groups[%d]" % (group.persist_as,
+                                                                names[group.persist_as]),
+                    field="groups[%d].persist_as" % index,
+                    fix="give each group its own persist_as (one per NUMA node)")
+            names[group.persist_as] = index
+        if group.present:
+            group.rule = group.call(build_rule, entry["cpus"], None, entry["pci_devices"],
+                                    None, entry["persist_as"])
+            for address in group.rule.pci_devices:
+                if address in owners:
+                    raise GpuhostError(
+                        "%s is also in groups[%d].pci_devices" % (address, owners[address]),
+                        field="groups[%d].pci_devices" % index,
+                        fix="list each device in one group only, the one of its NUMA node")
+                owners[address] = index
+        groups.append(group)
+    return groups
 
 
 class IrqPinner(object):
-    """Plans and applies one irq_affinity task."""
+    """Plans and applies one irq_affinity task: every group in one change set."""
 
     def __init__(self, module, writer=None):
         self.module = module
         self.params = module.params
         self.writer = writer or HostWriter(self.params["root"])
         self.live = self.params["root"] in ("/", None)
-        self.pins = None
+        self.groups = []
         self.changes = None
         self.recorded_managed = []
         self.setup_steps = 0
@@ -300,7 +473,6 @@ class IrqPinner(object):
     def run(self):
         params = self.params
         root = params["root"]
-        present = params["state"] == "present"
         check = self.module.check_mode
         # The shared validator, as for every config path: absolute, plain, and a file
         # when it is there (irq_affinity writes a missing one).
@@ -317,22 +489,26 @@ class IrqPinner(object):
         if params["irqbalance_banned_cpus"] is not None:
             banned_wanted = parse_cpulist(params["irqbalance_banned_cpus"],
                                           field="irqbalance_banned_cpus")
-        rule = irqs = None
+        groups = self.groups = parse_groups(params)
+        present = [group for group in groups if group.present]
+        irqs = None
         if present:
-            rule = build_rule(params["cpus"], params["name_regex"], params["pci_devices"],
-                              params["irqs"], params["persist_as"])
-            validate_cpus(rule, cpu_state.online)
+            # One read of /proc/interrupts and of the stored managed names for every group.
+            for group in present:
+                group.call(validate_cpus, group.rule, cpu_state.online)
             irqs = read_irqs(root)
-            numbers = select_irqs(root, irqs, rule, strict=True)
-            self.pins = plan_pins(self.writer, irqs, numbers, rule.cpus,
-                                  known_managed_names(self.writer) if check else ())
+            known = known_managed_names(self.writer) if check else ()
+            for group in present:
+                numbers = group.call(select_irqs, root, irqs, group.rule, True)
+                group.pins = plan_pins(self.writer, irqs, numbers, group.rule.cpus, known)
         # irqbalance's config, the stored pins and its restart come before the pins: a
         # pin written while the old irqbalance still runs can be moved again before the
         # restart makes it ask the policy script.
         changes = self.changes = ChangeSet()
         if banned_wanted is not None:
             wanted = banned_wanted
-            overlap = sorted(set(wanted) & set(rule.cpus if rule else ()))
+            pinned_cpus = set(cpu for group in present for cpu in group.rule.cpus)
+            overlap = sorted(set(wanted) & pinned_cpus)
             if overlap:
                 raise GpuhostError(
                     "CPU(s) %s are both in cpus and in irqbalance_banned_cpus"
@@ -342,14 +518,18 @@ class IrqPinner(object):
                 changes, self.writer, params["irqbalance_config"], wanted, cpu_state,
                 self._irqbalance_format(),
                 policy_script=POLICY_SCRIPT if params["persistent"] else None)
+        # One read and at most one write of the stored pins for every group: those
+        # present store their rule (with persistent), those absent forget theirs.
+        forget = [group.persist_as for group in groups if not group.present]
+        stored = [group.rule for group in present] if params["persistent"] else []
         pins_changed = False
-        if not present:
-            pins_changed = plan_forget(changes, self.writer, params["persist_as"])
-        elif params["persistent"]:
+        if stored or forget:
             files_before = len(changes.files)
-            pins_changed = plan_persistence(changes, self.writer, rule, sys.executable)
-            unit_changed = any(f.path == UNIT_FILE for f in changes.files[files_before:])
-            self._plan_unit_enabled(changes, unit_changed)
+            pins_changed = plan_persistence(changes, self.writer, stored, sys.executable,
+                                            forget=forget)
+            if stored:
+                unit_changed = any(f.path == UNIT_FILE for f in changes.files[files_before:])
+                self._plan_unit_enabled(changes, unit_changed)
         # irqbalance asks its policy script about each IRQ when it starts: changed stored
         # pins reach it only through a restart.
         if self.irqbalance_changed or (pins_changed and self._irqbalance_asks_policy()):
@@ -361,27 +541,34 @@ class IrqPinner(object):
             else:
                 self.skipped.append("systemctl try-restart irqbalance (root is not /)")
         self.setup_steps = len(changes)
-        if present:
-            changes.extend(self.pins.changes)
-            if params["persistent"] and self.pins.to_change and not check:
-                self.recorded_managed = add_managed_record(changes, self.writer, self.pins,
-                                                           irqs)
+        plans = [group.pins for group in present]
+        for plan in plans:
+            changes.extend(plan.changes)
+        if params["persistent"] and any(plan.to_change for plan in plans) and not check:
+            self.recorded_managed = add_managed_record(changes, self.writer, plans, irqs)
         if check or not changes:
             return
+        # All or nothing: a failure in any group undoes every group's pins and files.
         changes.apply()
 
     @property
     def result(self):
-        pins = self.pins
         check = self.module.check_mode
-        changed_irqs = (pins.to_change if check else pins.changed_irqs) if pins else []
+        groups = [group.result(check) for group in self.groups]
+        changed_irqs = sorted(n for group in groups for n in group["changed_irqs"])
+        previous = {}
+        for group in self.groups:
+            if group.pins:
+                previous.update(group.pins.previous)
         changes = self.changes
         # A pin step can end as a kernel-managed IRQ, left alone: not a change.
         result = {"changed": bool(changed_irqs or self.setup_steps or self.recorded_managed),
-                  "selected": pins.selected if pins else [],
+                  "selected": sorted(n for group in groups for n in group["selected"]),
                   "changed_irqs": changed_irqs,
-                  "skipped_managed": pins.skipped_managed if pins else [],
-                  "previous": {str(n): pins.previous[n] for n in changed_irqs} if pins else {},
+                  "skipped_managed": sorted(n for group in groups
+                                            for n in group["skipped_managed"]),
+                  "previous": {str(n): previous[n] for n in changed_irqs},
+                  "groups": groups,
                   "irqbalance_restarted": self.restarted,
                   "steps": changes.descriptions if changes is not None else [],
                   "skipped_actions": self.skipped}
