@@ -23,6 +23,7 @@ class FilterModule(object):
             "plan_vf_pfs": plan_query.vf_pfs,
             "plan_tenant_summary": plan_query.tenant_summary,
             "plan_irq_groups": plan_query.irq_groups,
+            "plan_irq_affinity_groups": plan_query.irq_affinity_groups,
             "plan_markdown": plan_render.render_markdown,
             "plan_svg": plan_render.render_svg,
             "plan_html": plan_render.render_html,

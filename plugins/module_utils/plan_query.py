@@ -209,3 +209,28 @@ def irq_groups(plan, layout, host_devices=None, with_passthrough=True):
         rows.append({"node": node, "cpus": housekeeping[node], "devices": host + guest,
                      "host": host, "guest": guest})
     return rows
+
+
+def irq_affinity_groups(rows, exclude=None, persist_as_prefix=None, drop_empty=False):
+    """The ``groups`` option of irq_affinity from ``irq_groups`` rows: every node in one
+    module run instead of one run per node.
+
+    ``exclude``: functions to leave out of each group's devices (check mode's VFs not
+    created yet, planned functions the host lacks). ``persist_as_prefix``: name each
+    group's stored pin prefix + node; a node with no devices at all (before ``exclude``)
+    then forgets its stored pin (state absent). ``drop_empty``: leave out the nodes with
+    no devices left after ``exclude``.
+    """
+    left_out = set(exclude or ())
+    groups = []
+    for row in rows or ():
+        devices = [address for address in row["devices"] if address not in left_out]
+        if drop_empty and not devices:
+            continue
+        group = {"pci_devices": devices, "cpus": row["cpus"], "state": "present"}
+        if persist_as_prefix is not None:
+            group["persist_as"] = "%s%s" % (persist_as_prefix, row["node"])
+            if not row["devices"]:
+                group["state"] = "absent"
+        groups.append(group)
+    return groups
