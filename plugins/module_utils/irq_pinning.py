@@ -367,7 +367,8 @@ def plan_persistence(changes, writer, rules, interpreter="/usr/bin/python3", for
     most one write of the stored pins whatever the number of rules. Returns whether the
     stored pins changed (irqbalance's policy script answers from them)."""
     rules = [rules] if isinstance(rules, IrqRule) else list(rules)
-    forget = [forget] if isinstance(forget, str) else list(forget)
+    # Only names: an empty or missing one must never match the rules stored unnamed.
+    forget = [name for name in ([forget] if isinstance(forget, str) else forget) if name]
     stored = read_config(writer)
     kept = [data for data in stored["rules"] if not (forget and data.get("name") in forget)]
     for rule in rules:

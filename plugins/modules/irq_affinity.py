@@ -389,6 +389,11 @@ def parse_groups(params):
     groups, owners, names = [], {}, {}
     for index, entry in enumerate(params["groups"]):
         group = Group(index, entry["state"], entry["persist_as"])
+        if not group.present and group.persist_as is None:
+            # An empty name would forget nothing by name: refused, not guessed at.
+            raise GpuhostError("state=absent needs the name of the pin to forget",
+                               field="groups[%d].persist_as" % index,
+                               fix="give the persist_as the group was stored under")
         if group.persist_as is not None:
             if group.persist_as in names:
                 raise GpuhostError(

@@ -165,6 +165,18 @@ def test_a_device_in_two_groups_is_refused_before_anything(sim):
     assert err.field == "groups[1].pci_devices"
 
 
+def test_an_absent_group_with_an_empty_name_forgets_nothing(sim):
+    pin(sim, irqs=[60], cpus="4", persistent=True)        # stored without a name
+    pin(sim, persistent=True, **NODE0)
+    stored = sim.read_file(irq_pinning.CONFIG_FILE)
+    err = refused(sim, groups=[{"state": "absent", "persist_as": ""}])
+    assert err.field == "groups[0].persist_as"
+    # The single-group form, as before: an empty name matches no stored pin.
+    result = pin(sim, state="absent", persist_as="").result
+    assert result["changed"] is False and result["steps"] == []
+    assert sim.read_file(irq_pinning.CONFIG_FILE) == stored
+
+
 def test_two_groups_with_one_name_are_refused(sim):
     err = refused(sim, groups=[NODE0, dict(NODE1, persist_as="sriov_irq node 0")])
     assert err.field == "groups[1].persist_as" and "groups[0]" in err.message
