@@ -397,8 +397,8 @@ def parse_groups(params):
         if group.persist_as is not None:
             if group.persist_as in names:
                 raise GpuhostError(
-                    "%r is also the persist_as of groups[%d]" % (group.persist_as,
-                                                                names[group.persist_as]),
+                    "%r is also the persist_as of groups[%d]"
+                    % (group.persist_as, names[group.persist_as]),
                     field="groups[%d].persist_as" % index,
                     fix="give each group its own persist_as (one per NUMA node)")
             names[group.persist_as] = index
