@@ -10,6 +10,9 @@ filters.
 
 from __future__ import annotations
 
+# The one comparison of kernel command lines lives with the other boot decisions.
+from ansible_collections.gpuhost.kvm.plugins.module_utils.boot_config import (  # noqa: F401 pylint: disable=unused-import
+    cmdline_missing)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist,
     parse_cpulist,
@@ -78,21 +81,6 @@ def kernel_args(plan, cpu_vendor=None, iommu_pt=True, ignore_msrs=True, isolate=
                      "rcu_nocbs=%s" % cpus]
     args += [str(a) for a in extra or ()]
     return args
-
-
-def cmdline_missing(cmdline, wanted):
-    """The wanted ``name=value`` arguments that ``cmdline`` lacks (or has otherwise)."""
-    have = {}
-    for token in str(cmdline).split():
-        name, dummy, value = token.partition("=")
-        have.setdefault(name, []).append(value)
-    missing = []
-    for arg in wanted:
-        name, dummy, value = str(arg).partition("=")
-        # hugepagesz/hugepages may repeat (one pair per size): any occurrence counts.
-        if value not in have.get(name, []):
-            missing.append(arg)
-    return missing
 
 
 def passthrough_functions(plan, scope=None):

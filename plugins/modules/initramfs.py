@@ -1,0 +1,209 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: initramfs
+short_description: Keep the GPU-driver blacklist and early vfio modules in the initramfs
+version_added: "0.1.0"
+description:
+  - The single owner of the initramfs: in one module run it writes the modprobe.d
+    blacklist, the early-module configuration, checks every installed kernel's image
+    against its inputs and rebuilds the images when needed.
+  - The early modules are a marked block of O(early_modules_path), so a file shared with
+    the administrator (initramfs-tools' C(/etc/initramfs-tools/modules)) keeps its other
+    lines; with O(tool=dracut) the block is a C(force_drivers+=) line.
+  - Rebuilds when an input changed, or when an installed kernel's image (O(image_pattern))
+    is older than the newest input (O(extra_inputs) included), so a run killed before the
+    rebuild still rebuilds next time. If the rebuild fails, the files it wrote are put
+    back as they were.
+author:
+  - gpuhost.kvm contributors (@gpuhost)
+extends_documentation_fragment:
+  - gpuhost.kvm.root
+options:
+  tool:
+    description: The initramfs generator the host uses.
+    type: str
+    choices: [initramfs-tools, dracut]
+    default: initramfs-tools
+  blacklist_path:
+    description: The modprobe.d file that blacklists O(blacklist_modules).
+    type: path
+    default: /etc/modprobe.d/gpuhost-blacklist-gpu.conf
+  blacklist_modules:
+    description: Kernel modules no host driver may load for the GPUs. Empty with an empty
+      O(module_options) - no blacklist file is managed.
+    type: list
+    elements: str
+    default: []
+  module_options:
+    description: C(options) lines of the blacklist file, without the word C(options).
+    type: list
+    elements: str
+    default: []
+  early_modules_path:
+    description: The file whose marked block lists O(early_modules).
+    type: path
+    default: /etc/initramfs-tools/modules
+  early_modules:
+    description: The modules the initramfs loads first. Empty - the file is not managed.
+    type: list
+    elements: str
+    default: []
+  extra_inputs:
+    description: Other files that go into the image (written by other modules, such as
+      vfio_bind's dracut configuration); only their age is read.
+    type: list
+    elements: path
+    default: []
+  image_pattern:
+    description: Each installed kernel's image, with C(%s) for the kernel version.
+    type: str
+    required: true
+  rebuild_argv:
+    description: The command that rebuilds every installed kernel's image.
+    type: list
+    elements: str
+    required: true
+notes:
+  - With O(root) other than V(/), files are written below O(root) but the rebuild never
+    runs; RV(skipped) lists it.
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: Shows every file written.
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: linux
+seealso:
+  - module: gpuhost.kvm.kernel_cmdline
+"""
+
+EXAMPLES = r"""
+- name: Blacklist the GPU drivers and load vfio early (Debian)
+  gpuhost.kvm.initramfs:
+    blacklist_modules: [nouveau, nvidia]
+    module_options: ["nouveau modeset=0"]
+    early_modules: [vfio, vfio_iommu_type1, vfio_pci]
+    image_pattern: /boot/initrd.img-%s
+    rebuild_argv: [update-initramfs, -u, -k, all]
+  register: initramfs
+
+- name: Rebuild after vfio_bind's files changed (RHEL)
+  gpuhost.kvm.initramfs:
+    tool: dracut
+    extra_inputs: [/etc/dracut.conf.d/gpuhost-vfio.conf]
+    image_pattern: /boot/initramfs-%s.img
+    rebuild_argv: [dracut, --force, --regenerate-all]
+"""
+
+RETURN = r"""
+rebuilt:
+  description: Whether the images were rebuilt (check mode - would be).
+  returned: always
+  type: bool
+stale:
+  description: The images older than the newest input, before this run.
+  returned: always
+  type: list
+  elements: str
+  sample: [/boot/initrd.img-6.1.0-18-amd64]
+reboot_required:
+  description: Whether the next boot starts from a new image.
+  returned: always
+  type: bool
+steps:
+  description: The planned (check mode) or applied steps, in order.
+  returned: always
+  type: list
+  elements: str
+  sample: ["update /etc/initramfs-tools/modules", "run update-initramfs -u -k all"]
+skipped:
+  description: The host commands not run because O(root) is not V(/).
+  returned: always
+  type: list
+  elements: str
+field:
+  description: On failure, the option at fault.
+  returned: failure
+  type: str
+details:
+  description: On a failed step, the step, what was rolled back and what could not be.
+  returned: failure
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.boot_config import (
+    INITRAMFS_TOOLS, host_commands, initramfs_plan)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+    ROOT_ARGUMENT_SPEC, argument_spec)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+
+
+def build_module():
+    spec = argument_spec(
+        ROOT_ARGUMENT_SPEC,
+        tool=dict(type="str", choices=list(INITRAMFS_TOOLS), default="initramfs-tools"),
+        blacklist_path=dict(type="path", default="/etc/modprobe.d/gpuhost-blacklist-gpu.conf"),
+        blacklist_modules=dict(type="list", elements="str", default=[]),
+        module_options=dict(type="list", elements="str", default=[]),
+        early_modules_path=dict(type="path", default="/etc/initramfs-tools/modules"),
+        early_modules=dict(type="list", elements="str", default=[]),
+        extra_inputs=dict(type="list", elements="path", default=[]),
+        image_pattern=dict(type="str", required=True),
+        rebuild_argv=dict(type="list", elements="str", required=True))
+    return AnsibleModule(argument_spec=spec, supports_check_mode=True)
+
+
+class Initramfs(object):
+    """Plans and applies one initramfs task."""
+
+    def __init__(self, module, writer=None, run_command=None):
+        self.module = module
+        self.writer = writer or HostWriter(module.params["root"])
+        self.commands = host_commands(module, run_command)
+        self.plan = None
+        self.applied = False
+
+    def run(self):
+        self.plan = initramfs_plan(self.writer, self.module.params, self.commands)
+        if self.plan.changes and not self.module.check_mode:
+            self.plan.changes.apply()
+            self.applied = True
+
+    @property
+    def result(self):
+        plan = self.plan
+        done = plan is not None and (self.applied or self.module.check_mode)
+        rebuilt = bool(done and plan.rebuild and not plan.skipped)
+        result = {"changed": bool(done and plan.changes),
+                  "rebuilt": rebuilt,
+                  "stale": list(plan.stale) if plan else [],
+                  "reboot_required": rebuilt,
+                  "steps": plan.changes.descriptions if plan else [],
+                  "skipped": list(plan.skipped) if plan else []}
+        if plan and self.module._diff:
+            result["diff"] = plan.changes.diff()
+        return result
+
+
+def main():
+    module = build_module()
+    run_module(module, Initramfs(module), changes_host=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: kernel_cmdline
+short_description: Ensure kernel arguments for the next boot and report the running kernel's
+version_added: "0.1.0"
+description:
+  - The single owner of the kernel command line: in one module run it puts O(args) into
+    the boot configuration, regenerates what the boot loader reads when needed, and says
+    which arguments the running kernel (C(/proc/cmdline)) lacks.
+  - V(grub) (Debian) - writes a drop-in that appends O(args) to C(GRUB_CMDLINE_LINUX) and
+    runs O(grub_update_argv) when the drop-in changed or when a C(linux) line of the
+    generated O(grub_cfg) lacks an argument, so a run killed between the two still
+    regenerates next time. If the regeneration fails, the drop-in is put back as it was.
+  - V(grubby) (RHEL, BLS entries) - reads C(grubby --info=DEFAULT) and, when an argument
+    is missing, runs C(grubby --update-kernel=ALL --args=...).
+author:
+  - gpuhost.kvm contributors (@gpuhost)
+extends_documentation_fragment:
+  - gpuhost.kvm.root
+options:
+  args:
+    description:
+      - The kernel arguments, each one C(name) or C(name=value) token of letters, digits
+        and C(_.,:/@+=-) (no whitespace, quotes, newlines or NUL), at most 64.
+    type: list
+    elements: str
+    required: true
+  method:
+    description:
+      - V(auto) picks V(grubby) when C(/usr/sbin/grubby) or C(/usr/bin/grubby) exists below
+        O(root), V(grub) otherwise.
+    type: str
+    choices: [auto, grub, grubby]
+    default: auto
+  grub_dropin:
+    description: The GRUB drop-in the V(grub) method writes.
+    type: path
+    default: /etc/default/grub.d/90-gpuhost.cfg
+  grub_cfg:
+    description: The generated configuration the boot loader reads (V(grub) method).
+    type: path
+    default: /boot/grub/grub.cfg
+  grub_update_argv:
+    description: The command that regenerates O(grub_cfg).
+    type: list
+    elements: str
+    default: [update-grub]
+notes:
+  - With O(root) other than V(/), files are written below O(root) but no host command
+    runs (not C(update-grub), not C(grubby)); RV(skipped) lists what would have run.
+  - Check mode runs the read-only C(grubby --info=DEFAULT) and nothing that writes.
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: Shows the GRUB drop-in (grubby edits are listed in RV(steps)).
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: linux
+seealso:
+  - module: gpuhost.kvm.initramfs
+"""
+
+EXAMPLES = r"""
+- name: Turn the IOMMU on for the next boot
+  gpuhost.kvm.kernel_cmdline:
+    args: [intel_iommu=on, iommu=pt]
+  register: cmdline
+
+- name: Reboot when the running kernel lacks an argument
+  ansible.builtin.reboot:
+  when: cmdline.reboot_required
+"""
+
+RETURN = r"""
+method:
+  description: The method used.
+  returned: always
+  type: str
+  sample: grub
+missing_active:
+  description: The arguments the running kernel's command line lacks.
+  returned: always
+  type: list
+  elements: str
+  sample: [intel_iommu=on]
+missing_next_boot:
+  description: The arguments the next boot's configuration lacked before this run (grub.cfg or the default BLS entry).
+  returned: always
+  type: list
+  elements: str
+  sample: []
+reboot_required:
+  description: Whether the running kernel lacks an argument.
+  returned: always
+  type: bool
+steps:
+  description: The planned (check mode) or applied steps, in order.
+  returned: always
+  type: list
+  elements: str
+  sample: ["update /etc/default/grub.d/90-gpuhost.cfg", "run update-grub"]
+skipped:
+  description: The host commands not run because O(root) is not V(/).
+  returned: always
+  type: list
+  elements: str
+field:
+  description: On failure, the option at fault.
+  returned: failure
+  type: str
+details:
+  description: On a failed step, the step, what was rolled back and what could not be.
+  returned: failure
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.boot_config import (
+    cmdline_plan, host_commands)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+    ROOT_ARGUMENT_SPEC, argument_spec)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+
+
+def build_module():
+    spec = argument_spec(
+        ROOT_ARGUMENT_SPEC,
+        args=dict(type="list", elements="str", required=True),
+        method=dict(type="str", choices=["auto", "grub", "grubby"], default="auto"),
+        grub_dropin=dict(type="path", default="/etc/default/grub.d/90-gpuhost.cfg"),
+        grub_cfg=dict(type="path", default="/boot/grub/grub.cfg"),
+        grub_update_argv=dict(type="list", elements="str", default=["update-grub"]))
+    return AnsibleModule(argument_spec=spec, supports_check_mode=True)
+
+
+class KernelCmdline(object):
+    """Plans and applies one kernel_cmdline task."""
+
+    def __init__(self, module, writer=None, run_command=None):
+        self.module = module
+        self.writer = writer or HostWriter(module.params["root"])
+        self.commands = host_commands(module, run_command)
+        self.plan = None
+        self.applied = False
+
+    def run(self):
+        self.plan = cmdline_plan(self.writer, self.module.params, self.commands)
+        if self.plan.changes and not self.module.check_mode:
+            self.plan.changes.apply()
+            self.applied = True
+
+    @property
+    def result(self):
+        plan = self.plan
+        done = plan is not None and (self.applied or self.module.check_mode)
+        result = {"changed": bool(done and plan.changes),
+                  "method": plan.method if plan else self.module.params["method"],
+                  "missing_active": list(plan.missing_active) if plan else [],
+                  "missing_next_boot": list(plan.missing_next_boot) if plan else [],
+                  "reboot_required": bool(plan and plan.missing_active),
+                  "steps": plan.changes.descriptions if plan else [],
+                  "skipped": list(plan.skipped) if plan else []}
+        if plan and self.module._diff:
+            result["diff"] = plan.changes.diff()
+        return result
+
+
+def main():
+    module = build_module()
+    run_module(module, KernelCmdline(module), changes_host=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpuhost.kvm.kernel_cmdline against temporary root trees. Only the host commands
+(update-grub, grubby) are mocked, and each test that mocks one says so in its name."""
+
+import os
+
+import pytest
+
+from sysfs_sim import run_module, snapshot
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import boot_config
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.modules import kernel_cmdline
+
+ARGS = ["intel_iommu=on", "iommu=pt", "hugepagesz=1G", "hugepages=64"]
+DROPIN = "/etc/default/grub.d/90-gpuhost.cfg"
+GRUB_CFG = "/boot/grub/grub.cfg"
+
+
+def _write(root, path, text):
+    full = os.path.join(str(root), path.lstrip("/"))
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _read(root, path):
+    with open(os.path.join(str(root), path.lstrip("/")), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _grub_cfg(args):
+    return ("menuentry 'Debian' {\n\tlinux\t/boot/vmlinuz-6.1.0-18-amd64 root=/dev/vda1 ro %s quiet\n}\n"
+            % " ".join(args))
+
+
+class UpdateGrub:
+    """Plays update-grub: regenerates grub.cfg from the drop-in's arguments."""
+
+    def __init__(self, root, rc=0):
+        self.root, self.rc, self.calls = str(root), rc, []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        if self.rc:
+            return self.rc, "", "grub-mkconfig: error: cannot find a device for /\n"
+        text = _read(self.root, DROPIN)
+        args = text.split("${GRUB_CMDLINE_LINUX} ", 1)[1].rstrip('"\n').split()
+        _write(self.root, GRUB_CFG, _grub_cfg(args))
+        return 0, "", ""
+
+
+class Grubby:
+    """Plays grubby: --info=DEFAULT prints the default entry; --update-kernel adds args."""
+
+    def __init__(self, args):
+        self.args, self.calls = list(args), []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        if argv[1] == "--info=DEFAULT":
+            return 0, 'index=0\nkernel="/boot/vmlinuz-5.14"\nargs="%s"\nroot="/dev/vda1"\n' % " ".join(self.args), ""
+        self.args += argv[2].partition("=")[2].split()
+        return 0, "", ""
+
+
+def _run(root, check_mode=False, commands=None, **args):
+    params = dict({"args": ARGS, "root": str(root), "method": "grub"}, **args)
+    return run_module(kernel_cmdline, "KernelCmdline", params, HostWriter(str(root)),
+                      check_mode=check_mode, run_command=commands)
+
+
+def _host(root, running="root=/dev/vda1 ro quiet"):
+    _write(root, "/proc/cmdline", running + "\n")
+    _write(root, GRUB_CFG, _grub_cfg([]))
+
+
+def test_grub_with_mocked_update_grub_writes_regenerates_then_is_idempotent(tmp_path):
+    _host(tmp_path)
+    grub = UpdateGrub(tmp_path)
+    first = _run(tmp_path, commands=grub).result
+    assert first["changed"] and first["steps"] == ["create %s" % DROPIN, "run update-grub"]
+    assert first["missing_active"] == ARGS and first["reboot_required"]
+    assert first["missing_next_boot"] == ARGS
+    assert _read(tmp_path, DROPIN) == (
+        "# Managed by gpuhost.kvm (iommu role). Sourced by grub-mkconfig after /etc/default/grub.\n"
+        'GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} intel_iommu=on iommu=pt hugepagesz=1G hugepages=64"\n')
+    assert oct(os.stat(os.path.join(str(tmp_path), DROPIN.lstrip("/"))).st_mode & 0o777) == "0o644"
+    again = _run(tmp_path, commands=grub).result
+    assert not again["changed"] and again["steps"] == [] and again["missing_next_boot"] == []
+    assert len(grub.calls) == 1
+    assert again["reboot_required"]   # the running kernel still lacks them
+
+
+def test_running_kernel_with_the_args_needs_no_reboot_with_mocked_update_grub(tmp_path):
+    _host(tmp_path, running="root=/dev/vda1 " + " ".join(ARGS))
+    result = _run(tmp_path, commands=UpdateGrub(tmp_path)).result
+    assert result["missing_active"] == [] and not result["reboot_required"]
+
+
+def test_check_mode_reports_and_writes_nothing_with_mocked_update_grub(tmp_path):
+    _host(tmp_path)
+    before = snapshot(str(tmp_path))
+    grub = UpdateGrub(tmp_path)
+    result = _run(tmp_path, check_mode=True, commands=grub).result
+    assert result["changed"] and result["steps"] == ["create %s" % DROPIN, "run update-grub"]
+    assert result["diff"][0]["after"].endswith('hugepages=64"\n')
+    assert snapshot(str(tmp_path)) == before and grub.calls == []
+
+
+def test_killed_run_drop_in_present_grub_cfg_stale_regenerates_with_mocked_update_grub(tmp_path):
+    _host(tmp_path)
+    _write(tmp_path, DROPIN, boot_config.grub_dropin_content(ARGS))
+    os.chmod(os.path.join(str(tmp_path), DROPIN.lstrip("/")), 0o644)
+    grub = UpdateGrub(tmp_path)
+    result = _run(tmp_path, commands=grub).result
+    assert result["steps"] == ["run update-grub"] and result["changed"]
+    assert grub.calls == [["update-grub"]]
+    assert boot_config.cmdline_missing(
+        boot_config.generated_kernel_args(_read(tmp_path, GRUB_CFG)), ARGS) == []
+
+
+def test_failed_update_grub_mocked_rolls_the_drop_in_back(tmp_path):
+    _host(tmp_path)
+    _write(tmp_path, DROPIN, boot_config.grub_dropin_content(["intel_iommu=on"]))
+    before = snapshot(str(tmp_path))
+    with pytest.raises(GpuhostError) as info:
+        _run(tmp_path, commands=UpdateGrub(tmp_path, rc=1))
+    assert "update-grub exited 1" in info.value.message
+    assert info.value.details["rolled_back"] == ["update %s" % DROPIN]
+    assert snapshot(str(tmp_path)) == before
+
+
+def test_failed_update_grub_mocked_removes_a_new_drop_in(tmp_path):
+    _host(tmp_path)
+    before = snapshot(str(tmp_path))
+    with pytest.raises(GpuhostError):
+        _run(tmp_path, commands=UpdateGrub(tmp_path, rc=2))
+    assert snapshot(str(tmp_path)) == before
+
+
+def test_other_root_writes_the_drop_in_and_runs_no_command(tmp_path):
+    _host(tmp_path)
+    result = _run(tmp_path).result
+    assert result["skipped"] == ["update-grub"] and result["steps"] == ["create %s" % DROPIN]
+    assert os.path.isfile(os.path.join(str(tmp_path), DROPIN.lstrip("/")))
+
+
+def test_grubby_mocked_adds_only_the_missing_args_then_is_idempotent(tmp_path):
+    _write(tmp_path, "/proc/cmdline", "root=/dev/vda1 intel_iommu=on\n")
+    _write(tmp_path, "/usr/sbin/grubby", "")
+    grubby = Grubby(["root=/dev/vda1", "intel_iommu=on"])
+    result = _run(tmp_path, commands=grubby, method="auto").result
+    assert result["method"] == "grubby" and result["changed"]
+    assert grubby.calls[-1] == ["grubby", "--update-kernel=ALL", "--args=iommu=pt hugepagesz=1G hugepages=64"]
+    assert result["missing_active"] == ARGS[1:]
+    again = _run(tmp_path, commands=grubby, method="auto").result
+    assert not again["changed"] and again["missing_next_boot"] == []
+    assert grubby.calls[-1] == ["grubby", "--info=DEFAULT"]
+
+
+def test_grubby_mocked_check_mode_reads_but_does_not_update(tmp_path):
+    _write(tmp_path, "/proc/cmdline", "root=/dev/vda1\n")
+    grubby = Grubby([])
+    result = _run(tmp_path, commands=grubby, method="grubby", check_mode=True).result
+    assert result["changed"] and grubby.calls == [["grubby", "--info=DEFAULT"]]
+
+
+def test_grubby_on_another_root_runs_nothing(tmp_path):
+    _write(tmp_path, "/proc/cmdline", "root=/dev/vda1\n")
+    result = _run(tmp_path, method="grubby").result
+    assert result["skipped"] == ["grubby --info=DEFAULT"] and not result["changed"]
+
+
+@pytest.mark.parametrize("bad", ["intel_iommu=on\nGRUB_X=1", 'a="b"', "a'b", "a b", "a\0b", "",
+                                 "x" * 300])
+def test_hostile_args_are_refused_before_anything_is_written(tmp_path, bad):
+    _host(tmp_path)
+    before = snapshot(str(tmp_path))
+    with pytest.raises(GpuhostError) as info:
+        _run(tmp_path, commands=UpdateGrub(tmp_path), args=["iommu=pt", bad])
+    assert info.value.field == "args[1]"
+    assert snapshot(str(tmp_path)) == before
+
+
+def test_a_huge_list_of_args_is_refused(tmp_path):
+    _host(tmp_path)
+    with pytest.raises(GpuhostError) as info:
+        _run(tmp_path, commands=UpdateGrub(tmp_path), args=["a%d=1" % n for n in range(1000)])
+    assert info.value.field == "args"
+
+
+def test_a_link_at_the_drop_in_is_refused(tmp_path):
+    _host(tmp_path)
+    _write(tmp_path, "/elsewhere", "x\n")
+    os.makedirs(os.path.join(str(tmp_path), "etc/default/grub.d"), exist_ok=True)
+    os.symlink(os.path.join(str(tmp_path), "elsewhere"),
+               os.path.join(str(tmp_path), DROPIN.lstrip("/")))
+    with pytest.raises(GpuhostError) as info:
+        _run(tmp_path, commands=UpdateGrub(tmp_path))
+    assert info.value.field == "grub_dropin"
