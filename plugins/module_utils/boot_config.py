@@ -293,7 +293,7 @@ def initramfs_plan(writer, params, run_command):
     for index, path in enumerate(params.get("extra_inputs") or []):
         inputs.append(_host_path(path, "extra_inputs[%d]" % index))
     plan.stale = read_initramfs(inputs, pattern, writer.root)["stale"]
-    plan.rebuild = bool(plan.changes) or bool(plan.stale)
+    plan.rebuild = bool(plan.changes) or bool(plan.stale) or bool(params.get("force"))
     if plan.rebuild:
         _command(plan, run_command, argv, "rebuild_argv",
                  "read the generator's error and run again; the files were put back, so "

@@ -61,6 +61,13 @@ options:
     type: list
     elements: path
     default: []
+  force:
+    description:
+      - Rebuild even when no input changed and no image is older than an input: for a
+        caller that knows another module changed a file the generator builds in (such as
+        vfio_bind's RV(gpuhost.kvm.vfio_bind#module:initramfs_rebuild_required)).
+    type: bool
+    default: false
   image_pattern:
     description: Each installed kernel's image, with C(%s) for the kernel version.
     type: str
@@ -102,6 +109,7 @@ EXAMPLES = r"""
 - name: Rebuild after vfio_bind's files changed (RHEL)
   gpuhost.kvm.initramfs:
     tool: dracut
+    force: "{{ bind.initramfs_rebuild_required }}"
     extra_inputs: [/etc/dracut.conf.d/gpuhost-vfio.conf]
     image_pattern: /boot/initramfs-%s.img
     rebuild_argv: [dracut, --force, --regenerate-all]
@@ -119,7 +127,8 @@ stale:
   elements: str
   sample: [/boot/initrd.img-6.1.0-18-amd64]
 reboot_required:
-  description: Whether the next boot starts from a new image.
+  description: Whether the next boot needs a new image (rebuilt by this run, or still to be
+    rebuilt because O(root) is not V(/)).
   returned: always
   type: bool
 steps:
@@ -163,6 +172,7 @@ def build_module():
         early_modules_path=dict(type="path", default="/etc/initramfs-tools/modules"),
         early_modules=dict(type="list", elements="str", default=[]),
         extra_inputs=dict(type="list", elements="path", default=[]),
+        force=dict(type="bool", default=False),
         image_pattern=dict(type="str", required=True),
         rebuild_argv=dict(type="list", elements="str", required=True))
     return AnsibleModule(argument_spec=spec, supports_check_mode=True)
@@ -192,7 +202,7 @@ class Initramfs(object):
         result = {"changed": bool(done and plan.changes),
                   "rebuilt": rebuilt,
                   "stale": list(plan.stale) if plan else [],
-                  "reboot_required": rebuilt,
+                  "reboot_required": bool(plan and plan.rebuild),
                   "steps": plan.changes.descriptions if plan else [],
                   "skipped": list(plan.skipped) if plan else []}
         if plan and self.module._diff:

@@ -154,3 +154,12 @@ def test_hostile_values_are_refused_before_anything_is_written(tmp_path, key, va
         _run(tmp_path, commands=UpdateInitramfs(tmp_path), **{key: value})
     assert info.value.field == field
     assert snapshot(str(tmp_path)) == before
+
+
+def test_force_rebuilds_without_a_newer_input_with_mocked_update_initramfs(tmp_path):
+    _host(tmp_path)
+    gen = UpdateInitramfs(tmp_path)
+    _run(tmp_path, commands=gen)
+    result = _run(tmp_path, commands=gen, force=True).result
+    assert result["rebuilt"] and result["steps"] == ["run update-initramfs -u -k all"]
+    assert len(gen.calls) == 2
