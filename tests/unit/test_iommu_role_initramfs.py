@@ -11,12 +11,9 @@ import os
 import glob
 import re
 
-import jinja2
 import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import vfio
+from ansible_collections.gpuhost.kvm.plugins.module_utils import boot_config, vfio
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "iommu")
 
@@ -29,11 +26,10 @@ def _vars(name):
     return data
 
 
-def _render(data, key):
-    """The value as Ansible renders it (its own Templar, not plain Jinja: the two differ,
-    for one in backslash escapes inside Jinja string literals)."""
-    trusted = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in data.items()}
-    return Templar(loader=DataLoader(), variables=trusted).template(trusted[key])
+def _block(data):
+    """The early-module block the initramfs module writes for the role's vars."""
+    return boot_config.early_modules_block(data["__iommu_initramfs_tool"],
+                                           data["__iommu_vfio_modules"])
 
 
 def test_debian_block_goes_where_mkinitramfs_reads_and_holds_vfio_binds_modules():
@@ -41,8 +37,8 @@ def test_debian_block_goes_where_mkinitramfs_reads_and_holds_vfio_binds_modules(
     # mkinitramfs (initramfs-tools 0.142) reads ${CONFDIR}/modules and the package's
     # /usr/share/initramfs-tools/modules.d/*, and no modules.d below /etc.
     assert data["__iommu_initramfs_path"] == vfio.INITRAMFS_TOOLS_MODULES
-    lines = _render(data, "__iommu_initramfs_block").splitlines()
-    assert lines == list(vfio.EARLY_MODULES)
+    assert data["__iommu_initramfs_tool"] == "initramfs-tools"
+    assert _block(data).splitlines() == list(vfio.EARLY_MODULES)
 
 
 def test_rhel_snippet_is_not_vfio_binds_file():
@@ -50,22 +46,19 @@ def test_rhel_snippet_is_not_vfio_binds_file():
     assert data["__iommu_initramfs_path"].startswith("/etc/dracut.conf.d/")
     assert data["__iommu_initramfs_path"].endswith(".conf")
     assert data["__iommu_initramfs_path"] != vfio.DRACUT_CONF
-    assert _render(data, "__iommu_initramfs_block") == 'force_drivers+=" vfio vfio_iommu_type1 vfio_pci "'
+    assert data["__iommu_initramfs_tool"] == "dracut"
+    assert _block(data) == 'force_drivers+=" vfio vfio_iommu_type1 vfio_pci "'
 
 
-def _inputs(data):
-    return [jinja2.Template(item).render(**data) for item in data["__iommu_initramfs_inputs"]]
-
-
-def test_stale_image_check_covers_every_initramfs_file_of_the_role_and_of_vfio_bind():
-    # A run killed between one of these writes and the rebuild is caught by the next run
-    # only if the file is among the inputs whose mtimes it compares with the images.
+def test_stale_image_check_covers_every_initramfs_file_of_vfio_bind():
+    # A run killed between one of vfio_bind's writes and the rebuild is caught by the
+    # next run only if the file is among the inputs whose mtimes the initramfs module
+    # compares with the images (its own two files always are).
     debian = _vars("Debian.yml")
-    assert _inputs(debian) == [debian["__iommu_blacklist_path"], vfio.INITRAMFS_TOOLS_MODULES]
+    assert debian["__iommu_initramfs_extra_inputs"] == []   # vfio_bind shares the modules file
     assert debian["__iommu_initramfs_image_pattern"] == "/boot/initrd.img-%s"
     rhel = _vars("RedHat.yml")
-    assert _inputs(rhel) == [rhel["__iommu_blacklist_path"], rhel["__iommu_initramfs_path"],
-                             vfio.DRACUT_CONF]
+    assert rhel["__iommu_initramfs_extra_inputs"] == [vfio.DRACUT_CONF]
     assert rhel["__iommu_initramfs_image_pattern"] == "/boot/initramfs-%s.img"
 
 
@@ -84,3 +77,4 @@ def test_no_role_writes_a_backslash_escape_into_jinja_through_a_single_quoted_sc
                 if not line.lstrip().startswith("#") and _SINGLE_QUOTED_ESCAPE.search(line):
                     offenders.append("%s:%d: %s" % (os.path.relpath(path, roles), number, line.strip()))
     assert not offenders, offenders
+
