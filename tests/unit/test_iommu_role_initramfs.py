@@ -78,3 +78,15 @@ def test_no_role_writes_a_backslash_escape_into_jinja_through_a_single_quoted_sc
                     offenders.append("%s:%d: %s" % (os.path.relpath(path, roles), number, line.strip()))
     assert not offenders, offenders
 
+
+def test_vfio_role_rebuilds_the_same_images_from_vfio_binds_file():
+    # Both roles rebuild through gpuhost.kvm.initramfs: the same images and generator,
+    # and the vfio role's input is the file vfio_bind writes for that generator.
+    for family, written in (("Debian", vfio.INITRAMFS_TOOLS_MODULES), ("RedHat", vfio.DRACUT_CONF)):
+        iommu = _vars(family + ".yml")
+        with open(os.path.join(ROLE, "..", "vfio", "vars", family + ".yml"), encoding="utf-8") as handle:
+            role = yaml.safe_load(handle)
+        assert role["__vfio_initramfs"] == iommu["__iommu_initramfs_tool"]
+        assert role["__vfio_initramfs_image_pattern"] == iommu["__iommu_initramfs_image_pattern"]
+        assert role["__vfio_initramfs_inputs"] == [written]
+        assert role["__vfio_initramfs_argv"] == iommu["__iommu_initramfs_argv"]
