@@ -11,7 +11,7 @@ module: initramfs
 short_description: Keep the GPU-driver blacklist and early vfio modules in the initramfs
 version_added: "0.1.0"
 description:
-  - The single owner of the initramfs: in one module run it writes the modprobe.d
+  - The single owner of the initramfs. In one module run it writes the modprobe.d
     blacklist, the early-module configuration, checks every installed kernel's image
     against its inputs and rebuilds the images when needed.
   - The early modules are a marked block of O(early_modules_path), so a file shared with
@@ -63,7 +63,7 @@ options:
     default: []
   force:
     description:
-      - Rebuild even when no input changed and no image is older than an input: for a
+      - Rebuild even when no input changed and no image is older than an input, for a
         caller that knows another module changed a file the generator builds in (such as
         vfio_bind's RV(gpuhost.kvm.vfio_bind#module:initramfs_rebuild_required)).
     type: bool

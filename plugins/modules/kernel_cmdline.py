@@ -11,7 +11,7 @@ module: kernel_cmdline
 short_description: Ensure kernel arguments for the next boot and report the running kernel's
 version_added: "0.1.0"
 description:
-  - The single owner of the kernel command line: in one module run it puts O(args) into
+  - The single owner of the kernel command line. In one module run it puts O(args) into
     the boot configuration, regenerates what the boot loader reads when needed, and says
     which arguments the running kernel (C(/proc/cmdline)) lacks.
   - V(grub) (Debian) - writes a drop-in that appends O(args) to C(GRUB_CMDLINE_LINUX) and
