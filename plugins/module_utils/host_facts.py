@@ -6,8 +6,8 @@
 Each reader takes the root of a sysfs/procfs tree (``/`` on a live host, a recorded
 tree in tests) and returns JSON-ready data; none runs a command. What only a running
 host can answer (the journal, systemd, libvirt) is asked by the module, which hands the
-answers to the pure functions here (:func:`kernel_log_matches`, :func:`unit_refresh`,
-:func:`vcpu_pins`).
+answers to the pure functions here (:func:`kernel_log_matches`, :func:`vcpu_pins`, and
+:func:`units.unit_refresh`, which host_units shares).
 
 Why a module and not ``slurp``/``grep`` tasks: every task on a host starts a Python
 interpreter there, seconds each on the lab under TCG, and a ``grep`` whose output a
@@ -24,6 +24,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+# The unit decision lives in units.py (host_units acts on it); host_facts reports it.
+from ansible_collections.gpuhost.kvm.plugins.module_utils.units import (  # noqa: F401
+    UNIT_PROPERTIES, parse_unit_properties, unit_refresh)
 
 # What the module can gather; each names one reader (or one question to the host).
 GATHER_SUBSETS = ("firmware", "cpu_power", "memory", "devices", "kernel_log", "tuned",
@@ -39,12 +42,8 @@ _DEVICE_INT_ATTRIBUTES = ("numa_node", "sriov_totalvfs", "sriov_numvfs")
 _MEMINFO_RE = re.compile(r"^([A-Za-z0-9_()]+):\s+([0-9]+)(?:\s+kB)?\s*\Z")
 _HUGEPAGE_DIR_RE = re.compile(r"^hugepages-([0-9]+)kB\Z")
 _NODE_DIR_RE = re.compile(r"^node([0-9]+)\Z")
-_UNIX_TIME_RE = re.compile(r"^@([0-9]+)\Z")
 _POOL_COUNTERS = (("nr", "nr_hugepages"), ("free", "free_hugepages"),
                   ("surplus", "surplus_hugepages"))
-# The unit properties unit_refresh decides on; systemctl show --timestamp=unix prints
-# ActiveEnterTimestamp as @SECONDS (systemd 247 and later: RHEL 9, Debian 12).
-UNIT_PROPERTIES = ("ActiveState", "UnitFileState", "NeedDaemonReload", "ActiveEnterTimestamp")
 
 
 def read_firmware(root="/"):
@@ -208,55 +207,6 @@ def read_initramfs(inputs, image_pattern, root="/"):
         newest = max(state["inputs"].values())
         state["stale"] = sorted(path for path, mtime in state["images"].items() if mtime < newest)
     return state
-
-
-def parse_unit_properties(text):
-    """``systemctl show -p ...`` output as {property: value}, only UNIT_PROPERTIES."""
-    properties = {}
-    for line in (text or "").splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name in UNIT_PROPERTIES:
-            properties[name] = value
-    return properties
-
-
-def _unix_time(value):
-    """Seconds from systemctl's ``--timestamp=unix`` form (``@1700000000``); None for a
-    state never entered (an empty value)."""
-    if not value:
-        return None
-    match = _UNIX_TIME_RE.match(value)
-    if not match:
-        raise GpuhostError("%r is not a systemd unix timestamp" % (value,), field="units",
-                           fix="this needs systemctl show --timestamp=unix (systemd 247 or "
-                               "later, as on RHEL 9 and Debian 12)")
-    return int(match.group(1))
-
-
-def unit_refresh(properties, inputs):
-    """What a unit needs so that it runs with its files as they are on disk, decided
-    from the host rather than from what the current run changed (a run killed between
-    writing the files and restarting leaves them unchanged for the next run):
-
-    - ``restart`` when the unit is active but entered that state before the newest
-      input was modified (whole seconds: an input written in the second the unit
-      started counts as applied);
-    - ``daemon_reload`` when systemd says the unit file changed since it was loaded.
-
-    ``properties``: parse_unit_properties()'s answer; ``inputs``: input_mtimes()'s."""
-    refresh = {"active": properties.get("ActiveState") == "active",
-               "enabled": properties.get("UnitFileState") == "enabled",
-               "daemon_reload": properties.get("NeedDaemonReload") == "yes",
-               "restart": False, "reasons": []}
-    if refresh["daemon_reload"]:
-        refresh["reasons"].append("systemd has not loaded the unit file on disk")
-    entered = _unix_time(properties.get("ActiveEnterTimestamp", ""))
-    if refresh["active"] and entered is not None:
-        newer = sorted(path for path, mtime in inputs.items() if mtime > entered)
-        if newer:
-            refresh["restart"] = True
-            refresh["reasons"].append("changed since the unit started: %s" % ", ".join(newer))
-    return refresh
 
 
 def vcpu_pins(pin_info):

@@ -1,0 +1,269 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: host_units
+short_description: Enable, start and refresh systemd units against the files they read, in one run
+version_added: 0.1.0
+description:
+  - Brings a list of systemd units to the wanted enablement and state, and restarts a
+    running unit whose inputs (unit file, configuration, scripts) are newer than its
+    last activation, or whose unit file systemd has not loaded yet.
+  - The decision comes from the host, not from what the current run changed, so a run
+    that was killed between writing the files and restarting is completed by the next.
+  - Every unit is read in one C(systemctl show) call; then the whole change set is
+    computed (one C(daemon-reload) when any unit needs it, then each unit's enable or
+    disable and its start, stop or restart, in the order of O(units)) and, outside check
+    mode, applied.
+  - One module run replaces a loop of M(ansible.builtin.systemd_service) tasks and the
+    read before them; under TCG every module run costs seconds.
+author:
+  - gpuhost.kvm contributors (@gpuhost)
+extends_documentation_fragment:
+  - gpuhost.kvm.root
+options:
+  units:
+    description:
+      - The units, in the order their steps run.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description:
+          - The unit's name with its suffix, such as V(gpuhost-numa.service). Names
+            that systemctl could read as an option or a pattern are refused.
+        type: str
+        required: true
+      enabled:
+        description:
+          - Whether the unit starts at boot. Unset leaves the enablement alone. A static
+            unit counts as enabled; a masked one is refused.
+        type: bool
+      state:
+        description:
+          - V(started) starts an inactive unit, and restarts an active one whose inputs
+            changed (see O(units[].restart_on_change)). V(stopped) stops it.
+          - Unset only restarts a running unit whose inputs changed.
+        type: str
+        choices: [started, stopped]
+      inputs:
+        description:
+          - Absolute paths the unit reads (host paths, looked up below O(root)). A
+            running unit that entered its active state before one of them was last
+            modified is restarted. Missing files are ignored.
+        type: list
+        elements: path
+        default: []
+      restart_on_change:
+        description:
+          - Restart the running unit when an input is newer than its start or its unit
+            file changed. V(false) only reports it in RV(units).
+        type: bool
+        default: true
+notes:
+  - Outside check mode, if a step fails the steps already done are undone in reverse
+    order where that is meaningful (an enable is disabled again, a disable enabled, a
+    unit this run started is stopped); a daemon-reload, a restart and a stop are not
+    undone. The failure lists in C(details) what was undone and what was not.
+  - Acting on units needs the running system, so the module refuses an O(root) other
+    than V(/) (a recorded tree has no systemd to ask); roles skip it on a recorded tree.
+  - Timestamps are read with C(systemctl show --timestamp=unix), which needs systemd
+    247 or later (RHEL 9, Debian 12).
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: One line per unit with its enablement and activity, before and after.
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: linux
+seealso:
+  - module: ansible.builtin.systemd_service
+  - module: gpuhost.kvm.host_facts
+"""
+
+EXAMPLES = r"""
+- name: Enable the NUMA boot unit and apply its files now
+  gpuhost.kvm.host_units:
+    units:
+      - name: gpuhost-numa.service
+        enabled: true
+        state: started
+        inputs: [/etc/systemd/system/gpuhost-numa.service, /etc/gpuhost/numa.conf]
+      - name: tuned.service
+        enabled: true
+        state: started
+        inputs: [/etc/tuned/active_profile, /etc/tuned/profile_mode]
+
+- name: Start libvirt
+  gpuhost.kvm.host_units:
+    units:
+      - {name: virtqemud.service, enabled: true, state: started}
+"""
+
+RETURN = r"""
+steps:
+  description: The commands of the change set, in order (done, or in check mode to do).
+  returned: always
+  type: list
+  elements: str
+  sample: ["systemctl daemon-reload", "systemctl enable -- gpuhost-numa.service",
+           "systemctl restart -- gpuhost-numa.service"]
+restarted:
+  description: The units restarted (in check mode, to restart).
+  returned: always
+  type: list
+  elements: str
+  sample: [tuned.service]
+units:
+  description: Per unit, what systemd said and the actions decided, with their reasons.
+  returned: always
+  type: dict
+  sample:
+    tuned.service:
+      load_state: loaded
+      active: true
+      unit_file_state: enabled
+      daemon_reload: false
+      actions: [restart]
+      reasons: ["changed since the unit started: /etc/tuned/active_profile"]
+diff:
+  description: The units' enablement and activity before and after, one line each (with C(--diff)).
+  returned: when diff mode is on
+  type: dict
+  sample:
+    before: "tuned.service: disabled, inactive\n"
+    after: "tuned.service: enabled, active\n"
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import units as unit_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+    ROOT_ARGUMENT_SPEC, argument_spec)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_facts import input_mtimes
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    absolute_path, unit_name)
+
+
+class HostUnits(object):
+    """Reads every unit once, decides the whole change set, then applies it."""
+
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.plans = {}
+        self.steps = []
+        self.done = []
+        self.diff = None
+
+    def check(self):
+        if self.params["root"] not in ("/", None):
+            raise GpuhostError("%r is a recorded tree: units are started and enabled on the running "
+                               "system only" % (self.params["root"],), field="root",
+                               fix="leave root at / on a live host; skip the task on a recorded tree")
+        seen = set()
+        for index, unit in enumerate(self.params["units"]):
+            unit_name(unit["name"], "units[%d].name" % index)
+            if unit["name"] in seen:
+                raise GpuhostError("%s is listed twice" % unit["name"], field="units[%d].name" % index,
+                                   fix="list each unit once, with all its inputs")
+            seen.add(unit["name"])
+            unit["inputs"] = [absolute_path(path, "units[%d].inputs[%d]" % (index, number))
+                              for number, path in enumerate(unit["inputs"])]
+        if not self.params["units"]:
+            raise GpuhostError("no unit given", field="units", fix="name at least one unit")
+
+    def systemctl(self, argv):
+        rc, out, err = self.module.run_command(argv)
+        if rc != 0:
+            raise GpuhostError("%s failed: %s" % (" ".join(argv), (err or out).strip() or "rc=%d" % rc),
+                               field="units", fix="journalctl -u UNIT on the host shows why")
+        return out
+
+    def run(self):
+        self.check()
+        units = self.params["units"]
+        names = [unit["name"] for unit in units]
+        properties = unit_core.parse_show_blocks(self.systemctl(unit_core.show_argv(names)), len(names))
+        mtimes = [input_mtimes(unit["inputs"], self.params["root"]) for unit in units]
+        self.plans, self.steps = unit_core.plan_units(units, properties, mtimes)
+        if self.module._diff:
+            self.diff = {"before": unit_core.state_lines(units, self.plans),
+                         "after": unit_core.state_lines(units, self.plans, after=True)}
+        if self.module.check_mode:
+            return
+        for step in self.steps:
+            try:
+                self.systemctl(unit_core.systemctl_step_argv(step))
+            except GpuhostError as err:
+                raise self.undo(step, err) from None
+            self.done.append(step)
+
+    def undo(self, failed, err):
+        """Undo the done steps in reverse; the error to raise says what was and was not."""
+        undone, not_undone, undo_failed = [], [], []
+        for step in reversed(self.done):
+            verb, name = step
+            if verb not in unit_core.UNDO:
+                not_undone.append(unit_core.step_text(step))
+                continue
+            back = (unit_core.UNDO[verb], name)
+            try:
+                self.systemctl(unit_core.systemctl_step_argv(back))
+                undone.append(unit_core.step_text(step))
+            except GpuhostError as undo_err:
+                undo_failed.append("%s (%s)" % (unit_core.step_text(step), undo_err.msg))
+        details = {"failed_step": unit_core.step_text(failed), "undone": undone,
+                   "not_undone": not_undone, "undo_failed": undo_failed,
+                   "rollback_failed": bool(not_undone or undo_failed)}
+        summary = "undone: %s" % (", ".join(undone) or "nothing")
+        if not_undone or undo_failed:
+            summary += "; not undone: %s" % ", ".join(not_undone + undo_failed)
+        return GpuhostError("%s (%s)" % (err.msg, summary), field=err.field, fix=err.fix, details=details)
+
+    @property
+    def result(self):
+        done = self.steps if self.module.check_mode else self.done
+        result = {"changed": bool(done),
+                  "steps": [unit_core.step_text(step) for step in done],
+                  "restarted": [name for verb, name in done if verb == "restart"],
+                  "units": self.plans}
+        if self.diff is not None:
+            result["diff"] = self.diff
+        return result
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=argument_spec(
+            ROOT_ARGUMENT_SPEC,
+            units={"type": "list", "elements": "dict", "required": True,
+                   "options": {"name": {"type": "str", "required": True},
+                               "enabled": {"type": "bool"},
+                               "state": {"type": "str", "choices": ["started", "stopped"]},
+                               "inputs": {"type": "list", "elements": "path", "default": []},
+                               "restart_on_change": {"type": "bool", "default": True}}},
+        ),
+        supports_check_mode=True,
+    )
+
+
+def main():
+    module = build_module()
+    run_module(module, HostUnits(module), changes_host=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""host_units and its pure core (module_utils/units.py): the decision from systemctl's
+answer and the inputs' modification times, then the module run end to end.
+
+Only systemctl is faked (FakeSystemd, every test that uses it says "fake_systemctl" in
+its name); the inputs are real files under tmp_path with set modification times, and the
+module runs through main() with its real argument spec and runner."""
+
+import json
+import os
+
+import pytest
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils import units
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.modules import host_units
+
+STARTED = 1_700_000_000
+
+
+def _write(path, mtime):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write("x\n")
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+class FakeSystemd:
+    """systemctl show / daemon-reload / enable / disable / start / stop / restart over a
+    dict of units; ``fail`` names a "verb unit" whose command exits 1."""
+
+    def __init__(self, **units_state):
+        self.units = units_state
+        self.calls = []
+        self.fail = set()
+
+    @staticmethod
+    def unit(active=True, enabled="enabled", reload="no", entered=STARTED, load="loaded"):
+        return {"LoadState": load, "ActiveState": "active" if active else "inactive",
+                "UnitFileState": enabled, "NeedDaemonReload": reload,
+                "ActiveEnterTimestamp": "@%d" % entered if active else ""}
+
+    def __call__(self, module, argv, *args, **kwargs):
+        argv = list(argv)
+        self.calls.append(argv)
+        assert argv[0] == "systemctl"
+        verb = argv[1]
+        names = argv[argv.index("--") + 1:] if "--" in argv else []
+        if " ".join([verb] + names) in self.fail:
+            return 1, "", "Job for %s failed." % " ".join(names)
+        if verb == "show":
+            blocks = []
+            for name in names:
+                state = self.units.get(name) or {"LoadState": "not-found", "ActiveState": "inactive",
+                                                 "UnitFileState": "", "NeedDaemonReload": "no",
+                                                 "ActiveEnterTimestamp": ""}
+                blocks.append("".join("%s=%s\n" % (key, state[key]) for key in units.SHOW_PROPERTIES))
+            return 0, "\n".join(blocks), ""
+        if verb == "daemon-reload":
+            for state in self.units.values():
+                state["NeedDaemonReload"] = "no"
+            return 0, "", ""
+        state = self.units[names[0]]
+        if verb in ("enable", "disable"):
+            state["UnitFileState"] = verb + "d"
+        elif verb in ("start", "restart"):
+            state["ActiveState"], state["ActiveEnterTimestamp"] = "active", "@%d" % (STARTED + 10_000)
+        elif verb == "stop":
+            state["ActiveState"], state["ActiveEnterTimestamp"] = "inactive", ""
+        return 0, "", ""
+
+    def verbs(self):
+        """The calls after the one show, as "verb unit" strings."""
+        return [" ".join(call[1:2] + call[3:]) for call in self.calls if call[1] != "show"]
+
+
+@pytest.fixture
+def systemd(monkeypatch):
+    fake = FakeSystemd()
+
+    def run_command(module, argv, *args, **kwargs):
+        return fake(module, argv)
+
+    monkeypatch.setattr(AnsibleModule, "run_command", run_command)
+    return fake
+
+
+def _run(capsys, **args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exit_info:
+            host_units.main()
+    return exit_info.value.code, json.loads(capsys.readouterr().out)
+
+
+def _want(name, **extra):
+    return dict({"name": name, "enabled": True, "state": "started"}, **extra)
+
+
+# ---------------------------------------------------------------- the pure core
+
+def test_show_argv_asks_every_unit_once_after_end_of_options():
+    assert units.show_argv(["a.service", "b.service"]) == [
+        "systemctl", "show", "--timestamp=unix", "-p",
+        "LoadState,ActiveState,UnitFileState,NeedDaemonReload,ActiveEnterTimestamp",
+        "--", "a.service", "b.service"]
+
+
+def test_show_blocks_are_split_per_unit_in_order():
+    text = "LoadState=loaded\nActiveState=active\nId=a\n\nLoadState=not-found\nActiveState=inactive\n"
+    assert units.parse_show_blocks(text, 2) == [{"LoadState": "loaded", "ActiveState": "active"},
+                                                {"LoadState": "not-found", "ActiveState": "inactive"}]
+
+
+def test_show_with_a_block_missing_is_refused():
+    with pytest.raises(GpuhostError) as err:
+        units.parse_show_blocks("LoadState=loaded\n", 2)
+    assert err.value.field == "units"
+
+
+def test_plan_of_a_unit_as_wanted_is_empty():
+    plans, steps = units.plan_units([_want("a.service")], [FakeSystemd.unit()], [{"/etc/a": STARTED}])
+    assert steps == [] and plans["a.service"]["actions"] == []
+
+
+def test_plan_restarts_on_a_newer_input_and_reloads_once_for_two_units():
+    wanted = [_want("a.service"), _want("b.service", enabled=None, state=None)]
+    plans, steps = units.plan_units(
+        wanted, [FakeSystemd.unit(reload="yes"), FakeSystemd.unit(reload="yes")],
+        [{"/etc/a": STARTED + 1}, {}])
+    assert steps == [("daemon-reload", None), ("restart", "a.service"), ("restart", "b.service")]
+    assert plans["a.service"]["reasons"] == ["systemd has not loaded the unit file on disk",
+                                             "changed since the unit started: /etc/a"]
+    assert "restart: its unit file changed" in plans["b.service"]["reasons"]
+
+
+def test_plan_without_restart_on_change_only_reports():
+    plans, steps = units.plan_units([_want("a.service", restart_on_change=False)],
+                                    [FakeSystemd.unit()], [{"/etc/a": STARTED + 1}])
+    assert steps == [] and plans["a.service"]["reasons"] == ["changed since the unit started: /etc/a"]
+
+
+def test_plan_of_an_unknown_unit_reloads_enables_and_starts():
+    plans, steps = units.plan_units([_want("new.service")], [{"LoadState": "not-found"}], [{}])
+    assert steps == [("daemon-reload", None), ("enable", "new.service"), ("start", "new.service")]
+
+
+def test_plan_disables_and_stops():
+    _, steps = units.plan_units([_want("a.service", enabled=False, state="stopped")],
+                                [FakeSystemd.unit()], [{"/etc/a": STARTED + 5}])
+    assert steps == [("disable", "a.service"), ("stop", "a.service")]
+
+
+def test_static_unit_is_not_enabled():
+    _, steps = units.plan_units([_want("a.service")], [FakeSystemd.unit(enabled="static")], [{}])
+    assert steps == []
+
+
+def test_masked_unit_is_refused_naming_its_index():
+    with pytest.raises(GpuhostError) as err:
+        units.plan_units([_want("a.service"), _want("b.service")],
+                         [FakeSystemd.unit(), FakeSystemd.unit(enabled="masked", active=False)], [{}, {}])
+    assert err.value.field == "units[1].name" and "unmask" in err.value.fix
+
+
+def test_diff_lines_before_and_after():
+    wanted = [_want("a.service")]
+    plans, _ = units.plan_units(wanted, [FakeSystemd.unit(active=False, enabled="disabled")], [{}])
+    assert units.state_lines(wanted, plans) == "a.service: disabled, inactive\n"
+    assert units.state_lines(wanted, plans, after=True) == "a.service: enabled, active\n"
+
+
+# ---------------------------------------------------------------- the module, systemctl faked
+
+def test_fake_systemctl_nothing_to_do_is_unchanged_after_one_show(tmp_path, capsys, systemd):
+    conf = _write(str(tmp_path / "etc/numa.conf"), STARTED - 100)
+    systemd.units["gpuhost-numa.service"] = FakeSystemd.unit()
+    code, result = _run(capsys, units=[_want("gpuhost-numa.service", inputs=[conf])])
+    assert code == 0 and result["changed"] is False
+    assert result["steps"] == [] and result["restarted"] == []
+    assert len(systemd.calls) == 1 and systemd.calls[0][1] == "show"
+
+
+def test_fake_systemctl_restarts_on_newer_input_then_a_rerun_is_idempotent(tmp_path, capsys, systemd):
+    conf = _write(str(tmp_path / "etc/numa.conf"), STARTED + 1)
+    systemd.units["gpuhost-numa.service"] = FakeSystemd.unit()
+    wanted = [_want("gpuhost-numa.service", inputs=[conf])]
+    code, result = _run(capsys, units=wanted)
+    assert code == 0 and result["changed"] is True
+    assert result["restarted"] == ["gpuhost-numa.service"]
+    assert systemd.verbs() == ["restart gpuhost-numa.service"]
+    code, result = _run(capsys, units=wanted)
+    assert code == 0 and result["changed"] is False and result["steps"] == []
+
+
+def test_fake_systemctl_daemon_reload_runs_once_before_the_unit_steps(tmp_path, capsys, systemd):
+    systemd.units["a.service"] = FakeSystemd.unit(reload="yes")
+    systemd.units["b.service"] = FakeSystemd.unit(reload="yes", active=False, enabled="disabled")
+    code, result = _run(capsys, units=[_want("a.service"), _want("b.service")])
+    assert code == 0 and result["changed"] is True
+    assert systemd.verbs() == ["daemon-reload", "restart a.service", "enable b.service", "start b.service"]
+    assert result["steps"] == ["systemctl daemon-reload", "systemctl restart -- a.service",
+                               "systemctl enable -- b.service", "systemctl start -- b.service"]
+
+
+def test_fake_systemctl_check_mode_reports_steps_and_diff_and_runs_only_show(tmp_path, capsys, systemd):
+    profile = _write(str(tmp_path / "etc/tuned/active_profile"), STARTED + 3)
+    systemd.units["tuned.service"] = FakeSystemd.unit()
+    code, result = _run(capsys, _ansible_check_mode=True, _ansible_diff=True,
+                        units=[_want("tuned.service", inputs=[profile]), _want("new.service")])
+    assert code == 0 and result["changed"] is True
+    assert result["steps"] == ["systemctl daemon-reload", "systemctl restart -- tuned.service",
+                               "systemctl enable -- new.service", "systemctl start -- new.service"]
+    assert result["restarted"] == ["tuned.service"]
+    assert result["diff"] == {"before": "tuned.service: enabled, active\nnew.service: unknown, inactive\n",
+                              "after": "tuned.service: enabled, active (restarted)\nnew.service: enabled, active\n"}
+    assert systemd.verbs() == []
+
+
+def test_fake_systemctl_failure_undoes_enable_and_start_but_not_the_restart(capsys, systemd):
+    systemd.units["a.service"] = FakeSystemd.unit(active=False, enabled="disabled")
+    systemd.units["b.service"] = FakeSystemd.unit(reload="yes")
+    systemd.units["c.service"] = FakeSystemd.unit(active=False)
+    systemd.fail.add("start c.service")
+    code, result = _run(capsys, units=[_want("a.service"), _want("b.service"), _want("c.service")])
+    assert code == 1 and result["failed"] is True and result["field"] == "units"
+    assert systemd.verbs() == ["daemon-reload", "enable a.service", "start a.service", "restart b.service",
+                               "start c.service", "stop a.service", "disable a.service"]
+    details = result["details"]
+    assert details["failed_step"] == "systemctl start -- c.service"
+    assert details["undone"] == ["systemctl start -- a.service", "systemctl enable -- a.service"]
+    assert details["not_undone"] == ["systemctl restart -- b.service", "systemctl daemon-reload"]
+    assert details["rollback_failed"] is True and result["changed"] is True
+    assert "not undone" in result["msg"] and "Fix:" in result["msg"]
+    assert systemd.units["a.service"]["UnitFileState"] == "disabled"
+    assert systemd.units["a.service"]["ActiveState"] == "inactive"
+
+
+def test_fake_systemctl_failure_fully_undone_reports_unchanged(capsys, systemd):
+    systemd.units["a.service"] = FakeSystemd.unit(active=False, enabled="disabled")
+    systemd.fail.add("start a.service")
+    code, result = _run(capsys, units=[_want("a.service")])
+    assert code == 1 and result["changed"] is False
+    assert result["details"]["undone"] == ["systemctl enable -- a.service"]
+    assert result["details"]["not_undone"] == [] and result["details"]["rollback_failed"] is False
+
+
+def test_fake_systemctl_failed_show_fails_naming_the_command(capsys, systemd):
+    systemd.fail.add("show a.service")
+    code, result = _run(capsys, units=[_want("a.service")])
+    assert code == 1 and "systemctl show" in result["msg"] and result["steps"] == []
+
+
+@pytest.mark.parametrize("name", ["--root=/tmp", "-a.service", "a.service;reboot", "a b.service",
+                                  "*.service", "a.service\n", "tuned", "../x.service", "", "a.servicex"])
+def test_fake_systemctl_hostile_unit_name_is_refused_before_any_command(capsys, systemd, name):
+    code, result = _run(capsys, units=[_want("good.service"), _want(name)])
+    assert code == 1 and result["field"] == "units[1].name"
+    assert systemd.calls == []
+
+
+@pytest.mark.parametrize("path", ["etc/relative.conf", "/etc/a\nb", "/etc/\x1b[0m", "  "])
+def test_fake_systemctl_hostile_input_path_is_refused_before_any_command(capsys, systemd, path):
+    code, result = _run(capsys, units=[_want("a.service", inputs=["/etc/ok", path])])
+    assert code == 1 and result["field"] == "units[0].inputs[1]"
+    assert systemd.calls == []
+
+
+def test_fake_systemctl_input_path_with_dotdot_is_normalised(tmp_path, capsys, systemd):
+    conf = _write(str(tmp_path / "etc/x.conf"), STARTED + 1)
+    systemd.units["a.service"] = FakeSystemd.unit()
+    hostile = str(tmp_path / "etc/../etc/./x.conf")
+    code, result = _run(capsys, units=[_want("a.service", inputs=[hostile])])
+    assert code == 0 and result["units"]["a.service"]["reasons"] == ["changed since the unit started: %s" % conf]
+
+
+def test_fake_systemctl_unit_listed_twice_is_refused(capsys, systemd):
+    code, result = _run(capsys, units=[_want("a.service"), _want("a.service")])
+    assert code == 1 and result["field"] == "units[1].name" and systemd.calls == []
+
+
+def test_fake_systemctl_recorded_tree_is_refused_without_a_command(tmp_path, capsys, systemd):
+    code, result = _run(capsys, root=str(tmp_path), units=[_want("a.service")])
+    assert code == 1 and result["field"] == "root" and systemd.calls == []
+
+
+def test_fake_systemctl_names_come_after_end_of_options(capsys, systemd):
+    systemd.units["a.service"] = FakeSystemd.unit(active=False, enabled="disabled")
+    _run(capsys, units=[_want("a.service")])
+    for call in systemd.calls:
+        assert call[call.index("--") + 1:] == ["a.service"]
