@@ -24,9 +24,6 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
-# The unit decision lives in units.py (host_units acts on it); host_facts reports it.
-from ansible_collections.gpuhost.kvm.plugins.module_utils.units import (  # noqa: F401
-    UNIT_PROPERTIES, parse_unit_properties, unit_refresh)
 
 # What the module can gather; each names one reader (or one question to the host).
 GATHER_SUBSETS = ("firmware", "cpu_power", "memory", "devices", "kernel_log", "tuned",

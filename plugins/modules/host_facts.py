@@ -151,6 +151,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import host_facts
+from ansible_collections.gpuhost.kvm.plugins.module_utils import units as unit_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
@@ -242,13 +243,13 @@ class HostFacts(object):
         units = {}
         for unit in self.params["units"]:
             if not self.live:
-                units[unit["name"]] = dict(host_facts.unit_refresh({}, {}), read=False)
+                units[unit["name"]] = dict(unit_core.unit_refresh({}, {}), read=False)
                 continue
             out = self.run_checked(
-                ["systemctl", "show", "--timestamp=unix", "-p", ",".join(host_facts.UNIT_PROPERTIES),
+                ["systemctl", "show", "--timestamp=unix", "-p", ",".join(unit_core.UNIT_PROPERTIES),
                  "--", unit["name"]], "asking systemd for %s" % unit["name"])
-            units[unit["name"]] = dict(host_facts.unit_refresh(
-                host_facts.parse_unit_properties(out),
+            units[unit["name"]] = dict(unit_core.unit_refresh(
+                unit_core.parse_unit_properties(out),
                 host_facts.input_mtimes(unit["inputs"], self.root)), read=True)
         return units
 

@@ -8,6 +8,7 @@ The inventory (``grep -rn "run_command\\|subprocess" plugins/``):
 * modprobe -- vfio-pci                        (vfio_bind, sriov_vfs, gpuhost-sriov-apply)
 * cloud-localds [--network-config F] -- OUT USER META; genisoimage/mkisofs ... -- FILES
 * journalctl, systemctl show -p ... -- UNIT  (host_facts; test_host_facts)
+* systemctl show -p ... -- UNIT..., systemctl VERB -- UNIT  (host_units; test_host_units)
 * ip ... dev NAME: iproute2 has no "--" ("--" is taken as a device name); its ``dev``
   keyword takes the next word literally, and the name is checked by
   validators.interface_name first (iommu_groups_facts, sriov).

@@ -13,7 +13,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import host_facts
+from ansible_collections.gpuhost.kvm.plugins.module_utils import host_facts, units
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import host_facts as host_facts_module
 
@@ -472,10 +472,10 @@ def test_input_mtimes_are_whole_seconds_keyed_by_host_path(tmp_path):
 def test_parse_unit_properties_keeps_only_the_decided_properties():
     text = ("Id=gpuhost-numa.service\nActiveState=active\nLoadState=loaded\nUnitFileState=enabled\n"
             "NeedDaemonReload=no\nActiveEnterTimestamp=@1700000000\nDescription=a=b\ngarbage\n ActiveState=failed\n")
-    assert host_facts.parse_unit_properties(text) == {
+    assert units.parse_unit_properties(text) == {
         "ActiveState": "active", "UnitFileState": "enabled", "NeedDaemonReload": "no", "ActiveEnterTimestamp": "@1700000000"}
-    assert host_facts.parse_unit_properties(None) == {}
-    assert host_facts.parse_unit_properties("ActiveEnterTimestamp=\n") == {"ActiveEnterTimestamp": ""}
+    assert units.parse_unit_properties(None) == {}
+    assert units.parse_unit_properties("ActiveEnterTimestamp=\n") == {"ActiveEnterTimestamp": ""}
 
 
 ACTIVE = {"ActiveState": "active", "UnitFileState": "enabled", "NeedDaemonReload": "no",
@@ -483,54 +483,54 @@ ACTIVE = {"ActiveState": "active", "UnitFileState": "enabled", "NeedDaemonReload
 
 
 def test_active_unit_started_before_an_input_changed_restarts():
-    refresh = host_facts.unit_refresh(ACTIVE, {"/etc/gpuhost/numa.conf": 1_700_000_001, "/etc/systemd/system/x.service": 1_699_999_000})
+    refresh = units.unit_refresh(ACTIVE, {"/etc/gpuhost/numa.conf": 1_700_000_001, "/etc/systemd/system/x.service": 1_699_999_000})
     assert refresh["active"] is True and refresh["enabled"] is True and refresh["daemon_reload"] is False
     assert refresh["restart"] is True
     assert refresh["reasons"] == ["changed since the unit started: /etc/gpuhost/numa.conf"]
 
 
 def test_restart_reason_names_every_newer_input_sorted():
-    refresh = host_facts.unit_refresh(ACTIVE, {"/etc/b": 1_700_000_005, "/etc/a": 1_700_000_002, "/etc/c": 1_700_000_000})
+    refresh = units.unit_refresh(ACTIVE, {"/etc/b": 1_700_000_005, "/etc/a": 1_700_000_002, "/etc/c": 1_700_000_000})
     assert refresh["reasons"] == ["changed since the unit started: /etc/a, /etc/b"]
 
 
 def test_input_written_in_the_second_the_unit_started_needs_no_restart():
-    refresh = host_facts.unit_refresh(ACTIVE, {"/etc/gpuhost/numa.conf": 1_700_000_000})
+    refresh = units.unit_refresh(ACTIVE, {"/etc/gpuhost/numa.conf": 1_700_000_000})
     assert refresh["restart"] is False and refresh["reasons"] == []
 
 
 @pytest.mark.parametrize("state", ["inactive", "failed", "activating"])
 def test_unit_that_is_not_active_is_not_restarted(state):
-    refresh = host_facts.unit_refresh(dict(ACTIVE, ActiveState=state), {"/etc/gpuhost/numa.conf": 1_800_000_000})
+    refresh = units.unit_refresh(dict(ACTIVE, ActiveState=state), {"/etc/gpuhost/numa.conf": 1_800_000_000})
     assert refresh["active"] is False and refresh["restart"] is False and refresh["reasons"] == []
 
 
 def test_active_unit_without_an_enter_timestamp_is_not_restarted():
-    refresh = host_facts.unit_refresh(dict(ACTIVE, ActiveEnterTimestamp=""), {"/etc/a": 1_800_000_000})
+    refresh = units.unit_refresh(dict(ACTIVE, ActiveEnterTimestamp=""), {"/etc/a": 1_800_000_000})
     assert refresh["restart"] is False
 
 
 def test_unit_file_systemd_has_not_loaded_needs_daemon_reload():
-    refresh = host_facts.unit_refresh(dict(ACTIVE, NeedDaemonReload="yes", UnitFileState="static"), {})
+    refresh = units.unit_refresh(dict(ACTIVE, NeedDaemonReload="yes", UnitFileState="static"), {})
     assert refresh == {"active": True, "enabled": False, "daemon_reload": True, "restart": False,
                        "reasons": ["systemd has not loaded the unit file on disk"]}
 
 
 def test_unit_refresh_of_nothing_known():
-    assert host_facts.unit_refresh({}, {"/etc/a": 5}) == {"active": False, "enabled": False, "daemon_reload": False,
+    assert units.unit_refresh({}, {"/etc/a": 5}) == {"active": False, "enabled": False, "daemon_reload": False,
                                                           "restart": False, "reasons": []}
 
 
 @pytest.mark.parametrize("stamp", ["Mon 2024-01-01 10:00:00 UTC", "1700000000", "@", "@17000x", "@-5", "@ 1700000000"])
 def test_timestamp_not_in_unix_form_is_refused(stamp):
     with pytest.raises(GpuhostError) as err:
-        host_facts.unit_refresh(dict(ACTIVE, ActiveEnterTimestamp=stamp), {})
+        units.unit_refresh(dict(ACTIVE, ActiveEnterTimestamp=stamp), {})
     assert err.value.field == "units" and "--timestamp=unix" in err.value.fix
 
 
 def test_timestamp_with_a_superscript_digit_is_refused_not_a_traceback():
     with pytest.raises(GpuhostError) as err:
-        host_facts.unit_refresh(dict(ACTIVE, ActiveEnterTimestamp="@17\u00b2"), {})
+        units.unit_refresh(dict(ACTIVE, ActiveEnterTimestamp="@17\u00b2"), {})
     assert err.value.field == "units"
 
 
@@ -538,9 +538,9 @@ def test_unit_refresh_from_systemctl_text_and_files_on_disk(tmp_path):
     root = _bare_root(tmp_path)
     _write(root, "etc/gpuhost/numa.conf", "x", 1_700_000_100)
     _write(root, "etc/systemd/system/gpuhost-numa.service", "x", 1_600_000_000)
-    properties = host_facts.parse_unit_properties("ActiveState=active\nActiveEnterTimestamp=@1700000050\n")
+    properties = units.parse_unit_properties("ActiveState=active\nActiveEnterTimestamp=@1700000050\n")
     inputs = host_facts.input_mtimes(["/etc/systemd/system/gpuhost-numa.service", "/etc/gpuhost/numa.conf"], root)
-    refresh = host_facts.unit_refresh(properties, inputs)
+    refresh = units.unit_refresh(properties, inputs)
     assert refresh["restart"] is True and refresh["reasons"] == ["changed since the unit started: /etc/gpuhost/numa.conf"]
 
 
@@ -677,7 +677,7 @@ def test_units_on_the_live_root_with_systemctl_mocked(tmp_path, capsys, monkeypa
     assert argv[:2] == ["systemctl", "show"] and "--timestamp=unix" in argv
     assert argv[-2:] == ["--", "gpuhost-numa.service"]
     assert argv.index("--") < argv.index("gpuhost-numa.service")
-    assert argv[argv.index("-p") + 1] == ",".join(host_facts.UNIT_PROPERTIES)
+    assert argv[argv.index("-p") + 1] == ",".join(units.UNIT_PROPERTIES)
     assert result["ansible_facts"]["gpuhost_host"]["units"] == {"gpuhost-numa.service": {
         "read": True, "active": True, "enabled": True, "daemon_reload": False, "restart": True,
         "reasons": ["changed since the unit started: %s" % changed]}}
