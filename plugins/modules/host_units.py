@@ -65,11 +65,19 @@ options:
             file changed. V(false) only reports it in RV(units).
         type: bool
         default: true
+      undo:
+        description:
+          - Whether a failed run undoes this unit's enable, disable and start.
+          - V(false) keeps them, for a boot-time unit whose enablement must survive a
+            start that failed now (a reboot then applies it).
+        type: bool
+        default: true
 notes:
   - Outside check mode, if a step fails the steps already done are undone in reverse
     order where that is meaningful (an enable is disabled again, a disable enabled, a
     unit this run started is stopped); a daemon-reload, a restart and a stop are not
-    undone. The failure lists in C(details) what was undone and what was not.
+    undone, nor are the steps of a unit with O(units[].undo=false). The failure lists in
+    C(details) what was undone and what was not.
   - Acting on units needs the running system, so the module refuses an O(root) other
     than V(/) (a recorded tree has no systemd to ask); roles skip it on a recorded tree.
   - Timestamps are read with C(systemctl show --timestamp=unix), which needs systemd
@@ -214,9 +222,10 @@ class HostUnits(object):
     def undo(self, failed, err):
         """Undo the done steps in reverse; the error to raise says what was and was not."""
         undone, not_undone, undo_failed = [], [], []
+        keep = {unit["name"] for unit in self.params["units"] if not unit["undo"]}
         for step in reversed(self.done):
             verb, name = step
-            if verb not in unit_core.UNDO:
+            if verb not in unit_core.UNDO or name in keep:
                 not_undone.append(unit_core.step_text(step))
                 continue
             back = (unit_core.UNDO[verb], name)
@@ -254,7 +263,8 @@ def build_module():
                                "enabled": {"type": "bool"},
                                "state": {"type": "str", "choices": ["started", "stopped"]},
                                "inputs": {"type": "list", "elements": "path", "default": []},
-                               "restart_on_change": {"type": "bool", "default": True}}},
+                               "restart_on_change": {"type": "bool", "default": True},
+                               "undo": {"type": "bool", "default": True}}},
         ),
         supports_check_mode=True,
     )

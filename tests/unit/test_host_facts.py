@@ -518,7 +518,7 @@ def test_unit_file_systemd_has_not_loaded_needs_daemon_reload():
 
 def test_unit_refresh_of_nothing_known():
     assert units.unit_refresh({}, {"/etc/a": 5}) == {"active": False, "enabled": False, "daemon_reload": False,
-                                                          "restart": False, "reasons": []}
+                                                     "restart": False, "reasons": []}
 
 
 @pytest.mark.parametrize("stamp", ["Mon 2024-01-01 10:00:00 UTC", "1700000000", "@", "@17000x", "@-5", "@ 1700000000"])

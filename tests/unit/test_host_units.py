@@ -150,13 +150,13 @@ def test_plan_of_an_unknown_unit_reloads_enables_and_starts():
 
 
 def test_plan_disables_and_stops():
-    _, steps = units.plan_units([_want("a.service", enabled=False, state="stopped")],
-                                [FakeSystemd.unit()], [{"/etc/a": STARTED + 5}])
+    dummy, steps = units.plan_units([_want("a.service", enabled=False, state="stopped")],
+                                    [FakeSystemd.unit()], [{"/etc/a": STARTED + 5}])
     assert steps == [("disable", "a.service"), ("stop", "a.service")]
 
 
 def test_static_unit_is_not_enabled():
-    _, steps = units.plan_units([_want("a.service")], [FakeSystemd.unit(enabled="static")], [{}])
+    dummy, steps = units.plan_units([_want("a.service")], [FakeSystemd.unit(enabled="static")], [{}])
     assert steps == []
 
 
@@ -169,7 +169,7 @@ def test_masked_unit_is_refused_naming_its_index():
 
 def test_diff_lines_before_and_after():
     wanted = [_want("a.service")]
-    plans, _ = units.plan_units(wanted, [FakeSystemd.unit(active=False, enabled="disabled")], [{}])
+    plans, dummy = units.plan_units(wanted, [FakeSystemd.unit(active=False, enabled="disabled")], [{}])
     assert units.state_lines(wanted, plans) == "a.service: disabled, inactive\n"
     assert units.state_lines(wanted, plans, after=True) == "a.service: enabled, active\n"
 
@@ -293,3 +293,13 @@ def test_fake_systemctl_names_come_after_end_of_options(capsys, systemd):
     _run(capsys, units=[_want("a.service")])
     for call in systemd.calls:
         assert call[call.index("--") + 1:] == ["a.service"]
+
+
+def test_fake_systemctl_unit_without_undo_keeps_its_enable_after_a_failed_start(capsys, systemd):
+    systemd.units["gpuhost-numa.service"] = FakeSystemd.unit(active=False, enabled="disabled")
+    systemd.fail.add("start gpuhost-numa.service")
+    code, result = _run(capsys, units=[_want("gpuhost-numa.service", undo=False)])
+    assert code == 1 and result["changed"] is True
+    assert result["details"]["undone"] == []
+    assert result["details"]["not_undone"] == ["systemctl enable -- gpuhost-numa.service"]
+    assert systemd.units["gpuhost-numa.service"]["UnitFileState"] == "enabled"
