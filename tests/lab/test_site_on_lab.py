@@ -110,7 +110,7 @@ sec units; ls -la /etc/systemd/system 2>&1
 sec gpuhost; find /etc/gpuhost /var/lib/gpuhost /usr/local/libexec/gpuhost 2>&1 | sort
 sec libvirt-qemu; ls -la /etc/libvirt/qemu /etc/libvirt/hooks 2>&1
 sec images; ls -la /var/lib/libvirt/images 2>&1
-sec tuned; cat /etc/tuned/active_profile 2>&1
+sec tuned; cat /etc/tuned/active_profile /etc/tuned/profile_mode 2>&1
 """
 
 
@@ -148,7 +148,7 @@ sec cmdline; cat /proc/cmdline
 sec files; find /etc/default/grub /etc/default/grub.d /etc/default/irqbalance /etc/modprobe.d \
   /etc/modules-load.d /etc/initramfs-tools/modules /etc/sysctl.d /etc/systemd/system \
   /etc/gpuhost /etc/libvirt/hooks /etc/libvirt/qemu /usr/local/libexec/gpuhost \
-  /etc/tuned/active_profile /etc/udev/rules.d -xdev \( -type f -o -type l \) 2>/dev/null \
+  /etc/tuned/active_profile /etc/tuned/profile_mode /etc/udev/rules.d -xdev \( -type f -o -type l \) 2>/dev/null \
   | grep -v '^/etc/libvirt/qemu/.*\.xml$' | sort | while read -r f; do
   if [ -L "$f" ]; then printf 'link %s -> %s\n' "$f" "$(readlink "$f")"
   else printf '%s %s %s\n' "$(stat -c '%a %U:%G' "$f")" "$(sha256sum < "$f" | cut -c1-16)" "$f"; fi
