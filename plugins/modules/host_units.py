@@ -72,6 +72,16 @@ options:
             start that failed now (a reboot then applies it).
         type: bool
         default: true
+  changed_paths:
+    description:
+      - Paths this run wrote or, in check mode, would write (such as the C(changed_paths)
+        of M(gpuhost.kvm.host_files)). An input among them counts as newer than the
+        unit's start whatever its modification time, so that check mode predicts the
+        restart of a file still to be written, and a file written in the second the unit
+        started is not missed.
+    type: list
+    elements: path
+    default: []
 notes:
   - Outside check mode, if a step fails the steps already done are undone in reverse
     order where that is meaningful (an enable is disabled again, a disable enabled, a
@@ -111,6 +121,18 @@ EXAMPLES = r"""
         enabled: true
         state: started
         inputs: [/etc/tuned/active_profile, /etc/tuned/profile_mode]
+
+- name: Write the unit's configuration
+  gpuhost.kvm.host_files:
+    files:
+      - {path: /etc/gpuhost/numa.conf, content: "HUGEPAGES 0 2048 512\n", mode: "0644"}
+  register: numa_files
+
+- name: Restart the unit when it changed (check mode predicts it too)
+  gpuhost.kvm.host_units:
+    units:
+      - {name: gpuhost-numa.service, enabled: true, state: started, inputs: [/etc/gpuhost/numa.conf]}
+    changed_paths: "{{ numa_files.changed_paths }}"
 
 - name: Start libvirt
   gpuhost.kvm.host_units:
@@ -165,6 +187,10 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     absolute_path, unit_name)
 
 
+# The modification time given to an input this run changed: newer than any start.
+CHANGED_NOW = float("inf")
+
+
 class HostUnits(object):
     """Reads every unit once, decides the whole change set, then applies it."""
 
@@ -175,6 +201,7 @@ class HostUnits(object):
         self.steps = []
         self.done = []
         self.diff = None
+        self.changed_paths = set()
 
     def check(self):
         if self.params["root"] not in ("/", None):
@@ -190,6 +217,8 @@ class HostUnits(object):
             seen.add(unit["name"])
             unit["inputs"] = [absolute_path(path, "units[%d].inputs[%d]" % (index, number))
                               for number, path in enumerate(unit["inputs"])]
+        self.changed_paths = {absolute_path(path, "changed_paths[%d]" % index)
+                              for index, path in enumerate(self.params["changed_paths"])}
         if not self.params["units"]:
             raise GpuhostError("no unit given", field="units", fix="name at least one unit")
 
@@ -205,7 +234,9 @@ class HostUnits(object):
         units = self.params["units"]
         names = [unit["name"] for unit in units]
         properties = unit_core.parse_show_blocks(self.systemctl(unit_core.show_argv(names)), len(names))
-        mtimes = [input_mtimes(unit["inputs"], self.params["root"]) for unit in units]
+        mtimes = [dict(input_mtimes(unit["inputs"], self.params["root"]),
+                       **{path: CHANGED_NOW for path in unit["inputs"] if path in self.changed_paths})
+                  for unit in units]
         self.plans, self.steps = unit_core.plan_units(units, properties, mtimes)
         if self.module._diff:
             self.diff = {"before": unit_core.state_lines(units, self.plans),
@@ -265,6 +296,7 @@ def build_module():
                                "inputs": {"type": "list", "elements": "path", "default": []},
                                "restart_on_change": {"type": "bool", "default": True},
                                "undo": {"type": "bool", "default": True}}},
+            changed_paths={"type": "list", "elements": "path", "default": []},
         ),
         supports_check_mode=True,
     )

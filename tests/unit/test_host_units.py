@@ -303,3 +303,18 @@ def test_fake_systemctl_unit_without_undo_keeps_its_enable_after_a_failed_start(
     assert result["details"]["undone"] == []
     assert result["details"]["not_undone"] == ["systemctl enable -- gpuhost-numa.service"]
     assert systemd.units["gpuhost-numa.service"]["UnitFileState"] == "enabled"
+
+
+def test_fake_systemctl_check_mode_restarts_for_a_changed_path_whatever_its_mtime(tmp_path, capsys, systemd):
+    conf = _write(str(tmp_path / "etc/numa.conf"), STARTED - 100)
+    systemd.units["gpuhost-numa.service"] = FakeSystemd.unit()
+    wanted = [_want("gpuhost-numa.service", inputs=[conf])]
+    code, result = _run(capsys, _ansible_check_mode=True, units=wanted, changed_paths=[conf])
+    assert code == 0 and result["changed"] is True and result["restarted"] == ["gpuhost-numa.service"]
+    code, result = _run(capsys, units=wanted, changed_paths=[str(tmp_path / "etc/other.conf")])
+    assert code == 0 and result["changed"] is False and systemd.verbs() == []
+
+
+def test_fake_systemctl_hostile_changed_path_is_refused(capsys, systemd):
+    code, result = _run(capsys, units=[_want("a.service")], changed_paths=["relative/x"])
+    assert code == 1 and result["field"] == "changed_paths[0]" and systemd.calls == []
