@@ -42,3 +42,41 @@ def run_module(module, worker, changes_host=False):
     if getattr(worker, "failed", False):
         module.fail_json(**worker.result)
     module.exit_json(**worker.result)
+
+
+class PlannedChange(object):
+    """A worker that decides first and acts second: ``decide()`` returns a plan whose
+    ``changes`` is a transaction.ChangeSet; ``run()`` applies it outside check mode (the
+    change set rolls itself back when a step fails). ``change_result(**fields)`` is the
+    result every such module reports: ``changed`` (what was applied, or would be in check
+    mode), ``steps``, the module's own fields and, with --diff, the change set's diff."""
+
+    def __init__(self, module):
+        self.module = module
+        self.plan = None
+        self.applied = False
+
+    def decide(self):
+        raise NotImplementedError
+
+    def run(self):
+        self.plan = self.decide()
+        if self.plan.changes and not self.module.check_mode:
+            self.plan.changes.apply()
+            self.applied = True
+
+    @property
+    def done(self):
+        """True once the plan was applied, or, in check mode, once it was made."""
+        return self.plan is not None and (self.applied or self.module.check_mode)
+
+    def diff(self):
+        return self.plan.changes.diff()
+
+    def change_result(self, **fields):
+        plan = self.plan
+        result = dict(changed=bool(self.done and plan.changes),
+                      steps=plan.changes.descriptions if plan else [], **fields)
+        if plan and self.module._diff:  # pylint: disable=protected-access
+            result["diff"] = self.diff()
+        return result

@@ -164,7 +164,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
     STATES, plan_host_files, validate_entries)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
+    PlannedChange, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     HostWriter)
 
@@ -183,32 +184,22 @@ def build_module():
     return AnsibleModule(argument_spec=spec, supports_check_mode=True)
 
 
-class HostFiles(object):
+class HostFiles(PlannedChange):
     """Plans and applies one host_files task."""
 
     def __init__(self, module, writer=None):
-        self.module = module
+        super(HostFiles, self).__init__(module)
         self.writer = writer or HostWriter(module.params["root"])
-        self.plan = None
-        self.applied = False
 
-    def run(self):
-        entries = validate_entries(self.module.params["files"])
-        self.plan = plan_host_files(self.writer, entries)
-        if self.plan.changes and not self.module.check_mode:
-            self.plan.changes.apply()
-            self.applied = True
+    def decide(self):
+        return plan_host_files(self.writer, validate_entries(self.module.params["files"]))
+
+    def diff(self):
+        return self.plan.diff
 
     @property
     def result(self):
-        plan = self.plan
-        done = plan is not None and (self.applied or self.module.check_mode)
-        result = {"changed": bool(done and plan.changes),
-                  "changed_paths": list(plan.changed_paths) if done else [],
-                  "steps": plan.changes.descriptions if plan else []}
-        if plan and self.module._diff:
-            result["diff"] = plan.diff
-        return result
+        return self.change_result(changed_paths=list(self.plan.changed_paths) if self.done else [])
 
 
 def main():

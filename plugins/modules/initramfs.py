@@ -158,7 +158,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.boot_config import (
     INITRAMFS_TOOLS, host_commands, initramfs_plan)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
+    PlannedChange, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
 
 
@@ -178,36 +179,24 @@ def build_module():
     return AnsibleModule(argument_spec=spec, supports_check_mode=True)
 
 
-class Initramfs(object):
+class Initramfs(PlannedChange):
     """Plans and applies one initramfs task."""
 
     def __init__(self, module, writer=None, run_command=None):
-        self.module = module
+        super(Initramfs, self).__init__(module)
         self.writer = writer or HostWriter(module.params["root"])
         self.commands = host_commands(module, run_command)
-        self.plan = None
-        self.applied = False
 
-    def run(self):
-        self.plan = initramfs_plan(self.writer, self.module.params, self.commands)
-        if self.plan.changes and not self.module.check_mode:
-            self.plan.changes.apply()
-            self.applied = True
+    def decide(self):
+        return initramfs_plan(self.writer, self.module.params, self.commands)
 
     @property
     def result(self):
         plan = self.plan
-        done = plan is not None and (self.applied or self.module.check_mode)
-        rebuilt = bool(done and plan.rebuild and not plan.skipped)
-        result = {"changed": bool(done and plan.changes),
-                  "rebuilt": rebuilt,
-                  "stale": list(plan.stale) if plan else [],
-                  "reboot_required": bool(plan and plan.rebuild),
-                  "steps": plan.changes.descriptions if plan else [],
-                  "skipped": list(plan.skipped) if plan else []}
-        if plan and self.module._diff:
-            result["diff"] = plan.changes.diff()
-        return result
+        return self.change_result(rebuilt=bool(self.done and plan.rebuild and not plan.skipped),
+                                  stale=list(plan.stale) if plan else [],
+                                  reboot_required=bool(plan and plan.rebuild),
+                                  skipped=list(plan.skipped) if plan else [])
 
 
 def main():

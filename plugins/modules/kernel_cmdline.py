@@ -132,7 +132,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.boot_config import (
     cmdline_plan, host_commands)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
+    PlannedChange, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
 
 
@@ -147,36 +148,25 @@ def build_module():
     return AnsibleModule(argument_spec=spec, supports_check_mode=True)
 
 
-class KernelCmdline(object):
+class KernelCmdline(PlannedChange):
     """Plans and applies one kernel_cmdline task."""
 
     def __init__(self, module, writer=None, run_command=None):
-        self.module = module
+        super(KernelCmdline, self).__init__(module)
         self.writer = writer or HostWriter(module.params["root"])
         self.commands = host_commands(module, run_command)
-        self.plan = None
-        self.applied = False
 
-    def run(self):
-        self.plan = cmdline_plan(self.writer, self.module.params, self.commands)
-        if self.plan.changes and not self.module.check_mode:
-            self.plan.changes.apply()
-            self.applied = True
+    def decide(self):
+        return cmdline_plan(self.writer, self.module.params, self.commands)
 
     @property
     def result(self):
         plan = self.plan
-        done = plan is not None and (self.applied or self.module.check_mode)
-        result = {"changed": bool(done and plan.changes),
-                  "method": plan.method if plan else self.module.params["method"],
-                  "missing_active": list(plan.missing_active) if plan else [],
-                  "missing_next_boot": list(plan.missing_next_boot) if plan else [],
-                  "reboot_required": bool(plan and plan.missing_active),
-                  "steps": plan.changes.descriptions if plan else [],
-                  "skipped": list(plan.skipped) if plan else []}
-        if plan and self.module._diff:
-            result["diff"] = plan.changes.diff()
-        return result
+        return self.change_result(method=plan.method if plan else self.module.params["method"],
+                                  missing_active=list(plan.missing_active) if plan else [],
+                                  missing_next_boot=list(plan.missing_next_boot) if plan else [],
+                                  reboot_required=bool(plan and plan.missing_active),
+                                  skipped=list(plan.skipped) if plan else [])
 
 
 def main():
