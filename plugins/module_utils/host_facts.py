@@ -27,7 +27,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_a
 
 # What the module can gather; each names one reader (or one question to the host).
 GATHER_SUBSETS = ("firmware", "cpu_power", "memory", "devices", "kernel_log", "tuned",
-                  "units", "initramfs", "libvirt")
+                  "units", "initramfs", "libvirt", "packages", "iommu")
 
 # The ACPI tables the firmware publishes when VT-d (DMAR) or AMD-Vi (IVRS) is enabled.
 IOMMU_ACPI_TABLES = ("DMAR", "IVRS")
@@ -139,6 +139,95 @@ def read_tuned(root="/"):
     keeps in /etc/tuned/active_profile and loads when it starts); None when unset."""
     text = sysfs.read_text(sysfs.path(root, "etc/tuned/active_profile"))
     return {"active_profile": text or None}
+
+
+# dpkg's database of what is installed; a status file past this size is not one a host
+# of this kind has (a full desktop's is a few MiB), so it is not read at all.
+DPKG_STATUS = "var/lib/dpkg/status"
+DPKG_STATUS_MAX_BYTES = 64 * 1024 * 1024
+# The package states that count as installed. Stricter than python-apt's is_installed,
+# which also counts half-installed and unpacked packages: a role that finds such a
+# package "missing" runs the package manager, which is what repairs it.
+_DPKG_INSTALLED_STATES = ("installed", "triggers-pending", "triggers-awaited")
+_DPKG_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]*\Z")
+_DPKG_FIELD_RE = re.compile(r"^([A-Za-z0-9-]+):(.*)\Z")
+_DPKG_WORD_RE = re.compile(r"^[A-Za-z0-9.+:~_-]+\Z")
+
+
+def _dpkg_stanzas(text):
+    """The status file's stanzas as dicts of the single-line fields they hold (the long
+    ones, Description and Conffiles, continue on indented lines and are not needed)."""
+    fields = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                yield fields
+            fields = {}
+            continue
+        match = _DPKG_FIELD_RE.match(line)
+        if match and match.group(1) not in fields:
+            fields[match.group(1)] = match.group(2).strip()
+    if fields:
+        yield fields
+
+
+def parse_dpkg_status(text):
+    """Installed packages in package_facts' shape for its apt manager (name -> list of
+    {name, version, arch, category, source}; a package of a foreign architecture is
+    named ``name:arch``, as python-apt names it). ``origin`` is not given: the status
+    file does not record where a package came from. Garbled stanzas are left out."""
+    stanzas = [fields for fields in _dpkg_stanzas(text)
+               if _DPKG_NAME_RE.match(fields.get("Package", ""))
+               and _DPKG_WORD_RE.match(fields.get("Version", ""))]
+    native = next((fields.get("Architecture") for fields in stanzas if fields["Package"] == "dpkg"), None)
+    packages = {}
+    for fields in stanzas:
+        status = fields.get("Status", "").split()
+        if len(status) != 3 or status[1] != "ok" or status[2] not in _DPKG_INSTALLED_STATES:
+            continue
+        arch = fields.get("Architecture", "")
+        if not _DPKG_WORD_RE.match(arch):
+            continue
+        name = fields["Package"] if arch in ("all", native) or native is None else "%s:%s" % (fields["Package"], arch)
+        packages.setdefault(name, []).append({
+            "name": name, "version": fields["Version"], "arch": arch,
+            "category": fields.get("Section") or None, "source": "apt"})
+    return packages
+
+
+def read_dpkg_packages(root="/"):
+    """The installed packages below ``root`` from dpkg's status file, or None when the
+    host has no readable one (not a dpkg host, or a file too large to be one)."""
+    status_path = sysfs.path(root, DPKG_STATUS)
+    try:
+        with open(status_path, "rb") as handle:
+            data = handle.read(DPKG_STATUS_MAX_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > DPKG_STATUS_MAX_BYTES or b"\x00" in data:
+        return None
+    return parse_dpkg_status(data.decode("utf-8", "replace"))
+
+
+# rpm's answer, a line a package: the tab-separated fields package_facts' rpm manager gives.
+RPM_QUERY_ARGV = ["rpm", "--query", "--all", "--queryformat",
+                  "%{NAME}\\t%{EPOCH}\\t%{VERSION}\\t%{RELEASE}\\t%{ARCH}\\n"]
+
+
+def parse_rpm_query(text):
+    """``rpm -qa`` lines (RPM_QUERY_ARGV) in package_facts' shape for rpm (name -> list of
+    {name, version, release, epoch, arch, source}); rpm's ``(none)`` epoch is None."""
+    packages = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 5 or not all(_DPKG_WORD_RE.match(part) or part == "(none)" for part in parts):
+            continue
+        name, epoch, version, release, arch = parts
+        packages.setdefault(name, []).append({
+            "name": name, "version": version, "release": release,
+            "epoch": None if epoch == "(none)" else epoch,
+            "arch": None if arch == "(none)" else arch, "source": "rpm"})
+    return packages
 
 
 def kernel_log_matches(lines, pattern):

@@ -15,7 +15,9 @@ description:
     C-states), memory (/proc/meminfo and every node's hugepage pools), PCI functions
     (presence, NUMA node, SR-IOV counts, driver), matching kernel log lines, tuned's
     profile, systemd units against the files they read, the initramfs images against
-    their inputs, and libvirt's running domains and vCPU pins.
+    their inputs, libvirt's running domains and vCPU pins, and the installed packages
+    (as M(ansible.builtin.package_facts) gives them, in RV(ansible_facts.packages)); the
+    C(iommu) subset returns M(gpuhost.kvm.iommu_groups_facts)' fact, RV(ansible_facts.gpuhost_iommu).
   - One module run replaces the roles' C(stat), C(slurp) and C(grep) reads. Under TCG
     every task costs seconds, and parsing grep output breaks on the colons of PCI
     addresses.
@@ -33,7 +35,7 @@ options:
       - The subsets to read. Each costs only its own reads.
     type: list
     elements: str
-    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt]
+    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu]
     default: [firmware, cpu_power, memory]
   devices:
     description:
@@ -91,6 +93,11 @@ options:
     type: list
     elements: str
     default: []
+  gpu_vendor:
+    description:
+      - With the C(iommu) subset, only report GPUs of this PCI vendor (four hex digits,
+        V(10de) NVIDIA), as M(gpuhost.kvm.iommu_groups_facts) does.
+    type: str
 attributes:
   facts:
     support: full
@@ -123,7 +130,8 @@ ansible_facts:
   type: dict
   contains:
     gpuhost_host:
-      description: One key per gathered subset, plus C(gathered) and C(root).
+      description: One key per gathered subset (but C(iommu), whose answer is
+        RV(ansible_facts.gpuhost_iommu)), plus C(gathered) and C(root).
       type: dict
       sample:
         gathered: [firmware, memory]
@@ -146,6 +154,25 @@ ansible_facts:
         initramfs: {inputs: {}, images: {}, stale: []}
         libvirt: {read: true, error: null, running: [tenant-a],
                   vcpu_pins: {tenant-a: {"0": "2", "1": "3"}}}
+        packages: {read: true, manager: dpkg, count: 412, error: null}
+    packages:
+      description:
+        - With the C(packages) subset, the installed packages in the shape
+          M(ansible.builtin.package_facts) gives them (its apt or rpm manager), so that a
+          later C(ansible_facts.packages is not defined) test skips that module's run.
+        - Read from dpkg's status file below O(root) (no C(origin) key, which that file
+          does not record; only packages dpkg lists as installed, not half-installed or
+          unpacked ones), else on the live host from C(rpm --query --all). Absent when
+          neither could be read.
+      returned: when the packages subset was read
+      type: dict
+      sample: {"dpkg": [{name: dpkg, version: 1.21.22, arch: amd64, category: admin, source: apt}]}
+    gpuhost_iommu:
+      description:
+        - With the C(iommu) subset, the fact M(gpuhost.kvm.iommu_groups_facts) returns (the
+          same reader), so that one run reads it with the other subsets.
+      returned: when the iommu subset was read
+      type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -155,6 +182,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils import units as unit_c
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu_facts import (
+    check_iommu_options, read_iommu_facts)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     libvirt, libvirt_error_text, open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import validate_tenant_name
@@ -177,10 +206,14 @@ class HostFacts(object):
         self.root = self.params["root"]
         self.live = self.root in ("/", None)
         self.facts = {"gathered": list(dict.fromkeys(self.params["gather"])), "root": self.root}
+        self.packages = None
+        self.iommu = None
 
     def check(self):
         validate_root(self.root)
         gather = self.params["gather"]
+        if "iommu" in gather:
+            check_iommu_options(self.root, self.params["gpu_vendor"])
         if "kernel_log" in gather and not self.params["kernel_log_pattern"]:
             raise GpuhostError("the kernel_log subset needs a pattern", field="kernel_log_pattern",
                                fix="give the regular expression of the lines to return")
@@ -208,9 +241,13 @@ class HostFacts(object):
             "initramfs": lambda: host_facts.read_initramfs(
                 self.params["initramfs_inputs"], self.params["initramfs_image_pattern"], self.root),
             "libvirt": self.read_libvirt,
+            "packages": self.read_packages,
+            "iommu": lambda: read_iommu_facts(self.module, self.root, self.params["gpu_vendor"]),
         }
         for subset in self.facts["gathered"]:
             self.facts[subset] = readers[subset]()
+        # The very fact iommu_groups_facts returns, under its own name.
+        self.iommu = self.facts.pop("iommu", None)
 
     def run_checked(self, argv, what):
         """stdout of argv (no shell, ``--`` where the tool takes positional names)."""
@@ -253,6 +290,23 @@ class HostFacts(object):
                 host_facts.input_mtimes(unit["inputs"], self.root)), read=True)
         return units
 
+    def read_packages(self):
+        """What the package manager lists as installed: dpkg's status file (below root),
+        else, on the live host, rpm's database. ``self.packages`` keeps the list for
+        ``ansible_facts.packages``; the subset itself says only where it came from."""
+        packages = host_facts.read_dpkg_packages(self.root)
+        manager = "dpkg" if packages is not None else None
+        if packages is None and self.live and self.module.get_bin_path("rpm"):
+            packages = host_facts.parse_rpm_query(
+                self.run_checked(host_facts.RPM_QUERY_ARGV, "listing the installed packages"))
+            manager = "rpm"
+        self.packages = packages
+        if packages is None:
+            return {"read": False, "manager": None, "count": 0,
+                    "error": "no dpkg status file below %s%s" % (
+                        self.root, "" if self.live else " and rpm is asked on the live host only")}
+        return {"read": True, "manager": manager, "count": len(packages), "error": None}
+
     def read_libvirt(self):
         answer = {"read": False, "error": None, "running": [], "vcpu_pins": {}}
         if not self.live:
@@ -286,7 +340,12 @@ class HostFacts(object):
 
     @property
     def result(self):
-        return {"changed": False, "ansible_facts": {"gpuhost_host": self.facts}}
+        result = {"changed": False, "ansible_facts": {"gpuhost_host": self.facts}}
+        if self.packages is not None:
+            result["ansible_facts"]["packages"] = self.packages
+        if self.iommu is not None:
+            result["ansible_facts"]["gpuhost_iommu"] = self.iommu
+        return result
 
     @property
     def failed_result(self):
@@ -310,6 +369,7 @@ def build_module():
             initramfs_image_pattern={"type": "str"},
             libvirt_uri={"type": "str", "default": "qemu:///system"},
             domains={"type": "list", "elements": "str", "default": []},
+            gpu_vendor={"type": "str"},
         ),
         supports_check_mode=True,
     )

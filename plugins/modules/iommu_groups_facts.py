@@ -282,15 +282,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import (
-    analyse_iommu, parse_gpu_vendor)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu_facts import read_iommu_facts
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
-    read_host_topology)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import interface_name
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import parse_vfinfo
 
 
 class IommuGroupsFacts(object):
@@ -303,49 +296,7 @@ class IommuGroupsFacts(object):
         self.facts = None
 
     def run(self):
-        validate_root(self.root)
-        parse_gpu_vendor(self.gpu_vendor)
-        topology = read_host_topology(self.root, with_irqs=False)
-        self.facts = analyse_iommu(topology, gpu_vendor=self.gpu_vendor).to_dict()
-        for pf in self.facts["sriov_pfs"]:
-            self.add_vf_settings(pf)
-
-    def add_vf_settings(self, pf):
-        """Each VF's MAC, VLAN, spoofchk and trust as the PF's driver reports them; only
-        the live host can be asked (a recorded tree has no netlink)."""
-        pf["vf_settings_error"] = None
-        for vf in pf["vfs"]:
-            vf["settings"] = None
-        if not pf["vfs"] or self.root not in ("/", None):
-            return
-        if not pf["netdevs"]:
-            pf["vf_settings_error"] = "the PF has no network interface"
-            return
-        try:
-            # The name comes from sysfs, not from the user, but it reaches ip's command
-            # line: a planted or odd one is reported, never passed on.
-            interface_name(pf["netdevs"][0], field="netdevs")
-        except GpuhostError as err:
-            pf["vf_settings_error"] = err.msg
-            return
-        ip = self.module.get_bin_path("ip")
-        if not ip:
-            pf["vf_settings_error"] = "iproute2 (ip) is not installed"
-            return
-        argv = [ip, "-j", "-d", "link", "show", "dev", pf["netdevs"][0]]
-        rc, out, err = self.module.run_command(argv)
-        try:
-            if rc != 0:
-                raise ValueError((err or out).strip() or "rc=%d" % rc)
-            found = parse_vfinfo(out)
-        except GpuhostError as exc:
-            pf["vf_settings_error"] = "ip %s: %s" % (" ".join(argv[1:]), exc.msg)
-            return
-        except (ValueError, KeyError, TypeError) as exc:
-            pf["vf_settings_error"] = "ip %s: %s" % (" ".join(argv[1:]), exc)
-            return
-        for vf in pf["vfs"]:
-            vf["settings"] = found.get(vf["index"])
+        self.facts = read_iommu_facts(self.module, self.root, self.gpu_vendor)
 
     @property
     def result(self):

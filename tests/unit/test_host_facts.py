@@ -580,9 +580,12 @@ def test_every_subset_on_a_recorded_tree_runs_no_command_and_changes_nothing(run
                         devices=["65:00.0"], kernel_log_pattern="BAR", initramfs_inputs=["/etc/gpuhost/numa.conf"],
                         initramfs_image_pattern=PATTERN, domains=["tenant-a"],
                         units=[{"name": "gpuhost-numa.service", "inputs": ["/etc/gpuhost/numa.conf"]}])
-    assert code == 0 and result["changed"] is False and list(result["ansible_facts"]) == ["gpuhost_host"]
+    # No dpkg status in the tree: no packages fact; the iommu subset's answer is its own fact.
+    assert code == 0 and result["changed"] is False
+    assert sorted(result["ansible_facts"]) == ["gpuhost_host", "gpuhost_iommu"]
     facts = result["ansible_facts"]["gpuhost_host"]
     assert facts["gathered"] == list(host_facts.GATHER_SUBSETS)
+    assert facts["packages"]["read"] is False
     assert facts["kernel_log"] == {"source": host_facts_module.NOT_LIVE, "matches": []}
     assert facts["units"] == {"gpuhost-numa.service": {"read": False, "active": False, "enabled": False,
                                                        "daemon_reload": False, "restart": False, "reasons": []}}

@@ -16,7 +16,7 @@ import sys
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import pci, sysfs, topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils import iommu_facts, pci, sysfs, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 
@@ -162,6 +162,6 @@ class _NoCommands:
 def test_an_odd_pf_interface_name_from_sysfs_never_reaches_ip(netdev):
     # Before: the name went to ip's command line as it was read.
     pf = {"vfs": [{"index": 0}], "netdevs": [netdev]}
-    iommu_groups_facts.IommuGroupsFacts(_NoCommands()).add_vf_settings(pf)
+    iommu_facts.add_vf_settings(_NoCommands(), pf, "/")
     assert "interface name" in pf["vf_settings_error"]
     assert pf["vfs"][0]["settings"] is None

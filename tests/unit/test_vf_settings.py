@@ -321,13 +321,11 @@ class _FakeModule(object):
 
 
 def _facts(module, root="/"):
-    from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
-    facts = iommu_groups_facts.IommuGroupsFacts.__new__(iommu_groups_facts.IommuGroupsFacts)
-    facts.module, facts.root = module, root
+    from ansible_collections.gpuhost.kvm.plugins.module_utils import iommu_facts
     pf = {"address": "0000:41:00.0", "netdevs": ["ens1f0np0"],
           "vfs": [{"address": "0000:41:00.2", "index": 0},
                   {"address": "0000:41:00.3", "index": 1}]}
-    facts.add_vf_settings(pf)
+    iommu_facts.add_vf_settings(module, pf, root)
     return pf
 
 
