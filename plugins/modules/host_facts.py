@@ -16,7 +16,7 @@ description:
     (presence, NUMA node, SR-IOV counts, driver), matching kernel log lines, tuned's
     profile, systemd units against the files they read, the initramfs images against
     their inputs, libvirt's running domains and vCPU pins, and the installed packages
-    (as M(ansible.builtin.package_facts) gives them, in RV(ansible_facts.packages)); the
+    (as C(ansible.builtin.package_facts) gives them, in RV(ansible_facts.packages)); the
     C(iommu) subset returns M(gpuhost.kvm.iommu_groups_facts)' fact, RV(ansible_facts.gpuhost_iommu).
   - One module run replaces the roles' C(stat), C(slurp) and C(grep) reads. Under TCG
     every task costs seconds, and parsing grep output breaks on the colons of PCI
@@ -158,7 +158,7 @@ ansible_facts:
     packages:
       description:
         - With the C(packages) subset, the installed packages in the shape
-          M(ansible.builtin.package_facts) gives them (its apt or rpm manager), so that a
+          C(ansible.builtin.package_facts) gives them (its apt or rpm manager), so that a
           later C(ansible_facts.packages is not defined) test skips that module's run.
         - Read from dpkg's status file below O(root) (no C(origin) key, which that file
           does not record; only packages dpkg lists as installed, not half-installed or

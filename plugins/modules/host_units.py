@@ -19,7 +19,7 @@ description:
     computed (one C(daemon-reload) when any unit needs it, then each unit's enable or
     disable and its start, stop or restart, in the order of O(units)) and, outside check
     mode, applied.
-  - One module run replaces a loop of M(ansible.builtin.systemd_service) tasks and the
+  - One module run replaces a loop of C(ansible.builtin.systemd_service) tasks and the
     read before them; under TCG every module run costs seconds.
 author:
   - gpuhost.kvm contributors (@gpuhost)
@@ -105,7 +105,6 @@ attributes:
     support: full
     platforms: linux
 seealso:
-  - module: ansible.builtin.systemd_service
   - module: gpuhost.kvm.host_facts
 """
 
