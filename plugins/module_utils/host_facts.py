@@ -27,7 +27,11 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_a
 
 # What the module can gather; each names one reader (or one question to the host).
 GATHER_SUBSETS = ("firmware", "cpu_power", "memory", "devices", "kernel_log", "tuned",
-                  "units", "initramfs", "libvirt", "packages", "iommu")
+                  "units", "initramfs", "libvirt", "packages", "iommu", "platform")
+# The facts the platform subset publishes: those of setup's distribution and pkg_mgr
+# subsets that the roles choose their vars files and package tasks by.
+PLATFORM_FACTS = ("distribution", "distribution_version", "distribution_major_version",
+                  "distribution_release", "os_family", "pkg_mgr")
 
 # The ACPI tables the firmware publishes when VT-d (DMAR) or AMD-Vi (IVRS) is enabled.
 IOMMU_ACPI_TABLES = ("DMAR", "IVRS")

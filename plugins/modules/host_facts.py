@@ -18,6 +18,11 @@ description:
     their inputs, libvirt's running domains and vCPU pins, and the installed packages
     (as C(ansible.builtin.package_facts) gives them, in RV(ansible_facts.packages)); the
     C(iommu) subset returns M(gpuhost.kvm.iommu_groups_facts)' fact, RV(ansible_facts.gpuhost_iommu).
+  - The C(platform) subset publishes the distribution, its version, the OS family and
+    the package manager as C(ansible.builtin.setup)'s C(distribution) and C(pkg_mgr)
+    subsets do, with the same collectors, so that the roles' C(setup) run is skipped.
+    These describe the system the module runs on, whatever O(root) is: they choose the
+    commands that run there.
   - One module run replaces the roles' C(stat), C(slurp) and C(grep) reads. Under TCG
     every task costs seconds, and parsing grep output breaks on the colons of PCI
     addresses.
@@ -35,7 +40,7 @@ options:
       - The subsets to read. Each costs only its own reads.
     type: list
     elements: str
-    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu]
+    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu, platform]
     default: [firmware, cpu_power, memory]
   devices:
     description:
@@ -101,7 +106,7 @@ options:
 attributes:
   facts:
     support: full
-    description: Returns the C(gpuhost_host) fact and nothing else.
+    description: Returns C(gpuhost_host) and, with the subsets that publish them, C(packages), C(gpuhost_iommu) and the platform facts.
 requirements:
   - libvirt-python, for the C(libvirt) subset only
 seealso:
@@ -155,6 +160,8 @@ ansible_facts:
         libvirt: {read: true, error: null, running: [tenant-a],
                   vcpu_pins: {tenant-a: {"0": "2", "1": "3"}}}
         packages: {read: true, manager: dpkg, count: 412, error: null}
+        platform: {published: [distribution, distribution_version, distribution_major_version,
+                               distribution_release, os_family, pkg_mgr]}
     packages:
       description:
         - With the C(packages) subset, the installed packages in the shape
@@ -173,9 +180,21 @@ ansible_facts:
           same reader), so that one run reads it with the other subsets.
       returned: when the iommu subset was read
       type: dict
+    distribution:
+      description:
+        - With the C(platform) subset, the facts C(ansible.builtin.setup) gives with
+          C(gather_subset=[distribution, pkg_mgr]) (C(distribution),
+          C(distribution_version), C(distribution_major_version),
+          C(distribution_release), C(os_family), C(pkg_mgr)); only C(distribution) is
+          shown here.
+      returned: when the platform subset was read
+      type: str
+      sample: Debian
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.facts.system.distribution import DistributionFactCollector
+from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import host_facts
 from ansible_collections.gpuhost.kvm.plugins.module_utils import units as unit_core
@@ -208,6 +227,7 @@ class HostFacts(object):
         self.facts = {"gathered": list(dict.fromkeys(self.params["gather"])), "root": self.root}
         self.packages = None
         self.iommu = None
+        self.platform = None
 
     def check(self):
         validate_root(self.root)
@@ -243,6 +263,7 @@ class HostFacts(object):
             "libvirt": self.read_libvirt,
             "packages": self.read_packages,
             "iommu": lambda: read_iommu_facts(self.module, self.root, self.params["gpu_vendor"]),
+            "platform": self.read_platform,
         }
         for subset in self.facts["gathered"]:
             self.facts[subset] = readers[subset]()
@@ -307,6 +328,17 @@ class HostFacts(object):
                         self.root, "" if self.live else " and rpm is asked on the live host only")}
         return {"read": True, "manager": manager, "count": len(packages), "error": None}
 
+    def read_platform(self):
+        """setup's own distribution and pkg_mgr collectors, so that the facts are exactly
+        the ones a setup run would give (RHEL's derivatives, dnf5, apt-rpm included).
+        ``self.platform`` keeps them for ``ansible_facts``; the subset names them."""
+        facts = DistributionFactCollector().collect(module=self.module)
+        # pkg_mgr's collector reads the family under setup's prefixed name.
+        facts.update(PkgMgrFactCollector().collect(
+            module=self.module, collected_facts={"ansible_os_family": facts.get("os_family")}))
+        self.platform = dict((name, facts.get(name)) for name in host_facts.PLATFORM_FACTS)
+        return {"published": list(host_facts.PLATFORM_FACTS)}
+
     def read_libvirt(self):
         answer = {"read": False, "error": None, "running": [], "vcpu_pins": {}}
         if not self.live:
@@ -345,6 +377,8 @@ class HostFacts(object):
             result["ansible_facts"]["packages"] = self.packages
         if self.iommu is not None:
             result["ansible_facts"]["gpuhost_iommu"] = self.iommu
+        if self.platform is not None:
+            result["ansible_facts"].update(self.platform)
         return result
 
     @property

@@ -63,3 +63,27 @@ def test_bad_root_fails_with_field_and_fix():
     assert proc.returncode != 0
     assert "localhost | FAILED!" in proc.stdout
     assert result["field"] == "root" and "Fix:" in result["msg"]
+
+
+def _adhoc_facts(module, args):
+    proc = _ansible("ansible", "localhost", "-m", module, "-a", args)
+    _host, _sep, payload = proc.stdout.partition(" => ")
+    assert proc.returncode == 0 and payload, proc.stdout + proc.stderr
+    return json.loads(payload)["ansible_facts"]
+
+
+def test_host_facts_platform_gives_setups_own_facts(tmp_path):
+    """The roles skip setup when host_facts published the platform: the facts must be
+    setup's, key for key, on the real machine, and a recorded root must not change them
+    (they choose the commands run on the system itself)."""
+    setup = _adhoc_facts("setup", "gather_subset=!all,!min,distribution,pkg_mgr")
+    live = _adhoc_facts("gpuhost.kvm.host_facts", "gather=platform")
+    recorded = _adhoc_facts("gpuhost.kvm.host_facts",
+                            "gather=platform root=%s" % fixturegen.build_runbook_host(str(tmp_path)))
+    names = ("distribution", "distribution_version", "distribution_major_version",
+             "distribution_release", "os_family", "pkg_mgr")
+    expected = {name: setup["ansible_" + name] for name in names}
+    assert expected["distribution"] and expected["pkg_mgr"] != "unknown", setup
+    assert {name: live[name] for name in names} == expected
+    assert {name: recorded[name] for name in names} == expected
+    assert live["gpuhost_host"]["platform"] == {"published": list(names)}
