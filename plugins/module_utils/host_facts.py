@@ -23,11 +23,12 @@ import re
 from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+    format_class_code, normalize_address, read_pci_functions)
 
 # What the module can gather; each names one reader (or one question to the host).
 GATHER_SUBSETS = ("firmware", "cpu_power", "memory", "devices", "kernel_log", "tuned",
-                  "units", "initramfs", "libvirt", "packages", "iommu", "platform")
+                  "units", "initramfs", "libvirt", "packages", "iommu", "platform", "pci")
 # The facts the platform subset publishes: those of setup's distribution and pkg_mgr
 # subsets that the roles choose their vars files and package tasks by.
 PLATFORM_FACTS = ("distribution", "distribution_version", "distribution_major_version",
@@ -136,6 +137,17 @@ def read_devices(addresses, root="/"):
         entry["driver"] = sysfs.link_name(root, os.path.join(dev_dir, "driver")) if entry["present"] else None
         devices[canonical] = entry
     return devices
+
+
+def read_pci(root="/"):
+    """Every PCI function below root: its vendor and device IDs (four hex digits, as
+    lspci -n prints them; None when unreadable), its class code and its bound driver.
+    What a tenant guest's role asks ("is an NVIDIA GPU visible?") without a command."""
+    def hex4(number):
+        return "%04x" % number if number is not None else None
+    return {address: {"vendor": hex4(function.vendor_id), "device": hex4(function.device_id),
+                      "class": format_class_code(function.class_code), "driver": function.driver}
+            for address, function in read_pci_functions(root).items()}
 
 
 def read_tuned(root="/"):

@@ -13,16 +13,16 @@ description:
   - Returns one fact, C(gpuhost_host), with the subsets named in O(gather), namely firmware
     (IOMMU ACPI tables, kernel command line, ACS override), CPU power (governor,
     C-states), memory (/proc/meminfo and every node's hugepage pools), PCI functions
-    (presence, NUMA node, SR-IOV counts, driver), matching kernel log lines, tuned's
-    profile, systemd units against the files they read, the initramfs images against
+    (presence, NUMA node, SR-IOV counts, driver), every PCI function's IDs, class and
+    driver (C(pci)), matching kernel log lines, tuned's profile, systemd units against the files they read, the initramfs images against
     their inputs, libvirt's running domains and vCPU pins, and the installed packages
     (as C(ansible.builtin.package_facts) gives them, in RV(ansible_facts.packages)); the
     C(iommu) subset returns M(gpuhost.kvm.iommu_groups_facts)' fact, RV(ansible_facts.gpuhost_iommu).
   - The C(platform) subset publishes the distribution, its version, the OS family and
     the package manager as C(ansible.builtin.setup)'s C(distribution) and C(pkg_mgr)
     subsets do, with the same collectors, so that the roles' C(setup) run is skipped.
-    These describe the system the module runs on, whatever O(root) is: they choose the
-    commands that run there.
+    These describe the system the module runs on, whatever O(root) is, since they choose
+    the commands that run there.
   - One module run replaces the roles' C(stat), C(slurp) and C(grep) reads. Under TCG
     every task costs seconds, and parsing grep output breaks on the colons of PCI
     addresses.
@@ -40,7 +40,7 @@ options:
       - The subsets to read. Each costs only its own reads.
     type: list
     elements: str
-    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu, platform]
+    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu, platform, pci]
     default: [firmware, cpu_power, memory]
   devices:
     description:
@@ -152,6 +152,8 @@ ansible_facts:
           "0000:65:00.0": {present: true, numa_node: 0, sriov_totalvfs: null,
                            sriov_numvfs: null, driver: vfio-pci}
         kernel_log: {source: journal, matches: []}
+        pci:
+          "0000:00:05.0": {vendor: 10de, device: 20b5, class: "0x030200", driver: nvidia}
         tuned: {active_profile: virtual-host}
         units:
           gpuhost-numa.service: {read: true, active: true, enabled: true,
@@ -264,6 +266,7 @@ class HostFacts(object):
             "packages": self.read_packages,
             "iommu": lambda: read_iommu_facts(self.module, self.root, self.params["gpu_vendor"]),
             "platform": self.read_platform,
+            "pci": lambda: host_facts.read_pci(self.root),
         }
         for subset in self.facts["gathered"]:
             self.facts[subset] = readers[subset]()

@@ -324,6 +324,34 @@ def test_devices_of_a_real_tree_name_the_driver_from_its_link():
     assert {entry["numa_node"] for entry in devices.values()} == {None}
 
 
+# ---------------------------------------------------------------- read_pci
+
+def test_pci_of_the_runbook_host_lists_the_gpu_its_audio_and_the_nic(runbook_root):
+    functions = host_facts.read_pci(runbook_root)
+    assert functions["0000:65:00.0"] == {"vendor": "10de", "device": "20b5", "class": "0x030200",
+                                         "driver": "nvidia"}
+    assert functions["0000:65:00.1"] == {"vendor": "10de", "device": "1aef", "class": "0x040300",
+                                         "driver": "snd_hda_intel"}
+    assert functions["0000:41:00.0"]["driver"] == "mlx5_core"
+    # Every function the tree has, each with four-digit IDs.
+    listed = sorted(os.listdir(os.path.join(runbook_root, "sys/bus/pci/devices")))
+    assert sorted(functions) == listed
+    assert all(len(entry["vendor"]) == 4 and len(entry["device"]) == 4 for entry in functions.values())
+
+
+def test_pci_of_a_real_laptop_tree_matches_its_vendor_files():
+    root = realtrees.tree(realtrees.LAPTOP_IOMMU)
+    functions = host_facts.read_pci(root)
+    assert functions["0000:00:02.0"]["driver"] == "i915" and functions["0000:00:02.0"]["class"].startswith("0x03")
+    for address, entry in functions.items():
+        with open(os.path.join(root, "sys/bus/pci/devices", address, "vendor")) as handle:
+            assert entry["vendor"] == handle.read().strip()[2:].lower(), address
+
+
+def test_pci_of_a_root_without_pci_is_empty(tmp_path):
+    assert host_facts.read_pci(str(tmp_path)) == {}
+
+
 def test_device_duplicate_spellings_are_one_entry(runbook_root):
     devices = host_facts.read_devices(["65:00.1", "0000:65:00.1", "0:65:0.1"], runbook_root)
     assert list(devices) == ["0000:65:00.1"] and devices["0000:65:00.1"]["driver"] == "snd_hda_intel"
@@ -580,9 +608,11 @@ def test_every_subset_on_a_recorded_tree_runs_no_command_and_changes_nothing(run
                         devices=["65:00.0"], kernel_log_pattern="BAR", initramfs_inputs=["/etc/gpuhost/numa.conf"],
                         initramfs_image_pattern=PATTERN, domains=["tenant-a"],
                         units=[{"name": "gpuhost-numa.service", "inputs": ["/etc/gpuhost/numa.conf"]}])
-    # No dpkg status in the tree: no packages fact; the iommu subset's answer is its own fact.
+    # No dpkg status in the tree: no packages fact; the iommu subset's answer is its own
+    # fact; the platform's facts are this machine's own (setup's), whatever the root.
     assert code == 0 and result["changed"] is False
-    assert sorted(result["ansible_facts"]) == ["gpuhost_host", "gpuhost_iommu"]
+    assert sorted(result["ansible_facts"]) == sorted(["gpuhost_host", "gpuhost_iommu"] + list(host_facts.PLATFORM_FACTS))
+    assert result["ansible_facts"]["os_family"] in ("Debian", "RedHat") and result["ansible_facts"]["pkg_mgr"]
     facts = result["ansible_facts"]["gpuhost_host"]
     assert facts["gathered"] == list(host_facts.GATHER_SUBSETS)
     assert facts["packages"]["read"] is False
@@ -593,6 +623,8 @@ def test_every_subset_on_a_recorded_tree_runs_no_command_and_changes_nothing(run
     assert facts["tuned"] == {"active_profile": "virtual-host"}
     assert facts["devices"]["0000:65:00.0"]["driver"] == "nvidia"
     assert facts["initramfs"]["stale"] == ["/boot/initrd.img-6.1.0-18-amd64"]
+    assert facts["pci"] == host_facts.read_pci(runbook_root) and facts["pci"]["0000:65:00.0"]["vendor"] == "10de"
+    assert facts["platform"] == {"published": list(host_facts.PLATFORM_FACTS)}
     assert _snapshot(runbook_root) == before
 
 
