@@ -24,14 +24,15 @@ entries, whichever plans first.
 
 from __future__ import annotations
 
+import ast
 import copy
 import errno
 import fcntl
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
-import re
 import stat
 import tempfile
 import time
@@ -841,19 +842,61 @@ def describe_os_error(err):
     return str(err)
 
 
-_GPUHOST_IMPORT = re.compile(
-    r"ansible_collections\.gpuhost\.kvm\.plugins\.module_utils(?:\.(\w+)|\s+import\s+\(?([\w, ]+))")
 _PACKAGE = "ansible_collections.gpuhost.kvm.plugins.module_utils"
+
+
+def gpuhost_imports(source, module_name):
+    """The gpuhost.kvm module_utils ``source`` imports, as names below the package
+    (``topology``, ``domain.xml``; a package's own name too, for its ``__init__``).
+
+    Read from the syntax tree, so that an import inside a function, a parenthesized name
+    list, an ``as`` alias or a relative import is found, and a name in a comment or a
+    string is not. ``module_name`` (the full name of the module whose source it is)
+    resolves the relative imports."""
+    found = set()
+
+    def add(full_name):
+        if full_name == _PACKAGE or not full_name.startswith(_PACKAGE + "."):
+            return
+        parts = full_name[len(_PACKAGE) + 1:].split(".")
+        for depth in range(1, len(parts) + 1):   # every package on the way, then the module
+            found.add(".".join(parts[:depth]))
+
+    for node in ast.walk(ast.parse(source, module_name)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module_name.rsplit(".", node.level)[0]
+                origin = "%s.%s" % (base, node.module) if node.module else base
+            else:
+                origin = node.module or ""
+            add(origin)
+            # "from package import name": the name is a submodule or an attribute.
+            if origin == _PACKAGE or origin.startswith(_PACKAGE + "."):
+                for alias in node.names:
+                    candidate = "%s.%s" % (origin, alias.name)
+                    if _is_module(candidate):
+                        add(candidate)
+    return sorted(found)
+
+
+def _is_module(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, AttributeError, ValueError):
+        return False
 
 
 def python_library_files(module_names, dest="/usr/local/lib/gpuhost/python"):
     """The sources of gpuhost.kvm module_utils, as {host path: text}, for a boot helper.
 
     Boot-time helpers (SR-IOV re-creation, IRQ re-pinning) run the same Python as the
-    modules: ``module_names`` (short names such as ``irq_pinning``) and every
-    gpuhost.kvm module_utils they import, found by reading their sources, so the set
-    does not depend on what else the process has loaded. The sources come from the
-    importer that loaded them, which also works inside Ansible's zipped module payload.
+    modules: ``module_names`` (names below module_utils such as ``irq_pinning``) and
+    every gpuhost.kvm module_utils they import (:func:`gpuhost_imports`), so the set does
+    not depend on what else the process has loaded. The sources come from the importer
+    that loaded them, which also works inside Ansible's zipped module payload.
     """
     files = {}
     pending = list(module_names)
@@ -874,12 +917,10 @@ def python_library_files(module_names, dest="/usr/local/lib/gpuhost/python"):
         if source is None:
             raise GpuhostError("cannot read the source of %s" % name,
                                fix="run the module from an installed gpuhost.kvm collection")
-        files["%s/%s.py" % (dest.rstrip("/"), name.replace(".", "/"))] = source
-        for match in _GPUHOST_IMPORT.finditer(source):
-            if match.group(1):
-                pending.append(match.group(1))
-            else:
-                pending += [n.strip() for n in match.group(2).split(",") if n.strip()]
+        is_package = hasattr(module, "__path__")
+        path = name.replace(".", "/") + ("/__init__.py" if is_package else ".py")
+        files["%s/%s" % (dest.rstrip("/"), path)] = source
+        pending += gpuhost_imports(source, name)
     return dict(sorted(files.items()))
 
 

@@ -7,13 +7,15 @@ import errno
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, ChangeSetError, HostWriter, StateFile, python_library_files, wrapper_script)
+    ChangeSet, ChangeSetError, HostWriter, StateFile, gpuhost_imports, python_library_files, wrapper_script)
 
 
 def test_steps_apply_in_order():
@@ -130,6 +132,47 @@ def test_library_files_follow_imports_and_wrapper_runs_them(tmp_path):
                           "reapply_main", dest=str(tmp_path), interpreter="/usr/bin/python3")
     assert text.startswith("#!/usr/bin/python3\n")
     assert "sys.exit(reapply_main(sys.argv[1:]))" in text
+
+
+PACKAGE = "ansible_collections.gpuhost.kvm.plugins.module_utils"
+EXAMPLE_SOURCE = '''"""from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger"""
+# from ansible_collections.gpuhost.kvm.plugins.module_utils import fleet
+from ansible_collections.gpuhost.kvm.plugins.module_utils import (
+    cpuset as cs,
+    errors)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+from ansible.module_utils.basic import AnsibleModule
+
+
+def late():
+    import ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs
+from . import topology
+from .validators import cpu_list
+'''
+
+
+def test_imports_are_read_from_the_syntax_tree_not_the_text():
+    # An attribute imported from a module (normalize_address) is not a module; the
+    # docstring and the comment name modules that are not imported.
+    assert gpuhost_imports(EXAMPLE_SOURCE, PACKAGE + ".example") == [
+        "cpuset", "errors", "pci", "sysfs", "topology", "validators"]
+
+
+@pytest.mark.parametrize("helper", ["sriov", "irq_pinning", "irq_policy"])
+def test_a_boot_helpers_library_imports_on_its_own(tmp_path, helper):
+    """What a boot helper gets shipped is enough: with nothing else of the collection on
+    the path (python -I, the shipped tree only), its module imports."""
+    for path, text in python_library_files([helper], dest=str(tmp_path)).items():
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    probe = ("import importlib, sys\n"
+             "sys.path.insert(0, sys.argv[1])\n"
+             "module = importlib.import_module(%r + '.' + sys.argv[2])\n"
+             "assert module.__file__.startswith(sys.argv[1]), module.__file__\n" % PACKAGE)
+    proc = subprocess.run([sys.executable, "-I", "-c", probe, str(tmp_path), helper],
+                          capture_output=True, text=True, check=False, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
 
 
 # -- one safe writer: confined to root, never through a link (hostile-input class 4) ----
