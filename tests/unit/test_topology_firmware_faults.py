@@ -62,7 +62,8 @@ def planner_warnings(root, tenants, **args):
 # ------------------------------------------- 11: node CPUs from the nodeN/cpuM links
 
 @pytest.mark.parametrize("name", [realtrees.SNC2_SERVER, realtrees.XEON_SILVER,
-                                  realtrees.OFFLINE_CPU0])
+                                  realtrees.OFFLINE_CPU0, realtrees.SANDY_BRIDGE,
+                                  realtrees.LAPTOP_IOMMU])
 def test_node_cpus_come_from_the_cpu_links_without_cpulist_and_cpumap(tmp_path, name):
     expected_nodes = topology.read_numa_nodes(tree(name))
     expected_cpus = topology.read_cpu_state(tree(name))
@@ -173,6 +174,32 @@ def test_kernel_without_numa_counts_only_online_cpus(tmp_path):
     nodes = topology.read_numa_nodes(root)
     assert nodes[0].cpus == (0, 1, 2, 5)
     assert (nodes[0].mem_total_kib, nodes[0].hugepages) == (8388608, {})
+
+
+def test_kernel_without_numa_and_without_cpu_online_asks_each_cpu(tmp_path):
+    # ghw's laptop snapshot has no cpu/online or cpu/present, only cpuN/online (and
+    # none for cpu0, which cannot be offlined): node 0 must still hold all 16 CPUs.
+    root = copy_tree(realtrees.LAPTOP_IOMMU, tmp_path)
+    assert not os.path.exists(os.path.join(root, "sys/devices/system/cpu/online"))
+    shutil.rmtree(os.path.join(root, NODE_DIR))
+    host = topology.read_host_topology(root, with_irqs=False)
+    assert host.cpus.online == tuple(range(16))
+    assert list(host.nodes) == [0] and host.nodes[0].cpus == host.cpus.online
+    assert host.nodes[0].mem_total_kib == 32542668                       # /proc/meminfo
+    assert {cpu.node for cpu in host.cpus.cpus.values()} == {0}
+
+
+@pytest.mark.parametrize("name", [realtrees.SANDY_BRIDGE, realtrees.XEON_SILVER,
+                                  realtrees.POWER9, realtrees.OFFLINE_CPU0,
+                                  realtrees.LAPTOP_IOMMU, realtrees.EPYC_7451,
+                                  realtrees.SNC2_SERVER])
+def test_kernel_without_numa_puts_exactly_the_online_cpus_in_node_0(tmp_path, name):
+    root = copy_tree(name, tmp_path)
+    shutil.rmtree(os.path.join(root, NODE_DIR))
+    cpus = topology.read_cpu_state(root)
+    assert cpus.online
+    assert sysfs.read_node_cpus(root) == {0: cpus.online}
+    assert topology.read_numa_nodes(root)[0].cpus == cpus.online
 
 
 # ------------------------------------------------ 14: CPU nodes without memory
