@@ -21,6 +21,8 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import evaluate_host
+from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import LedgerData, reserve
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciFunction
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import plan_placement
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
@@ -282,6 +284,54 @@ def test_real_snc2_server_with_a_dimmless_node_takes_memory_from_its_sibling_nod
     assert warned == ["node 1 has CPUs but no memory: tenant t2's 4 GiB come from node 3, "
                       "the nearest node with memory (distance 11); its memory accesses "
                       "cross nodes"]
+
+
+def test_real_power9_cpu_node_without_memory_skips_the_far_gpu_memory_nodes(tmp_path):
+    # node 8's distance row is 40 10 80 80 80 80 80 80: node 0 (40) is nearer than the
+    # V100s' memory nodes 250-255 (80), which have memory but no CPUs.
+    root = copy_tree(realtrees.POWER9, tmp_path)
+    with open(os.path.join(root, NODE_DIR, "node8", "meminfo"), "w") as handle:
+        handle.write("Node 8 MemTotal:       0 kB\nNode 8 MemFree:        0 kB\n")
+    host = topology.read_host_topology(root, with_irqs=False)
+    tenants = [{"name": "t%d" % i, "gpus": 0, "vcpus": 8, "memory_gib": 4,
+                "hugepage_size": "2M"} for i in (1, 2)]
+    plan = plan_placement(host, tenants, hugepage_check="none")
+    by_name = {t["name"]: t for t in plan["tenants"]}
+    assert (by_name["t2"]["node"], by_name["t2"]["memory_node"]) == (8, 0)
+    assert by_name["t2"]["hugepages"] == {"0": 2048}
+    assert plan["warnings"] == [
+        "node 8 has CPUs but no memory: tenant t2's 4 GiB come from node 0, the nearest "
+        "node with memory (distance 40); its memory accesses cross nodes"]
+
+
+def test_host_choice_counts_the_hugepages_of_the_node_the_memory_comes_from():
+    # The candidate's pages are node 2's (the memory node), not the CPU node 1's pool.
+    candidate = evaluate_host(literal_host(), None, TENANT)
+    assert (candidate["fits"], candidate["node"], candidate["hugepages_ready"]) == (
+        True, 1, False)
+    assert "4096 2M hugepages of node 2 to reserve" in candidate["why"]
+    host = literal_host()
+    host.nodes[2].hugepages[2048] = HugepagePool(size_kib=2048, nr=4096, free=4096)
+    candidate = evaluate_host(host, None, TENANT)
+    assert candidate["hugepages_ready"] is True
+    assert "4096 2M hugepages of node 2 already free" in candidate["why"]
+
+
+def test_real_snc2_host_choice_for_a_dimmless_node_reads_its_sibling_nodes_pool(tmp_path):
+    root = copy_tree(realtrees.SNC2_SERVER, tmp_path)
+    with open(os.path.join(root, NODE_DIR, "node1", "meminfo"), "w") as handle:
+        handle.write("Node 1 MemTotal:       0 kB\nNode 1 MemFree:        0 kB\n")
+    host = topology.read_host_topology(root, with_irqs=False)
+    # a tenant holding 30 of node 0's 31.5 GiB leaves node 1 (with node 3's memory) next
+    ledger = reserve(LedgerData(), host, [{"name": "first", "gpus": 0, "vcpus": 4,
+                                           "memory_gib": 30, "hugepage_size": "2M"}],
+                     smt_policy="require", hugepage_check="none")[0]
+    request = {"name": "next", "gpus": 0, "vcpus": 4, "memory_gib": 8, "hugepage_size": "2M"}
+    candidate = evaluate_host(host, ledger, request, hugepage_check="none")
+    assert candidate["fits"] and candidate["node"] == 1, candidate
+    pool = host.nodes[3].hugepages[2048]
+    assert candidate["hugepages_ready"] is (pool.free >= 4096)
+    assert "4096 2M hugepages of node 3" in candidate["why"]
 
 
 # ------------------------------------------ 15: /proc/interrupts system-wide rows
