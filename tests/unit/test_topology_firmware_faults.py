@@ -115,6 +115,26 @@ def test_overlapping_node_lists_are_settled_by_each_cpus_own_node_link(tmp_path)
         "says",)
 
 
+def test_overlapping_node_cpu_links_are_settled_the_same_way(tmp_path):
+    # The real SNC-2 tree read from its nodeN/cpuM links only, with one extra link
+    # node0/cpu1: cpu1's own cpu1/node1 link keeps it in node 1.
+    expected = topology.read_numa_nodes(tree(realtrees.SNC2_SERVER))
+    root = copy_tree(realtrees.SNC2_SERVER, tmp_path)
+    for node_dir in node_dirs(root):
+        for attr in ("cpulist", "cpumap"):
+            if os.path.exists(os.path.join(node_dir, attr)):
+                os.unlink(os.path.join(node_dir, attr))
+    os.symlink("../../cpu/cpu1", os.path.join(root, NODE_DIR, "node0", "cpu1"))
+    host = topology.read_host_topology(root, with_irqs=False)
+    assert {n: node.cpus for n, node in host.nodes.items()} == {
+        n: node.cpus for n, node in expected.items()}
+    assert host.cpus.cpus[1].node == 1
+    assert host.warnings == (
+        "NUMA nodes 0, 1 all list CPU(s) 1, a firmware fault (overlapping node CPU "
+        "lists); they are counted in node 1 only, as each one's own cpuN/nodeM link "
+        "says",)
+
+
 def test_overlap_without_cpu_links_keeps_the_lowest_node_and_says_so(tmp_path):
     root = str(tmp_path)
     TreeBuilder(root).cpus(online="0-5", nodes={0: "0-3", 1: "2-5"})
