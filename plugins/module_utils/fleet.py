@@ -384,9 +384,13 @@ def _fitting_candidate(topo, plan, added):
     functions = tuple(f for g in tenant.get("gpus") or [] for f in g.get("functions") or [])
     clean = host.gpu_verdict(functions).clean if functions else True
     node = tenant["node"]
+    # The pages come from the plan's memory_node: the nearest node with memory when
+    # the tenant's CPU node has none (plans from before it existed hold them on node).
+    memory_node = tenant.get("memory_node", node)
     size = int(tenant["hugepage_size_kib"])
-    pages_needed = int((tenant.get("hugepages") or {}).get(str(node), 0) or 0)
-    pool = topo.nodes[node].hugepages.get(size) if node in topo.nodes else None
+    pages_needed = int((tenant.get("hugepages") or {}).get(str(memory_node), 0) or 0)
+    pool = (topo.nodes[memory_node].hugepages.get(size) if memory_node in topo.nodes
+            else None)
     after = _capacity_from_plan(topo, host, plan)
     candidate = {
         "fits": True, "node": node, "gpus": gpus, "clean_iommu_group": clean,
@@ -396,10 +400,11 @@ def _fitting_candidate(topo, plan, added):
         "cores_left_on_node": after["nodes"][str(node)]["cores_free"],
     }
     candidate["why"] = (
-        "node %s, GPU %s: IOMMU group %s; %d %s hugepages %s; leaves %d stranded GPU(s), "
-        "%d partly used core(s), %d whole core(s) free on node %s"
+        "node %s, GPU %s: IOMMU group %s; %d %s hugepages%s %s; leaves %d stranded "
+        "GPU(s), %d partly used core(s), %d whole core(s) free on node %s"
         % (node, ", ".join(gpus) or "none", "clean" if clean else "NOT clean",
            pages_needed, _page_name(size),
+           "" if memory_node == node else " of node %s" % memory_node,
            "already free" if candidate["hugepages_ready"] else "to reserve",
            candidate["gpus_stranded"], candidate["cores_partly_used"],
            candidate["cores_left_on_node"], node))

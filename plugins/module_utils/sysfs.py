@@ -203,6 +203,31 @@ def resolve_dir(root, dir_path):
     return os.path.normpath(current)
 
 
+def read_cpu_ids(root="/"):
+    """Every CPU the tree knows of: the present ones and each cpuN directory."""
+    ids = set(read_cpus_attr(path(root, SYS_CPU_DIR, "present"), default=()))
+    for entry in list_dir(path(root, SYS_CPU_DIR)):
+        match = _CPU_ENTRY_RE.match(entry)
+        if match:
+            ids.add(int(match.group(1)))
+    return tuple(sorted(ids))
+
+
+def read_online_cpu_ids(root="/", ids=None):
+    """The online CPUs: cpu/online, else each CPU of ``ids`` (read_cpu_ids) whose
+    cpuN/online is 1 or absent. Trees without cpu/online (ghw's snapshots, some
+    container-filtered ones) still say per CPU, and a CPU without an online attribute
+    (cpu0 on x86) cannot be offlined. Shared by the CPU and NUMA readers so that a
+    kernel without NUMA puts exactly the CPUs read_cpu_state calls online in node 0."""
+    online = read_cpus_attr(path(root, SYS_CPU_DIR, "online"))
+    if online is not None:
+        return online
+    if ids is None:
+        ids = read_cpu_ids(root)
+    return tuple(cpu for cpu in sorted(ids)
+                 if read_int(path(root, SYS_CPU_DIR, "cpu%d" % cpu, "online"), 1) == 1)
+
+
 @dataclass
 class NodeMembership:
     """Which CPUs belong to which NUMA node, and what was odd on the way there.
@@ -249,10 +274,7 @@ def read_node_membership(root="/"):
     """
     base = path(root, SYS_NODE_DIR)
     if not os.path.isdir(base) and os.path.isdir(path(root, SYS_CPU_DIR)):
-        online = read_cpus_attr(path(root, SYS_CPU_DIR, "online"))
-        if online is None:
-            online = read_cpus_attr(path(root, SYS_CPU_DIR, "present"), default=())
-        return NodeMembership(cpus={0: online})
+        return NodeMembership(cpus={0: read_online_cpu_ids(root)})
     listed = {}
     for entry in list_dir(base):
         match = _NODE_DIR_RE.match(entry)

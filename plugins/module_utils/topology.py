@@ -109,7 +109,6 @@ class HostTopology:
 
 CPU_DIR = sysfs.SYS_CPU_DIR
 LOCAL_DISTANCE = 10                         # the kernel's distance of a node to itself
-_CPU_DIR_RE = re.compile(r"^cpu(\d+)\Z")
 _NODE_LINK_RE = re.compile(r"^node(\d+)\Z")
 _HUGEPAGE_DIR_RE = re.compile(r"^hugepages-(\d+)kB\Z")
 # A node's meminfo ("Node 0 MemTotal:  1024 kB") and /proc/meminfo ("MemTotal:  1024 kB")
@@ -181,23 +180,13 @@ def read_cpu_state(root="/", node_cpus=None):
     state = CpuState()
     state.possible = sysfs.read_cpus_attr(os.path.join(base, "possible"), default=())
     state.present = sysfs.read_cpus_attr(os.path.join(base, "present"), default=())
-    online = sysfs.read_cpus_attr(os.path.join(base, "online"))
     state.isolated = sysfs.read_cpus_attr(os.path.join(base, "isolated"), default=())
     state.nohz_full = sysfs.read_cpus_attr(os.path.join(base, "nohz_full"), default=())
     state.vendor, state.flags = _read_cpuinfo_summary(root)
 
-    ids = set(state.present)
-    entries = sysfs.list_dir(base)
-    for entry in entries:
-        match = _CPU_DIR_RE.match(entry)
-        if match:
-            ids.add(int(match.group(1)))
-    if online is None:
-        # no cpu/online file: a CPU without an online attribute cannot be offlined
-        online = tuple(cpu for cpu in sorted(ids)
-                       if sysfs.read_int(os.path.join(base, "cpu%d" % cpu, "online"), 1) == 1)
-    state.online = online
-    online_set = set(online)
+    ids = sysfs.read_cpu_ids(root)
+    state.online = sysfs.read_online_cpu_ids(root, ids=ids)
+    online_set = set(state.online)
 
     if node_cpus is None:
         node_cpus = sysfs.read_node_cpus(root)
@@ -206,7 +195,7 @@ def read_cpu_state(root="/", node_cpus=None):
         for cpu in cpus:
             cpu_node.setdefault(cpu, node)
 
-    for cpu in sorted(ids):
+    for cpu in ids:
         cpu_dir = os.path.join(base, "cpu%d" % cpu)
         record = Cpu(id=cpu, online=cpu in online_set)
         topo = os.path.join(cpu_dir, "topology")

@@ -21,6 +21,8 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import evaluate_host
+from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import LedgerData, reserve
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciFunction
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import plan_placement
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
@@ -62,7 +64,8 @@ def planner_warnings(root, tenants, **args):
 # ------------------------------------------- 11: node CPUs from the nodeN/cpuM links
 
 @pytest.mark.parametrize("name", [realtrees.SNC2_SERVER, realtrees.XEON_SILVER,
-                                  realtrees.OFFLINE_CPU0])
+                                  realtrees.OFFLINE_CPU0, realtrees.SANDY_BRIDGE,
+                                  realtrees.LAPTOP_IOMMU])
 def test_node_cpus_come_from_the_cpu_links_without_cpulist_and_cpumap(tmp_path, name):
     expected_nodes = topology.read_numa_nodes(tree(name))
     expected_cpus = topology.read_cpu_state(tree(name))
@@ -108,6 +111,26 @@ def test_overlapping_node_lists_are_settled_by_each_cpus_own_node_link(tmp_path)
     assert host.cpus.cpus[1].node == 1 and host.cpus.cpus[5].node == 1
     assert host.warnings == (
         "NUMA nodes 0, 1 all list CPU(s) 1,5, a firmware fault (overlapping node CPU "
+        "lists); they are counted in node 1 only, as each one's own cpuN/nodeM link "
+        "says",)
+
+
+def test_overlapping_node_cpu_links_are_settled_the_same_way(tmp_path):
+    # The real SNC-2 tree read from its nodeN/cpuM links only, with one extra link
+    # node0/cpu1: cpu1's own cpu1/node1 link keeps it in node 1.
+    expected = topology.read_numa_nodes(tree(realtrees.SNC2_SERVER))
+    root = copy_tree(realtrees.SNC2_SERVER, tmp_path)
+    for node_dir in node_dirs(root):
+        for attr in ("cpulist", "cpumap"):
+            if os.path.exists(os.path.join(node_dir, attr)):
+                os.unlink(os.path.join(node_dir, attr))
+    os.symlink("../../cpu/cpu1", os.path.join(root, NODE_DIR, "node0", "cpu1"))
+    host = topology.read_host_topology(root, with_irqs=False)
+    assert {n: node.cpus for n, node in host.nodes.items()} == {
+        n: node.cpus for n, node in expected.items()}
+    assert host.cpus.cpus[1].node == 1
+    assert host.warnings == (
+        "NUMA nodes 0, 1 all list CPU(s) 1, a firmware fault (overlapping node CPU "
         "lists); they are counted in node 1 only, as each one's own cpuN/nodeM link "
         "says",)
 
@@ -173,6 +196,32 @@ def test_kernel_without_numa_counts_only_online_cpus(tmp_path):
     nodes = topology.read_numa_nodes(root)
     assert nodes[0].cpus == (0, 1, 2, 5)
     assert (nodes[0].mem_total_kib, nodes[0].hugepages) == (8388608, {})
+
+
+def test_kernel_without_numa_and_without_cpu_online_asks_each_cpu(tmp_path):
+    # ghw's laptop snapshot has no cpu/online or cpu/present, only cpuN/online (and
+    # none for cpu0, which cannot be offlined): node 0 must still hold all 16 CPUs.
+    root = copy_tree(realtrees.LAPTOP_IOMMU, tmp_path)
+    assert not os.path.exists(os.path.join(root, "sys/devices/system/cpu/online"))
+    shutil.rmtree(os.path.join(root, NODE_DIR))
+    host = topology.read_host_topology(root, with_irqs=False)
+    assert host.cpus.online == tuple(range(16))
+    assert list(host.nodes) == [0] and host.nodes[0].cpus == host.cpus.online
+    assert host.nodes[0].mem_total_kib == 32542668                       # /proc/meminfo
+    assert {cpu.node for cpu in host.cpus.cpus.values()} == {0}
+
+
+@pytest.mark.parametrize("name", [realtrees.SANDY_BRIDGE, realtrees.XEON_SILVER,
+                                  realtrees.POWER9, realtrees.OFFLINE_CPU0,
+                                  realtrees.LAPTOP_IOMMU, realtrees.EPYC_7451,
+                                  realtrees.SNC2_SERVER])
+def test_kernel_without_numa_puts_exactly_the_online_cpus_in_node_0(tmp_path, name):
+    root = copy_tree(name, tmp_path)
+    shutil.rmtree(os.path.join(root, NODE_DIR))
+    cpus = topology.read_cpu_state(root)
+    assert cpus.online
+    assert sysfs.read_node_cpus(root) == {0: cpus.online}
+    assert topology.read_numa_nodes(root)[0].cpus == cpus.online
 
 
 # ------------------------------------------------ 14: CPU nodes without memory
@@ -255,6 +304,54 @@ def test_real_snc2_server_with_a_dimmless_node_takes_memory_from_its_sibling_nod
     assert warned == ["node 1 has CPUs but no memory: tenant t2's 4 GiB come from node 3, "
                       "the nearest node with memory (distance 11); its memory accesses "
                       "cross nodes"]
+
+
+def test_real_power9_cpu_node_without_memory_skips_the_far_gpu_memory_nodes(tmp_path):
+    # node 8's distance row is 40 10 80 80 80 80 80 80: node 0 (40) is nearer than the
+    # V100s' memory nodes 250-255 (80), which have memory but no CPUs.
+    root = copy_tree(realtrees.POWER9, tmp_path)
+    with open(os.path.join(root, NODE_DIR, "node8", "meminfo"), "w") as handle:
+        handle.write("Node 8 MemTotal:       0 kB\nNode 8 MemFree:        0 kB\n")
+    host = topology.read_host_topology(root, with_irqs=False)
+    tenants = [{"name": "t%d" % i, "gpus": 0, "vcpus": 8, "memory_gib": 4,
+                "hugepage_size": "2M"} for i in (1, 2)]
+    plan = plan_placement(host, tenants, hugepage_check="none")
+    by_name = {t["name"]: t for t in plan["tenants"]}
+    assert (by_name["t2"]["node"], by_name["t2"]["memory_node"]) == (8, 0)
+    assert by_name["t2"]["hugepages"] == {"0": 2048}
+    assert plan["warnings"] == [
+        "node 8 has CPUs but no memory: tenant t2's 4 GiB come from node 0, the nearest "
+        "node with memory (distance 40); its memory accesses cross nodes"]
+
+
+def test_host_choice_counts_the_hugepages_of_the_node_the_memory_comes_from():
+    # The candidate's pages are node 2's (the memory node), not the CPU node 1's pool.
+    candidate = evaluate_host(literal_host(), None, TENANT)
+    assert (candidate["fits"], candidate["node"], candidate["hugepages_ready"]) == (
+        True, 1, False)
+    assert "4096 2M hugepages of node 2 to reserve" in candidate["why"]
+    host = literal_host()
+    host.nodes[2].hugepages[2048] = HugepagePool(size_kib=2048, nr=4096, free=4096)
+    candidate = evaluate_host(host, None, TENANT)
+    assert candidate["hugepages_ready"] is True
+    assert "4096 2M hugepages of node 2 already free" in candidate["why"]
+
+
+def test_real_snc2_host_choice_for_a_dimmless_node_reads_its_sibling_nodes_pool(tmp_path):
+    root = copy_tree(realtrees.SNC2_SERVER, tmp_path)
+    with open(os.path.join(root, NODE_DIR, "node1", "meminfo"), "w") as handle:
+        handle.write("Node 1 MemTotal:       0 kB\nNode 1 MemFree:        0 kB\n")
+    host = topology.read_host_topology(root, with_irqs=False)
+    # a tenant holding 30 of node 0's 31.5 GiB leaves node 1 (with node 3's memory) next
+    ledger = reserve(LedgerData(), host, [{"name": "first", "gpus": 0, "vcpus": 4,
+                                           "memory_gib": 30, "hugepage_size": "2M"}],
+                     smt_policy="require", hugepage_check="none")[0]
+    request = {"name": "next", "gpus": 0, "vcpus": 4, "memory_gib": 8, "hugepage_size": "2M"}
+    candidate = evaluate_host(host, ledger, request, hugepage_check="none")
+    assert candidate["fits"] and candidate["node"] == 1, candidate
+    pool = host.nodes[3].hugepages[2048]
+    assert candidate["hugepages_ready"] is (pool.free >= 4096)
+    assert "4096 2M hugepages of node 3" in candidate["why"]
 
 
 # ------------------------------------------ 15: /proc/interrupts system-wide rows
