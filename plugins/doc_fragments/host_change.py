@@ -29,15 +29,6 @@ notes:
   - With O(root) other than C(/), nothing runs outside the tree (no modprobe, iproute2
     or systemctl); the result says what was skipped. This is how the unit tests run.
 attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: full
     details: Shows kernel attributes as C(path = value) lines and every file written.
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: linux
 """

@@ -27,6 +27,7 @@ author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
+  - gpuhost.kvm.change_attributes
 options:
   files:
     description:
@@ -87,17 +88,8 @@ notes:
     C('/etc/x.conf' in result.changed_paths). In check mode it lists what would change.
   - Owners and groups are looked up on the host running the module.
 attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: full
     details: One entry per changed content (before and after text) and one per changed type, mode or owner.
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: linux
 seealso:
   - name: ansible.builtin.copy and ansible.builtin.file
     description: One file or directory per task (a stat and a copy each); this module writes a role's whole set in one.

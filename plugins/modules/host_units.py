@@ -25,6 +25,7 @@ author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
+  - gpuhost.kvm.change_attributes
 options:
   units:
     description:
@@ -93,17 +94,8 @@ notes:
   - Timestamps are read with C(systemctl show --timestamp=unix), which needs systemd
     247 or later (RHEL 9, Debian 12).
 attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: full
     details: One line per unit with its enablement and activity, before and after.
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: linux
 seealso:
   - module: gpuhost.kvm.host_facts
 """

@@ -25,6 +25,7 @@ author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
+  - gpuhost.kvm.change_attributes
 options:
   tool:
     description: The initramfs generator the host uses.
@@ -81,17 +82,8 @@ notes:
   - With O(root) other than V(/), files are written below O(root) but the rebuild never
     runs; RV(skipped) lists it.
 attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: full
     details: Shows every file written.
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: linux
 seealso:
   - module: gpuhost.kvm.kernel_cmdline
 """

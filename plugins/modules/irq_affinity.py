@@ -26,6 +26,7 @@ author:
 extends_documentation_fragment:
   - gpuhost.kvm.root
   - gpuhost.kvm.host_change
+  - gpuhost.kvm.change_attributes
 options:
   state:
     description:

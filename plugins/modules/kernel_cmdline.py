@@ -24,6 +24,7 @@ author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
+  - gpuhost.kvm.change_attributes
 options:
   args:
     description:
@@ -57,17 +58,8 @@ notes:
     runs (not C(update-grub), not C(grubby)); RV(skipped) lists what would have run.
   - Check mode runs the read-only C(grubby --info=DEFAULT) and nothing that writes.
 attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: full
     details: Shows the GRUB drop-in (grubby edits are listed in RV(steps)).
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: linux
 seealso:
   - module: gpuhost.kvm.initramfs
 """

@@ -28,6 +28,7 @@ author:
 extends_documentation_fragment:
   - gpuhost.kvm.root
   - gpuhost.kvm.host_change
+  - gpuhost.kvm.change_attributes
 options:
   pf:
     description: The PF, as a PCI address (C(0000:41:00.0)) or a network interface name.
