@@ -7,7 +7,7 @@ functions the Python tests check."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import bench_parsers, bench_report
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_parsers, bench_report
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist, parse_cpulist
 
 

@@ -6,7 +6,8 @@ plan_render, so the roles ask the plan the same questions the Python tests check
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import plan_query, plan_render, validation
+from ansible_collections.gpuhost.kvm.plugins.module_utils import plan_render
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, validation
 
 
 class FilterModule(object):

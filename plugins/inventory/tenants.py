@@ -91,7 +91,7 @@ from ansible.vars.plugins import get_vars_from_inventory_sources
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import read_ledger
-from ansible_collections.gpuhost.kvm.plugins.module_utils.tenant_inventory import guest_hosts
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils.tenant_inventory import guest_hosts
 
 
 def _plain(value):

@@ -5,7 +5,7 @@
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validation import bios_findings
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils.validation import bios_findings
 
 READY = {"iommu_tables": ["DMAR"], "acs_override": [], "sriov_pfs": {"0000:17:00.0": 8},
          "bar_errors": [], "gpu_bar64_bytes": {"0000:65:00.0": 34359738368}}

@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import boot_config, host_facts, plan_query
+from ansible_collections.gpuhost.kvm.plugins.module_utils import boot_config, host_facts
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",

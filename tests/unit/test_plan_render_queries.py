@@ -5,7 +5,7 @@ import pytest
 
 from fixturegen import build_runbook_host
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import plan_query, validation
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, validation
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import plan_placement
 from ansible_collections.gpuhost.kvm.plugins.module_utils.plan_render import layout_from_topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology

@@ -1,10 +1,10 @@
-"""Tenant guests as inventory hosts: the pure builder (module_utils/tenant_inventory.py)
+"""Tenant guests as inventory hosts: the pure builder (plugin_utils/tenant_inventory.py)
 behind the gpuhost.kvm.tenants inventory plugin."""
 
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.tenant_inventory import guest_hosts
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils.tenant_inventory import guest_hosts
 
 A = {"name": "tenant-a", "gpus": 1, "vcpus": 4, "memory_gib": 8,
      "guest_address": "192.0.2.51/24", "guest_user": "ops"}

@@ -12,7 +12,7 @@ import pytest
 from test_placement import fails, runbook_host
 from test_placement import tenant as runbook_tenant_request
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import plan_query, validation
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, validation
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import validate_tenants
 from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (

@@ -17,7 +17,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist,
     parse_cpulist,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.plan_query import (
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils.plan_query import (
     passthrough_functions,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
