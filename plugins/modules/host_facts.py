@@ -14,8 +14,10 @@ description:
     (IOMMU ACPI tables, kernel command line, ACS override), CPU power (governor,
     C-states), memory (/proc/meminfo and every node's hugepage pools), PCI functions
     (presence, NUMA node, SR-IOV counts, driver), every PCI function's IDs, class and
-    driver (C(pci)), matching kernel log lines, tuned's profile, systemd units against the files they read, the initramfs images against
-    their inputs, libvirt's running domains and vCPU pins, and the installed packages
+    driver (C(pci)), where each running domain of O(domains) really is (C(realized), its
+    QEMU threads' allowed CPUs and its memory per node, from /proc), matching kernel log
+    lines, tuned's profile, systemd units against the files they read, the initramfs
+    images against their inputs, libvirt's running domains and vCPU pins, and the installed packages
     (as C(ansible.builtin.package_facts) gives them, in RV(ansible_facts.packages)); the
     C(iommu) subset returns M(gpuhost.kvm.iommu_groups_facts)' fact, RV(ansible_facts.gpuhost_iommu).
   - The C(platform) subset publishes the distribution, its version, the OS family and
@@ -40,7 +42,7 @@ options:
       - The subsets to read. Each costs only its own reads.
     type: list
     elements: str
-    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu, platform, pci]
+    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu, platform, pci, realized]
     default: [firmware, cpu_power, memory]
   devices:
     description:
@@ -93,7 +95,8 @@ options:
     default: qemu:///system
   domains:
     description:
-      - Domains whose vCPU pins the C(libvirt) subset reads; a domain that is not
+      - Domains whose vCPU pins the C(libvirt) subset reads, and whose QEMU process the
+        C(realized) subset reads; a domain that is not
         defined is reported as null.
     type: list
     elements: str
@@ -154,6 +157,17 @@ ansible_facts:
         kernel_log: {source: journal, matches: []}
         pci:
           "0000:00:05.0": {vendor: 10de, device: 20b5, class: "0x030200", driver: nvidia}
+        realized:
+          tenant-a:
+            running: true
+            pid: 4242
+            placement:
+              pid: 4242
+              vcpus: {"0": [2], "1": [3]}
+              iothreads: {iothread1: [0, 1]}
+              emulator: [{tid: 4242, name: qemu-system-x86, cpus: [0, 1]}]
+              memory_kib: {huge: {"0": 1048576}, other: {"0": 20480}}
+              numa_maps_read: true
         tuned: {active_profile: virtual-host}
         units:
           gpuhost-numa.service: {read: true, active: true, enabled: true,
@@ -198,7 +212,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.facts.system.distribution import DistributionFactCollector
 from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import host_facts
+from ansible_collections.gpuhost.kvm.plugins.module_utils import host_facts, realized
 from ansible_collections.gpuhost.kvm.plugins.module_utils import units as unit_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
@@ -267,6 +281,7 @@ class HostFacts(object):
             "iommu": lambda: read_iommu_facts(self.module, self.root, self.params["gpu_vendor"]),
             "platform": self.read_platform,
             "pci": lambda: host_facts.read_pci(self.root),
+            "realized": self.read_realized,
         }
         for subset in self.facts["gathered"]:
             self.facts[subset] = readers[subset]()
@@ -341,6 +356,16 @@ class HostFacts(object):
             module=self.module, collected_facts={"ansible_os_family": facts.get("os_family")}))
         self.platform = dict((name, facts.get(name)) for name in host_facts.PLATFORM_FACTS)
         return {"published": list(host_facts.PLATFORM_FACTS)}
+
+    def read_realized(self):
+        """Per domain of ``domains``: whether libvirt's pid file names a process, and
+        where its threads and memory are (realized.read_realized), below root."""
+        answer = {}
+        for name in self.params["domains"]:
+            pid = realized.domain_pid(name, self.root)
+            answer[name] = {"running": pid is not None, "pid": pid,
+                            "placement": realized.read_realized(pid, self.root) if pid else None}
+        return answer
 
     def read_libvirt(self):
         answer = {"read": False, "error": None, "running": [], "vcpu_pins": {}}

@@ -17,6 +17,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils import realized
+
 pytestmark = pytest.mark.lab
 
 GPU0, GPU0_HDA = "0000:21:00.0", "0000:21:00.1"
@@ -437,6 +439,20 @@ def test_planned_tenant_starts_with_its_devices_on_vfio_under_tcg(lab):
         assert rc == 0 and state == "running", _why(lab, "tenant did not start:\n%s" % log,
                                                     result)
         assert fds and int(fds) >= 1, _why(lab, "QEMU holds no /dev/vfio node:\n%s" % log)
+        # Realized placement, read by host_facts from /proc as validate would: every vCPU
+        # thread on its pinned CPU, every emulator thread on the emulator set, the
+        # hugepage memory on the planned node only and all of it there.
+        facts = _ok(lab, "gpuhost.kvm.host_facts", {"gather": ["realized", "memory"], "domains": [TENANT]})
+        seen = facts["ansible_facts"]["gpuhost_host"]["realized"][TENANT]
+        node = str(tenant.get("memory_node", tenant["node"]))
+        free_after = facts["ansible_facts"]["gpuhost_host"]["memory"]["hugepages"][node]["2048"]["free"]
+        print("realized placement: %s; free 2M pages on node %s after the start: %s"
+              % (json.dumps(seen)[:3000], node, free_after))
+        assert seen["running"] and seen["pid"] == int(pid), _why(lab, "host_facts did not find QEMU", seen)
+        findings = realized.placement_findings(seen["placement"], tenant)
+        assert findings == [], _why(lab, "realized placement differs from the plan:\n" + "\n".join(findings), seen)
+        assert free_after == 512 - int(tenant["memory_gib"] * 512), _why(
+            lab, "free 2M pages on node %s: %s of 512 after a %s GiB tenant started" % (node, free_after, tenant["memory_gib"]))
     finally:
         lab.module("gpuhost.kvm.libvirt_pinned_domain", {"name": TENANT, "state": "absent"})
         lab.ssh("echo 0 > %s" % HUGEPAGES_NODE0, check=False)
