@@ -34,6 +34,7 @@ class FilterModule(object):
             "validate_numa": validation.check_numa,
             "validate_vf_settings": validation.check_vf_settings,
             "validate_hugepages": validation.check_hugepages,
+            "validate_realized": validation.check_realized,
             "validate_irqs": validation.check_irqs,
             "validate_evidence": validation.check_evidence,
             "validate_report": validation.report,

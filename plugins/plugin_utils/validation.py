@@ -20,6 +20,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils.plan_query import (
     passthrough_functions,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.realized import placement_findings
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
     setting_mismatches,
     vf_settings,
@@ -142,6 +143,30 @@ def check_numa(plan, devices, domain_pins, pins_error=None):
     if not plan.get("tenants"):
         return _check("numa", title, NOT_RUN, "no tenant")
     return _check("numa", title, PASS, "%d tenants pinned as planned" % checked)
+
+
+def check_realized(plan, realized_domains):
+    """``realized_domains``: host_facts' ``realized`` subset (tenant -> {"running", "pid",
+    "placement"}). Every running tenant's QEMU threads and hugepage memory must be where
+    the plan put them (realized.placement_findings, each finding named); a tenant that
+    does not run has nothing to observe and is named as such."""
+    problems, observed, idle = [], [], []
+    for tenant in plan.get("tenants") or ():
+        seen = (realized_domains or {}).get(tenant["name"]) or {}
+        if not seen.get("running") or not seen.get("placement"):
+            idle.append(tenant["name"])
+            continue
+        observed.append(tenant["name"])
+        problems += ["%s: %s" % (tenant["name"], finding)
+                     for finding in placement_findings(seen["placement"], tenant)]
+    title = "Running tenants' threads and hugepages where the plan put them"
+    not_running = "; not running, so not observed: %s" % ", ".join(idle) if idle else ""
+    if problems:
+        return _check("realized", title, FAIL, "; ".join(problems) + not_running)
+    if not observed:
+        return _check("realized", title, NOT_RUN, "no tenant runs" + (": %s" % ", ".join(idle) if idle else ""))
+    detail = "%d running tenant(s) placed as planned (every vCPU, emulator and iothread, every hugepage)%s"
+    return _check("realized", title, PASS, detail % (len(observed), not_running))
 
 
 def check_hugepages(plan, pools, meminfo, running):

@@ -13,6 +13,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import realized
 from ansible_collections.gpuhost.kvm.plugins.modules import host_facts as host_facts_module
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation
 
 PID = 4242
 # The shape of a real numa_maps of a hugepage-backed QEMU (2 MiB pages on node 0).
@@ -95,3 +96,31 @@ def test_host_facts_realized_subset_on_a_recorded_tree_compares_after_json(tmp_p
     moved = dict(TENANT, vcpu_pins=[3, 2])
     assert realized.placement_findings(answer["tenant-a"]["placement"], moved) == [
         "vCPU 0 runs on CPUs 2, planned 3", "vCPU 1 runs on CPUs 3, planned 2"]
+
+
+def _realized_answer(tmp_path):
+    root = _process(tmp_path, THREADS)
+    return {"tenant-a": {"running": True, "pid": PID,
+                         "placement": json.loads(json.dumps(realized.read_realized(PID, root)))},
+            "tenant-b": {"running": False, "pid": None, "placement": None}}
+
+
+def test_validate_passes_a_running_tenant_placed_as_planned_and_names_the_idle_one(tmp_path):
+    plan = {"tenants": [TENANT, dict(TENANT, name="tenant-b")]}
+    check = validation.check_realized(plan, _realized_answer(tmp_path))
+    assert check["id"] == "realized" and check["status"] == "pass", check
+    assert check["detail"].startswith("1 running tenant(s) placed as planned")
+    assert check["detail"].endswith("not running, so not observed: tenant-b")
+
+
+def test_validate_fails_naming_the_tenant_and_each_difference(tmp_path):
+    plan = {"tenants": [dict(TENANT, vcpu_pins=[2, 4])]}
+    check = validation.check_realized(plan, _realized_answer(tmp_path))
+    assert check["status"] == "fail" and check["detail"] == "tenant-a: vCPU 1 runs on CPUs 3, planned 4"
+
+
+def test_validate_without_a_running_tenant_has_not_run(tmp_path):
+    plan = {"tenants": [dict(TENANT, name="tenant-b")]}
+    check = validation.check_realized(plan, _realized_answer(tmp_path))
+    assert check["status"] == "not_run" and check["detail"] == "no tenant runs: tenant-b"
+    assert validation.check_realized({"tenants": []}, {})["status"] == "not_run"
