@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Jinja filters over a placement plan: thin wrappers of module_utils plan_query and
+"""Jinja filters over a placement plan: thin wrappers of plugin_utils plan_query and
 plan_render, so the roles ask the plan the same questions the Python tests check."""
 
 from __future__ import annotations

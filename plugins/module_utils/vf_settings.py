@@ -20,7 +20,7 @@ from typing import Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 # The MAC, VLAN and flag validators live with every other validator; they are imported
-# here under their old names because sriov.py and domain_xml.py take them from here.
+# here under their old names because sriov.py and domain/xml.py take them from here.
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (  # noqa: F401
     MAC_EXAMPLE, ZERO_MAC, validate_flag, validate_mac, validate_vlan)
 

@@ -363,7 +363,7 @@ options:
     description: Where the module records which files it created, one JSON file per
       domain.
     type: path
-    default: /var/lib/gpuhost-kvm/domains
+    default: /var/lib/gpuhost/domains
 notes:
   - Host hugepages must be reserved before the domain is defined; the refusal names the
     sysfs file and the count.
@@ -530,40 +530,33 @@ details:
   type: dict
 """
 
-import copy
-import hashlib
-import json
-import os
-import shutil
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import domain_xml as dx
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_preflight import (
-    defined_domain_from_xml, hostdev_origins, run_preflight)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.compare import (
+    check_same_machine, plan_domain_change, plan_domain_removal)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.lifecycle import (
+    defined_domains, existing_domain, inactive_xml, lookup_domain, set_autostart,
+    set_run_state, state_name, undefine_domain)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
+    preflight_from_params)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
+    check_float_options, domain_spec_from_params)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.storage import DomainStorage
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     PASS_THROUGH, read_module_context)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt, libvirt_error_text,
     open_connection)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
     read_host_topology, topology_from_dict)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
-    finite_number, qemu_img_size)
 
 HOST_SAFETY_OVERRIDES = PASS_THROUGH.overrides   # what host_safety may name here
 STRUCTURED_OPTIONS = ("vcpus", "vcpu_pins", "guest_topology", "memory_gib", "memory_nodes",
                       "emulator_cpus", "iothreads", "iothread_cpus", "gpus")
 DEFINED_STATES = ("present", "running", "shutdown", "destroyed")
-SEED_TOOLS = ("cloud-localds", "genisoimage", "mkisofs", "xorriso")
-# libvirt's virDomainState numbers
-STATE_NAMES = {0: "no state", 1: "running", 2: "blocked", 3: "paused", 4: "shutting down",
-               5: "shut off", 6: "crashed", 7: "suspended"}
 
 
 def build_module():
@@ -631,7 +624,7 @@ def build_module():
             allow_host_critical=dict(type="bool", default=False),
             allow_boot_vga=dict(type="bool", default=False),
             remove_storage=dict(type="bool", default=False),
-            state_dir=dict(type="path", default="/var/lib/gpuhost-kvm/domains"),
+            state_dir=dict(type="path", default="/var/lib/gpuhost/domains"),
         ),
         mutually_exclusive=[("plan", option) for option in STRUCTURED_OPTIONS],
         required_together=[("vcpus", "vcpu_pins", "memory_gib")],
@@ -640,61 +633,23 @@ def build_module():
     )
 
 
-def float_options(argument_spec, params, prefix=""):
-    """(option name, value) of every option and sub-option typed float that was given,
-    found from the argument spec itself, so that a float option added later is
-    checked too."""
-    found = []
-    for name, option in argument_spec.items():
-        value = (params or {}).get(name)
-        if value is None:
-            continue
-        if option.get("type") == "float":
-            found.append((prefix + name, value))
-        suboptions = option.get("options")
-        if suboptions:
-            items = value if option.get("type") == "list" else [value]
-            for index, item in enumerate(items):
-                where = "%s%s%s." % (prefix, name, "[%d]" % index
-                                     if option.get("type") == "list" else "")
-                found.extend(float_options(suboptions, item, where))
-    return found
-
-
-def check_float_options(module):
-    """Every float option through the shared validator: Ansible's float type takes
-    .nan, .inf, "nan" and "inf", which compare false with everything or overflow
-    int() later."""
-    for name, value in float_options(module.argument_spec, module.params):
-        finite_number(value, name, unit="GiB" if name.endswith("_gib") else "")
-
-
 class PinnedDomain:
-    """One run of the module: decide the change set, then apply it (or not)."""
+    """One run of the module: decide the change (domain.compare), then carry it out
+    unless in check mode; a refused define takes the new storage back."""
 
     def __init__(self, module, conn=None, topology=None):
         self.module = module
-        self._topology = topology
-        self.params = module.params
-        self.name = self.params["name"]
+        self.params = params = module.params
+        self.name = params["name"]
         self.conn = conn
-        self.changed = False
-        self.restart_required = False
-        self.changes = []
-        self.actions = []
-        self.warnings = []
-        self.created_files = []
-        self.removed_files = []
-        self.xml = None
-        self.uuid = ""
-        self.run_state = "absent"
+        self._topology = topology
+        self.storage = DomainStorage(module, self.name, params["state_dir"],
+                                     disk=params["disk"], cloud_init=params["cloud_init"])
+        self.changed = self.restart_required = False
+        self.changes, self.actions, self.warnings = [], [], []
+        self.created_files, self.removed_files = [], []
+        self.xml, self.uuid, self.run_state = None, "", "absent"
         self.diff = {"before": "", "after": ""}
-        self._storage_record = None
-        self._storage_before = None
-        self._replaced = []        # (seed path, its copy from before this run)
-        # The collection's one writer for the record and the seed files: temp file,
-        # fsync, rename; never through a link, never over what is not a regular file.
-        self.writer = HostWriter("/")
 
     @property
     def result(self):
@@ -710,491 +665,93 @@ class PinnedDomain:
             result["diff"] = self.diff
         return result
 
-    # ---------------------------------------------------------------- inputs
-
-    def topology(self):
-        if self._topology is not None:
-            return self._topology
-        if self.params["topology"] is not None:
-            return topology_from_dict(self.params["topology"])
-        return read_host_topology(root=self.params["root"], with_irqs=False)
-
-    def build_spec(self, topo):
-        params = self.params
-        common = dict(
-            extra_hostdevs=tuple(normalize_address(a, field="hostdevs")
-                                 for a in params["hostdevs"]),
-            hide_kvm=params["hide_kvm"], domain_type=params["domain_type"],
-            cpu_mode=params["cpu_mode"], uuid=params["uuid"],
-            memory_access="shared" if params["shared_memory"] else None,
-            vcpusched=params["vcpusched"], locked=params["lock_memory"],
-        )
-        if params["maxphysaddr"]:
-            common["maxphysaddr_mode"] = params["maxphysaddr"]["mode"]
-            common["maxphysaddr_bits"] = params["maxphysaddr"]["bits"]
-        if params["disk"]:
-            common["disk"] = dx.DiskSpec(path=params["disk"]["path"], bus=params["disk"]["bus"])
-        if params["cloud_init"]:
-            common["seed_path"] = params["cloud_init"]["seed_path"]
-        network = params["network"]
-        if network:
-            common["network"] = dx.NetworkSpec(
-                kind=network["type"], bridge=network["bridge"],
-                vf_address=normalize_address(network["vf_address"], field="network.vf_address")
-                if network["vf_address"] else None,
-                vf_mode=network["vf_mode"], mac=network["mac"], model=network["model"],
-                vlan=network["vlan"])
-        if params["plan"] is not None:
-            plan_name = params["plan"].get("name")
-            if plan_name != self.name:
-                raise GpuhostError(
-                    "the plan entry is for %r, not %r" % (plan_name, self.name), field="plan",
-                    fix="pass the plan's tenants entry whose name is %s" % self.name)
-            return dx.spec_from_plan(params["plan"], **common)
-        if network and network["type"] == "vf" and not network["vf_address"]:
-            raise GpuhostError("network type vf needs vf_address without a plan",
-                               field="network.vf_address",
-                               fix="give the VF's PCI address, or pass a plan with a VF")
-        return dx.spec_from_options(
-            self.name, params["vcpus"], params["vcpu_pins"], params["memory_gib"],
-            guest_topology=params["guest_topology"],
-            hugepage_size_kib=dx.hugepage_size_to_kib(params["hugepage_size"]),
-            memory_nodeset=params["memory_nodes"] or (),
-            emulator_cpus=params["emulator_cpus"] or (),
-            iothreads=params["iothreads"] or 0,
-            iothread_cpus=params["iothread_cpus"] or (),
-            gpus=[self._gpu_from_option(g, topo, i) for i, g in enumerate(params["gpus"] or ())],
-            **common)
-
-    @staticmethod
-    def _gpu_from_option(item, topo, index):
-        field = "gpus[%d]" % index
-        if isinstance(item, str):
-            item = {"address": item}
-        if not isinstance(item, dict) or "address" not in item:
-            raise GpuhostError("%r is neither a PCI address nor a dict with address" % (item,),
-                               field=field, fix="write 0000:65:00.0 or {address: ...}")
-        address = normalize_address(item["address"], field=field)
-        functions = item.get("functions")
-        bar64 = item.get("bar64_total")
-        slot = dx.PciAddress.parse(address).slot_key
-        if functions is None and topo is not None:
-            functions = sorted(a for a in topo.pci if dx.PciAddress.parse(a).slot_key == slot)
-        if bar64 is None and topo is not None:
-            bar64 = sum(topo.pci[a].bar64_prefetchable_total for a in functions or ()
-                        if a in topo.pci)
-        return dx.GpuSpec(address=address, functions=tuple(functions or (address,)),
-                          bar64_total=dx.whole_number(bar64 or 0, field + ".bar64_total"),
-                          origin=field)
-
-    def host_context(self, spec, topo):
-        """What the host-safety policy reads (mounts, routes, consoles), or None when
-        the domain takes no host device."""
-        if not spec.hostdev_addresses():
-            return None
-        return read_module_context(self.module, self.params["root"], topo.pci)
-
-    # ---------------------------------------------------------------- libvirt
-
-    def lookup(self):
-        try:
-            return self.conn.lookupByName(self.name)
-        except libvirt.libvirtError as exc:
-            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
-                return None
-            raise GpuhostError("cannot look up domain %s: %s" % (self.name,
-                                                                 libvirt_error_text(exc)),
-                               field="name", fix="check the libvirt daemon's log")
-
-    def defined_domains(self):
-        found = []
-        for domain in self.conn.listAllDomains(0):
-            try:
-                xml = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
-            except libvirt.libvirtError:
-                continue              # undefined while we looked
-            found.append(defined_domain_from_xml(xml, active=bool(domain.isActive())))
-        return found
-
-    # ---------------------------------------------------------------- storage
-
-    def _record_path(self):
-        return os.path.join(self.params["state_dir"], "%s.json" % self.name)
-
-    def storage_record(self):
-        if self._storage_record is None:
-            self._host_file(self._record_path(), "state_dir")
-            try:
-                with open(self._record_path()) as handle:
-                    self._storage_record = json.load(handle)
-            except FileNotFoundError:
-                self._storage_record = {"created": [], "seed_digest": None}
-            except (OSError, ValueError) as exc:
-                raise GpuhostError("cannot read %s: %s" % (self._record_path(), exc),
-                                   field="state_dir",
-                                   fix="repair or remove the file (it lists the files the "
-                                       "module created for %s)" % self.name)
-        return self._storage_record
-
-    def save_storage_record(self, record):
-        path = self._record_path()
-        self._host_file(path, "state_dir")
-        if not record["created"]:
-            self.writer.remove_file(path)
-            return
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        self.writer.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n",
-                               mode=0o600)
-
-    def _host_file(self, path, option):
-        """Refuse now, naming ``option``, what the shared writer would refuse later: a
-        '..' component, a link or a non-regular file at ``path``."""
-        try:
-            self.writer.check_replaceable(path, field=option)
-        except GpuhostError as err:
-            raise GpuhostError(err.msg, field=option, fix=err.fix) from err
-
-    def plan_storage(self):
-        """Steps (label, callable) that create the overlay and the seed."""
-        steps = []
-        disk = self.params["disk"]
-        if disk and disk["size"] is not None:
-            qemu_img_size(disk["size"], field="disk.size")
-        if disk and not os.path.exists(disk["path"]):
-            argv = self._overlay_argv(disk)
-            steps.append(("create overlay %s" % disk["path"], disk["path"], argv, None))
-        cloud = self.params["cloud_init"]
-        if cloud and cloud["user_data"] is None:
-            if not os.path.exists(cloud["seed_path"]):
-                raise GpuhostError(
-                    "the seed %s does not exist" % cloud["seed_path"],
-                    field="cloud_init.seed_path",
-                    fix="build it first (cloud-localds seed.iso user-data meta-data), or give "
-                        "cloud_init.user_data and the module builds it")
-        elif cloud:
-            digest = self._seed_digest(cloud)
-            record = self.storage_record()
-            ours = cloud["seed_path"] in record["created"]
-            if os.path.exists(cloud["seed_path"]) and not ours:
-                raise GpuhostError(
-                    "%s exists and this module did not create it" % cloud["seed_path"],
-                    field="cloud_init.seed_path",
-                    fix="remove cloud_init.user_data to use that seed as it is, or choose "
-                        "another seed_path")
-            if not os.path.exists(cloud["seed_path"]) or record.get("seed_digest") != digest:
-                steps.append(("build seed %s" % cloud["seed_path"], cloud["seed_path"],
-                              None, digest))
-        return steps
-
-    def _overlay_argv(self, disk):
-        qemu_img = self.module.get_bin_path("qemu-img")
-        if not qemu_img:
-            raise GpuhostError("qemu-img is not installed", field="disk",
-                               fix="install qemu-img (RHEL) or qemu-utils (Debian)")
-        if disk["base_image"]:
-            if not os.path.exists(disk["base_image"]):
-                raise GpuhostError("base image %s does not exist" % disk["base_image"],
-                                   field="disk.base_image",
-                                   fix="download or build the base image first")
-            argv = [qemu_img, "create", "-f", "qcow2", "-F", disk["base_format"],
-                    "-b", disk["base_image"], "--", disk["path"]]
-        elif disk["size"]:
-            argv = [qemu_img, "create", "-f", "qcow2", "--", disk["path"]]
-        else:
-            raise GpuhostError("%s does not exist and there is nothing to create it from"
-                               % disk["path"], field="disk",
-                               fix="give disk.base_image (an overlay) or disk.size "
-                                   "(an empty disk)")
-        if disk["size"]:
-            argv.append(disk["size"])
-        return argv
-
-    def _seed_digest(self, cloud):
-        text = json.dumps([cloud["user_data"], self._meta_data(cloud), cloud["network_config"]])
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-    def _meta_data(self, cloud):
-        return cloud["meta_data"] or ("instance-id: %s\nlocal-hostname: %s\n"
-                                      % (self.name, self.name))
-
-    def build_seed(self, path):
-        cloud = self.params["cloud_init"]
-        tool = next(((name, self.module.get_bin_path(name)) for name in SEED_TOOLS
-                     if self.module.get_bin_path(name)), None)
-        if tool is None:
-            raise GpuhostError(
-                "no ISO builder found (looked for %s)" % ", ".join(SEED_TOOLS),
-                field="cloud_init",
-                fix="install cloud-utils (cloud-localds) or genisoimage/xorriso, or "
-                    "give a prebuilt cloud_init.seed_path without user_data")
-        work = tempfile.mkdtemp(prefix="gpuhost-seed-")
-        try:
-            files = {"user-data": cloud["user_data"], "meta-data": self._meta_data(cloud)}
-            if cloud["network_config"]:
-                files["network-config"] = cloud["network_config"]
-            for name, content in files.items():
-                with open(os.path.join(work, name), "w") as out:
-                    out.write(content)
-            names = [os.path.join(work, n) for n in ("user-data", "meta-data", "network-config")
-                     if n in files]
-            target = os.path.join(work, "seed.iso")
-            label, binary = tool
-            # "--" before the paths wherever the tool reads it as the end of its options
-            # (cloud-localds's getopt, genisoimage/mkisofs). In xorriso's mkisofs
-            # emulation "--" ends the emulation itself, so there the paths (absolute,
-            # in a folder of our own) follow the options directly.
-            if label == "cloud-localds":
-                argv = [binary]
-                if cloud["network_config"]:
-                    argv += ["--network-config", names[2]]
-                argv += ["--", target, names[0], names[1]]
-            elif label == "xorriso":
-                argv = [binary, "-as", "mkisofs", "-output", target, "-volid", "cidata",
-                        "-joliet", "-rock"] + names
-            else:
-                argv = [binary, "-output", target, "-volid", "cidata", "-joliet",
-                        "-rock", "--"] + names
-            rc, out, err = self.module.run_command(argv)
-            if rc != 0:
-                raise GpuhostError("%s failed (rc %d): %s" % (label, rc, (err or out).strip()),
-                                   field="cloud_init", fix="check the tool's message")
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            with open(target, "rb") as built:
-                self.writer.write_file(path, built.read(), mode=0o644)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-
-    def apply_storage(self, steps):
-        """Create the files; a seed that is rebuilt is kept aside until the define
-        succeeds (``finish_storage``), so that a refused define can put it back."""
-        record = self.storage_record()
-        self._storage_before = copy.deepcopy(record)
-        self._replaced = []
-        done = []
-        try:
-            for label, path, argv, digest in steps:
-                if argv is None:
-                    self._host_file(path, "cloud_init.seed_path")
-                if argv is None and os.path.exists(path):
-                    # A fresh name of our own (mkstemp, O_EXCL), never a fixed one: a link
-                    # planted at "<seed>.gpuhost-previous" would take the copy. The copy
-                    # is written by the shared writer over that empty file of ours.
-                    handle, backup = tempfile.mkstemp(dir=os.path.dirname(path),
-                                                      prefix=".%s.gpuhost-previous."
-                                                      % os.path.basename(path))
-                    os.close(handle)
-                    try:
-                        self.writer.write_file(backup, self.writer.read_bytes(path),
-                                               mode=0o600)
-                    except BaseException:
-                        self._remove([backup])
-                        raise
-                    self._replaced.append((path, backup))
-                if argv is not None:
-                    rc, out, err = self.module.run_command(argv)
-                    if rc != 0:
-                        raise GpuhostError("%s failed (rc %d): %s"
-                                           % (label, rc, (err or out).strip()),
-                                           field="disk", fix="check the base image and the "
-                                                             "directory's permissions")
-                else:
-                    self.build_seed(path)
-                    record["seed_digest"] = digest
-                if path not in record["created"]:
-                    record["created"].append(path)
-                    done.append(path)
-        except Exception:
-            self.rollback_storage(done)
-            raise
-        self.save_storage_record(record)
-        return done
-
-    def rollback_storage(self, created):
-        """Remove what apply_storage created, put rebuilt seeds and the record back."""
-        self._remove(created)
-        for path, backup in self._replaced:
-            self.writer.write_file(path, self.writer.read_bytes(backup), mode=0o644)
-            self._remove([backup])
-        self._replaced = []
-        self._storage_record = self._storage_before
-        self.created_files = [p for p in self.created_files if p not in created]
-        self.save_storage_record(self._storage_record)
-
-    def finish_storage(self):
-        self._remove([backup for _path, backup in self._replaced])
-        self._replaced = []
-
-    def _remove(self, paths):
-        removed = []
-        for path in paths:
-            try:
-                os.unlink(path)
-                removed.append(path)
-            except FileNotFoundError:
-                pass
-        return removed
-
-    # ---------------------------------------------------------------- the run
+    def preflight(self, spec, topo):
+        # host_safety reads mounts, routes and consoles only for a domain with host devices
+        context = read_module_context(self.module, self.params["root"], topo.pci) \
+            if spec.hostdev_addresses() else None
+        report = preflight_from_params(spec, topo, defined_domains(self.conn), self.params,
+                                       context)
+        self.warnings = report.warnings
+        report.raise_if_refused()
 
     def run(self):
         # Before anything else: the name is also a file name under state_dir.
         dx.validate_domain_name(self.name)
-        check_float_options(self.module)
+        check_float_options(self.module.argument_spec, self.params)
         if self.conn is None:
             self.conn = open_connection(self.params["uri"])
-        domain = self.lookup()
+        domain = lookup_domain(self.conn, self.name)
+        existing = existing_domain(domain)
         if self.params["state"] == "absent":
-            return self.run_absent(domain)
-        existing_xml = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) if domain else None
-        if domain is not None and self.params["uuid"] and \
-                domain.UUIDString().lower() != self.params["uuid"].lower():
-            raise GpuhostError(
-                "domain %s exists with UUID %s, not %s" % (self.name, domain.UUIDString(),
-                                                           self.params["uuid"]),
-                field="uuid",
-                fix="drop the uuid option to keep the existing domain, or undefine %s "
-                    "first if it is a different machine" % self.name)
-        topo = self.topology()
-        spec = self.build_spec(topo)
-        params = self.params
-        report = run_preflight(
-            spec, topo, self.defined_domains(),
-            allow_cpu_overlap=params["allow_cpu_overlap"],
-            allow_cross_node=params["allow_cross_node"],
-            allow_vcpu_emulator_overlap=params["allow_vcpu_emulator_overlap"],
-            host_context=self.host_context(spec, topo),
-            host_overrides={o: params[o] for o in HOST_SAFETY_OVERRIDES},
-            hostdev_origins=hostdev_origins(
-                spec, from_plan=params["plan"] is not None,
-                vf_option_given=bool((params["network"] or {}).get("vf_address"))))
-        self.warnings = report.warnings
-        report.raise_if_refused()
-
-        wanted = dx.build_domain_xml(spec)
-        to_define = dx.merge_assigned(wanted, existing_xml)
-        self.changes = dx.changed_elements(existing_xml, wanted)
-        before, after = ("", dx.canonical_form(wanted, wanted)[1]) if existing_xml is None \
-            else dx.canonical_form(existing_xml, wanted)
-        self.diff = {"before": before, "after": after}
-        storage_steps = self.plan_storage()
-        active = bool(domain is not None and domain.isActive())
-        self.created_files = list(self.storage_record()["created"])
-        for label, path, _argv, _digest in storage_steps:
-            self.actions.append(label)
-            if path not in self.created_files:
-                self.created_files.append(path)
-        if self.changes:
-            self.actions.append("define")
-        target = self.params["state"]
-        will_be_active = active
-        if target == "running" and not active:
-            self.actions.append("start")
-            will_be_active = True
-        elif target == "shutdown" and active:
-            self.actions.append("shutdown")
-            will_be_active = False
-        elif target == "destroyed" and active:
-            self.actions.append("destroy")
-            will_be_active = False
-        autostart = domain.autostart() if domain is not None else False
-        if bool(autostart) != self.params["autostart"]:
-            self.actions.append("autostart %s" % ("on" if self.params["autostart"] else "off"))
-        self.restart_required = bool(active and will_be_active and
-                                     (self.changes or any(s[3] for s in storage_steps)))
-        self.changed = bool(self.actions)
-        self.xml = dx.to_string(to_define)
-        self.uuid = domain.UUIDString() if domain is not None else ""
-        self.run_state = self._state_name(domain)
-        if self.module.check_mode or not self.changed:
-            if domain is not None and not self.changes:
-                self.xml = existing_xml
-            return
-
-        created = self.apply_storage(storage_steps)
+            return self.run_absent(domain, existing)
+        check_same_machine(existing, self.params["uuid"], self.name)
+        topo = self._topology if self._topology is not None else (
+            topology_from_dict(self.params["topology"]) if self.params["topology"] is not None
+            else read_host_topology(root=self.params["root"], with_irqs=False))
+        spec = domain_spec_from_params(self.params, topo)
+        self.preflight(spec, topo)
+        target, autostart = self.params["state"], self.params["autostart"]
         try:
-            if self.changes:
-                domain = self.conn.defineXML(dx.to_string(to_define))
+            storage_steps = self.storage.plan()
+        except GpuhostError:
+            # the failed result still shows what the XML would change (and nothing done)
+            xml_only = plan_domain_change(existing, spec, target, autostart)
+            self.changes, self.diff = xml_only.changed_elements, xml_only.diff
+            raise
+        change = plan_domain_change(
+            existing, spec, target, autostart, [s.label for s in storage_steps],
+            storage_restarts=any(s.seed_digest for s in storage_steps))
+        self.report(change)
+        self.created_files = self.storage.files_after(storage_steps)
+        self.uuid = existing.uuid if existing is not None else ""
+        self.run_state = state_name(domain)
+        if self.module.check_mode or not self.changed:
+            if existing is not None and not change.define:
+                self.xml = existing.inactive_xml
+            return
+        self.apply(change, storage_steps, domain)
+
+    def report(self, change):
+        self.changes, self.actions, self.diff = change.changed_elements, change.actions, change.diff
+        self.restart_required, self.changed = change.restart_required, bool(change.actions)
+        self.xml = change.xml_to_define
+
+    def apply(self, change, storage_steps, domain):
+        created = self.storage.apply(storage_steps)
+        try:
+            if change.define:
+                domain = self.conn.defineXML(change.xml_to_define)
         except libvirt.libvirtError as exc:
-            self.rollback_storage(created)
+            self.storage.rollback(created)
+            self.created_files = [p for p in self.created_files if p not in created]
             raise GpuhostError("libvirt refused the definition: %s" % libvirt_error_text(exc),
                                field="name", fix="see the message; the XML is in the "
                                                  "result's xml key",
-                               details={"xml": dx.to_string(to_define)})
-        self.finish_storage()
-        self.uuid = domain.UUIDString()
-        self.run_state = self._state_name(domain)
-        self._set_run_state(domain, target, active)
-        if bool(domain.autostart()) != self.params["autostart"]:
-            domain.setAutostart(1 if self.params["autostart"] else 0)
-        self.xml = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
-        self.uuid = domain.UUIDString()
-        self.run_state = self._state_name(domain)
-        if self.changes:
-            self.diff["after"] = dx.canonical_form(self.xml, wanted)[0]
+                               details={"xml": change.xml_to_define})
+        self.storage.finish()
+        self.uuid, self.run_state = domain.UUIDString(), state_name(domain)
+        set_run_state(domain, change.run_state_action, self.params["state"], self.name)
+        set_autostart(domain, self.params["autostart"])
+        self.xml = inactive_xml(domain)
+        self.uuid, self.run_state = domain.UUIDString(), state_name(domain)
+        if change.define:
+            self.diff["after"] = dx.canonical_form(self.xml, change.wanted)[0]
 
-    def _set_run_state(self, domain, target, active):
-        try:
-            if target == "running" and not active:
-                domain.create()
-            elif target == "shutdown" and active:
-                domain.shutdown()
-            elif target == "destroyed" and active:
-                domain.destroy()
-        except libvirt.libvirtError as exc:
-            raise GpuhostError(
-                "the domain is defined but could not reach state %s: %s"
-                % (target, libvirt_error_text(exc)), field="state",
-                fix="see /var/log/libvirt/qemu/%s.log; run again with state=present to "
-                    "only define it" % self.name)
-
-    def run_absent(self, domain):
-        record = self.storage_record()
-        self.created_files = list(record["created"])
-        to_remove = [p for p in record["created"] if os.path.exists(p)] \
-            if self.params["remove_storage"] else []
-        if domain is not None:
-            self.uuid = domain.UUIDString()
-            if domain.isActive():
-                self.actions.append("destroy")
-            self.actions.append("undefine")
-            self.changes = ["domain"]
-            self.diff = {"before": domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE),
-                         "after": ""}
-        for path in to_remove:
-            self.actions.append("remove %s" % path)
-        self.changed = bool(self.actions)
+    def run_absent(self, domain, existing):
+        self.created_files = list(self.storage.record()["created"])
+        to_remove = self.storage.removable() if self.params["remove_storage"] else []
+        removal = plan_domain_removal(existing, to_remove)
+        self.actions, self.changes = removal.actions, removal.changed_elements
+        self.diff, self.changed = removal.diff, bool(removal.actions)
+        self.uuid = existing.uuid if existing is not None else ""
         if self.module.check_mode or not self.changed:
-            self.run_state = "absent" if domain is None else self._state_name(domain)
+            self.run_state = state_name(domain)
             return
         if domain is not None:
-            try:
-                if domain.isActive():
-                    domain.destroy()
-                flags = 0
-                for name in ("VIR_DOMAIN_UNDEFINE_MANAGED_SAVE",
-                             "VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA",
-                             "VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA",
-                             "VIR_DOMAIN_UNDEFINE_NVRAM"):
-                    flags |= getattr(libvirt, name, 0)
-                try:
-                    domain.undefineFlags(flags)
-                except libvirt.libvirtError:
-                    domain.undefine()   # drivers without those flags (the test driver)
-            except libvirt.libvirtError as exc:
-                raise GpuhostError("cannot remove domain %s: %s"
-                                   % (self.name, libvirt_error_text(exc)), field="name",
-                                   fix="check virsh list --all and the daemon's log")
+            undefine_domain(domain, self.name)
         if self.params["remove_storage"]:
-            self.removed_files = self._remove(to_remove)
-            record["created"] = [p for p in record["created"] if p not in to_remove]
-            self.save_storage_record(record)
+            self.removed_files = self.storage.remove(to_remove)
         self.run_state = "absent"
-
-    @staticmethod
-    def _state_name(domain):
-        if domain is None:
-            return "absent"
-        return STATE_NAMES.get(domain.state()[0], "unknown")
 
 
 def main():

@@ -4,9 +4,9 @@ preflight accepts that node for the memory, and only for a GPU node without memo
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import domain_xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_preflight import run_preflight
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import run_preflight
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 from test_domain_xml_support import runbook_tenant, runbook_topology

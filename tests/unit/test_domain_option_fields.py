@@ -12,8 +12,8 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import domain_xml as dx
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_preflight import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     DefinedDomain, run_preflight)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
@@ -68,8 +68,11 @@ def test_the_checker_knows_options_from_names():
 
 
 @pytest.mark.parametrize("source", ["plugins/modules/libvirt_pinned_domain.py",
-                                    "plugins/module_utils/domain_xml.py",
-                                    "plugins/module_utils/domain_preflight.py"])
+                                    "plugins/module_utils/domain/xml.py",
+                                    "plugins/module_utils/domain/preflight.py",
+                                    "plugins/module_utils/domain/spec.py",
+                                    "plugins/module_utils/domain/storage.py",
+                                    "plugins/module_utils/domain/lifecycle.py"])
 def test_every_literal_field_is_an_option(source):
     with open(os.path.join(REPO, source)) as handle:
         text = handle.read()

@@ -5,8 +5,8 @@
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import domain_xml as dx
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_preflight import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     DefinedDomain, defined_domain_from_xml, run_preflight)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
@@ -291,7 +291,7 @@ def test_bridge_and_boot_vga_hostdevs_are_refused():
 
 
 def test_hostdev_origins_name_the_option_each_device_came_from():
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_preflight import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
         hostdev_origins)
     spec_ = dx.spec_from_plan(runbook_tenant(), extra_hostdevs=("0000:b1:00.0",))
     assert hostdev_origins(spec_, from_plan=True, vf_option_given=False) == {

@@ -9,7 +9,7 @@ import copy
 import pytest
 from lxml import etree
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import domain_xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 from test_domain_xml_support import (RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF, private_connection,

@@ -3,7 +3,7 @@ tool reads it as the end of the options (issue 20, class 3: command-line injecti
 
 The inventory (``grep -rn "run_command\\|subprocess" plugins/``):
 
-* qemu-img create ... -- PATH [SIZE]         (libvirt_pinned_domain; test_libvirt_pinned_domain)
+* qemu-img create ... -- PATH [SIZE]         (domain/storage.py; test_libvirt_pinned_domain)
 * systemctl VERB -- UNIT...                   (transaction.systemctl, irq_affinity is-enabled)
 * modprobe -- vfio-pci                        (vfio_bind, sriov_vfs, gpuhost-sriov-apply)
 * cloud-localds [--network-config F] -- OUT USER META; genisoimage/mkisofs ... -- FILES
@@ -23,8 +23,8 @@ from types import SimpleNamespace
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import transaction
-from ansible_collections.gpuhost.kvm.plugins.modules import (
-    libvirt_pinned_domain, sriov_vfs, vfio_bind)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import storage as domain_storage
+from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs, vfio_bind
 
 
 class FakeModule:
@@ -67,15 +67,11 @@ def test_modprobe_gets_end_of_options(module_file, cls):
                                                 ("genisoimage", False), ("mkisofs", True)])
 def test_seed_builders_get_end_of_options_before_their_paths(tmp_path, tool, with_network):
     module = FakeModule(tools=(tool,))
-    domain = object.__new__(libvirt_pinned_domain.PinnedDomain)
-    domain.module = module
-    domain.name = "t1"
-    domain.writer = transaction.HostWriter("/")  # as __init__ does: the seed goes through it
-    domain.params = {"cloud_init": {"user_data": "#cloud-config\n", "meta_data": None,
-                                    "network_config": "version: 2\n" if with_network
-                                    else None}}
+    cloud = {"user_data": "#cloud-config\n", "meta_data": None,
+             "network_config": "version: 2\n" if with_network else None}
     seed = tmp_path / "seed.iso"
-    domain.build_seed(str(seed))
+    # through the shared writer, as DomainStorage does
+    domain_storage.build_seed(module, transaction.HostWriter("/"), "t1", cloud, str(seed))
     assert seed.exists()
     argv, = module.calls
     split = argv.index("--")
@@ -92,11 +88,9 @@ def test_seed_builders_get_end_of_options_before_their_paths(tmp_path, tool, wit
 
 def test_xorriso_keeps_its_paths_inside_the_mkisofs_emulation(tmp_path):
     module = FakeModule(tools=("xorriso",))
-    domain = object.__new__(libvirt_pinned_domain.PinnedDomain)
-    domain.module, domain.name, domain.writer = module, "t1", transaction.HostWriter("/")
-    domain.params = {"cloud_init": {"user_data": "#cloud-config\n", "meta_data": None,
-                                    "network_config": None}}
-    domain.build_seed(str(tmp_path / "seed.iso"))
+    cloud = {"user_data": "#cloud-config\n", "meta_data": None, "network_config": None}
+    domain_storage.build_seed(module, transaction.HostWriter("/"), "t1", cloud,
+                              str(tmp_path / "seed.iso"))
     argv, = module.calls
     assert "--" not in argv and argv[1:3] == ["-as", "mkisofs"]
     assert all(os.path.isabs(p) for p in argv[-2:])
@@ -106,9 +100,8 @@ def test_xorriso_keeps_its_paths_inside_the_mkisofs_emulation(tmp_path):
 def test_qemu_img_gets_end_of_options_before_the_path_and_size(tmp_path, base):
     image = tmp_path / "base.qcow2"
     image.write_text("")
-    domain = object.__new__(libvirt_pinned_domain.PinnedDomain)
-    domain.module = FakeModule(tools=("qemu-img",))
-    argv = domain._overlay_argv({"base_image": str(image) if base else None,
-                                 "base_format": "qcow2", "path": "/var/lib/x/-o.qcow2",
-                                 "size": "40G"})
+    argv = domain_storage.overlay_argv(FakeModule(tools=("qemu-img",)).get_bin_path,
+                                       {"base_image": str(image) if base else None,
+                                        "base_format": "qcow2", "path": "/var/lib/x/-o.qcow2",
+                                        "size": "40G"})
     assert argv[argv.index("--") + 1:] == ["/var/lib/x/-o.qcow2", "40G"]

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import domain_preflight, host_safety
+from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import preflight as domain_preflight
 from ansible_collections.gpuhost.kvm.plugins.module_utils import vfio
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (

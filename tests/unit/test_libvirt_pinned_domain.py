@@ -476,13 +476,14 @@ def test_every_float_option_goes_through_the_shared_validator(tmp_path, monkeypa
     with patch_module_args(dict(name="x", state="absent")):
         walk(mod.build_module().argument_spec)
     assert floats, "the module has float options"
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import spec as domain_spec
     seen = []
-    real = mod.finite_number
+    real = domain_spec.finite_number
 
     def spy(value, field, *args, **kwargs):
         seen.append(field)
         return real(value, field, *args, **kwargs)
-    monkeypatch.setattr(mod, "finite_number", spy)
+    monkeypatch.setattr(domain_spec, "finite_number", spy)
     Env(tmp_path).run(check=True, **small_domain())
     assert set(floats) <= set(seen)
 

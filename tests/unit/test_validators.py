@@ -69,7 +69,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils import validators, vf_
 
 
 def test_mac_and_vlan_validators_live_in_validators_and_vf_settings_uses_them():
-    # one set: vf_settings (and through it sriov.py and domain_xml.py) uses these objects
+    # one set: vf_settings (and through it sriov.py and domain/xml.py) uses these objects
     assert vf_settings.validate_mac is validators.validate_mac
     assert vf_settings.validate_vlan is validators.validate_vlan
     assert validators.validate_mac("52:54:00:AB:00:01") == "52:54:00:ab:00:01"

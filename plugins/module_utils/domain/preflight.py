@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain_xml import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import (
     hostdev_origins, pci_source_key, parse_xml)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
@@ -488,3 +488,19 @@ def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node
     check_nodes(spec, topo, report, allow_cross_node=allow_cross_node)
     check_hugepages(spec, topo, report, current=current)
     return report
+
+
+def preflight_from_params(spec, topo, defined, params, host_context):
+    """``run_preflight`` with libvirt_pinned_domain's options (``params``): its allow_*
+    overrides, and where each host device came from, so that a refusal names the
+    option that brought the device in."""
+    return run_preflight(
+        spec, topo, defined,
+        allow_cpu_overlap=params["allow_cpu_overlap"],
+        allow_cross_node=params["allow_cross_node"],
+        allow_vcpu_emulator_overlap=params["allow_vcpu_emulator_overlap"],
+        host_context=host_context,
+        host_overrides={o: params[o] for o in PASS_THROUGH.overrides},
+        hostdev_origins=hostdev_origins(
+            spec, from_plan=params["plan"] is not None,
+            vf_option_given=bool((params["network"] or {}).get("vf_address"))))

@@ -1,0 +1,115 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The DomainSpec of libvirt_pinned_domain, built from its options (``params``, as
+AnsibleModule checked them) and the host topology. Pure: no libvirt, no file."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number
+
+
+def float_options(argument_spec, params, prefix=""):
+    """(option name, value) of every option and sub-option typed float that was given,
+    found from the argument spec itself, so that a float option added later is
+    checked too."""
+    found = []
+    for name, option in argument_spec.items():
+        value = (params or {}).get(name)
+        if value is None:
+            continue
+        if option.get("type") == "float":
+            found.append((prefix + name, value))
+        suboptions = option.get("options")
+        if suboptions:
+            items = value if option.get("type") == "list" else [value]
+            for index, item in enumerate(items):
+                where = "%s%s%s." % (prefix, name, "[%d]" % index
+                                     if option.get("type") == "list" else "")
+                found.extend(float_options(suboptions, item, where))
+    return found
+
+
+def check_float_options(argument_spec, params):
+    """Every float option through the shared validator: Ansible's float type takes
+    .nan, .inf, "nan" and "inf", which compare false with everything or overflow
+    int() later."""
+    for name, value in float_options(argument_spec, params):
+        finite_number(value, name, unit="GiB" if name.endswith("_gib") else "")
+
+
+def domain_spec_from_params(params, topo):
+    """The DomainSpec the options ask for: from the plan's tenant entry when ``plan``
+    is given, else from the structured options. ``topo`` fills in a GPU's functions
+    and BAR sizes the options leave out (None: take the options as they are)."""
+    name = params["name"]
+    common = dict(
+        extra_hostdevs=tuple(normalize_address(a, field="hostdevs") for a in params["hostdevs"]),
+        hide_kvm=params["hide_kvm"], domain_type=params["domain_type"],
+        cpu_mode=params["cpu_mode"], uuid=params["uuid"],
+        memory_access="shared" if params["shared_memory"] else None,
+        vcpusched=params["vcpusched"], locked=params["lock_memory"],
+    )
+    if params["maxphysaddr"]:
+        common["maxphysaddr_mode"] = params["maxphysaddr"]["mode"]
+        common["maxphysaddr_bits"] = params["maxphysaddr"]["bits"]
+    if params["disk"]:
+        common["disk"] = dx.DiskSpec(path=params["disk"]["path"], bus=params["disk"]["bus"])
+    if params["cloud_init"]:
+        common["seed_path"] = params["cloud_init"]["seed_path"]
+    network = params["network"]
+    if network:
+        common["network"] = dx.NetworkSpec(
+            kind=network["type"], bridge=network["bridge"],
+            vf_address=normalize_address(network["vf_address"], field="network.vf_address")
+            if network["vf_address"] else None,
+            vf_mode=network["vf_mode"], mac=network["mac"], model=network["model"],
+            vlan=network["vlan"])
+    if params["plan"] is not None:
+        plan_name = params["plan"].get("name")
+        if plan_name != name:
+            raise GpuhostError(
+                "the plan entry is for %r, not %r" % (plan_name, name), field="plan",
+                fix="pass the plan's tenants entry whose name is %s" % name)
+        return dx.spec_from_plan(params["plan"], **common)
+    if network and network["type"] == "vf" and not network["vf_address"]:
+        raise GpuhostError("network type vf needs vf_address without a plan",
+                           field="network.vf_address",
+                           fix="give the VF's PCI address, or pass a plan with a VF")
+    return dx.spec_from_options(
+        name, params["vcpus"], params["vcpu_pins"], params["memory_gib"],
+        guest_topology=params["guest_topology"],
+        hugepage_size_kib=dx.hugepage_size_to_kib(params["hugepage_size"]),
+        memory_nodeset=params["memory_nodes"] or (),
+        emulator_cpus=params["emulator_cpus"] or (),
+        iothreads=params["iothreads"] or 0,
+        iothread_cpus=params["iothread_cpus"] or (),
+        gpus=[gpu_from_option(g, topo, i) for i, g in enumerate(params["gpus"] or ())],
+        **common)
+
+
+def gpu_from_option(item, topo, index):
+    """The GpuSpec of ``gpus[index]``: a PCI address or {address, functions,
+    bar64_total}; what it leaves out comes from the topology (every function in the
+    GPU's slot, and their 64-bit prefetchable BARs)."""
+    field = "gpus[%d]" % index
+    if isinstance(item, str):
+        item = {"address": item}
+    if not isinstance(item, dict) or "address" not in item:
+        raise GpuhostError("%r is neither a PCI address nor a dict with address" % (item,),
+                           field=field, fix="write 0000:65:00.0 or {address: ...}")
+    address = normalize_address(item["address"], field=field)
+    functions = item.get("functions")
+    bar64 = item.get("bar64_total")
+    slot = dx.PciAddress.parse(address).slot_key
+    if functions is None and topo is not None:
+        functions = sorted(a for a in topo.pci if dx.PciAddress.parse(a).slot_key == slot)
+    if bar64 is None and topo is not None:
+        bar64 = sum(topo.pci[a].bar64_prefetchable_total for a in functions or ()
+                    if a in topo.pci)
+    return dx.GpuSpec(address=address, functions=tuple(functions or (address,)),
+                      bar64_total=dx.whole_number(bar64 or 0, field + ".bar64_total"),
+                      origin=field)
