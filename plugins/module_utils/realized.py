@@ -26,8 +26,8 @@ _VCPU_THREAD_RE = re.compile(r"^CPU ([0-9]+)/[A-Za-z0-9_-]+\Z")
 _IOTHREAD_RE = re.compile(r"^IO (iothread[0-9]+)\Z")
 _NODE_PAGES_RE = re.compile(r"^N([0-9]+)=([0-9]+)\Z")
 _PAGE_SIZE_RE = re.compile(r"^kernelpagesize_kB=([0-9]+)\Z")
-_PID_RE = re.compile(r"^[1-9][0-9]{0,9}\Z")
-_TASK_RE = re.compile(r"^[1-9][0-9]{0,9}\Z")
+# A pid, and a thread id under /proc/PID/task: [0-9], not \d, and never 0.
+_PROCESS_ID_RE = re.compile(r"^[1-9][0-9]{0,9}\Z")
 # A domain's pid file, written by libvirt's QEMU driver when it starts the domain.
 LIBVIRT_PID_FILE = "run/libvirt/qemu/%s.pid"
 
@@ -36,7 +36,7 @@ def domain_pid(name, root="/"):
     """The QEMU pid libvirt recorded for a running domain, or None (not running, or the
     file holds no pid). ``name`` must already be a validated tenant name."""
     text = sysfs.read_text(sysfs.path(root, LIBVIRT_PID_FILE % name))
-    return int(text) if text and _PID_RE.match(text) else None
+    return int(text) if text and _PROCESS_ID_RE.match(text) else None
 
 
 def read_threads(pid, root="/"):
@@ -46,7 +46,7 @@ def read_threads(pid, root="/"):
     task_dir = sysfs.path(root, "proc", str(int(pid)), "task")
     threads = []
     for entry in sorted(sysfs.list_dir(task_dir), key=lambda e: (len(e), e)):
-        if not _TASK_RE.match(entry):
+        if not _PROCESS_ID_RE.match(entry):
             continue
         status = sysfs.read_text(os.path.join(task_dir, entry, "status"))
         if status is None:
