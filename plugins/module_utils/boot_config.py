@@ -113,6 +113,14 @@ EARLY_MODULES_MARKER = "# {mark} gpuhost.kvm iommu role: load vfio-pci before an
 _MODULE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MODULE_OPTION_RE = re.compile(r"[A-Za-z0-9_-]{1,64}( [A-Za-z0-9_.,=-]{1,128})+")
 MAX_MODULES = 64
+# dracut's install_items for the vfio-pci binding (vfio_bind's udev rules and driverctl
+# overrides), a whole file of the initramfs module's own; vfio_bind wrote it itself
+# before, and the same path takes over what it left.
+DRACUT_INSTALL_ITEMS_PATH = "/etc/dracut.conf.d/gpuhost-vfio.conf"
+INSTALL_ITEMS_HEADER = ("# Managed by gpuhost.kvm (initramfs module): the files the vfio-pci binding\n"
+                        "# needs in the initramfs (vfio_bind's initramfs_files).\n")
+MAX_INSTALL_ITEMS = 256
+_INSTALL_ITEM_RE = re.compile(r"/[A-Za-z0-9_.@:+-][A-Za-z0-9_.@:+/-]{0,254}")
 
 
 def validate_module_names(names, field):
@@ -139,6 +147,27 @@ def validate_module_options(options, field):
                                field="%s[%d]" % (field, index),
                                fix="give 'module option=value', such as 'nouveau modeset=0'")
     return list(options)
+
+
+def validate_install_items(items, field):
+    """Absolute paths dracut can take in its space-separated, double-quoted
+    ``install_items+=" ... "``: no blanks, quotes, ``$`` or ``..`` (dracut.conf is
+    sourced by bash, so anything else could run)."""
+    if not isinstance(items, list) or len(items) > MAX_INSTALL_ITEMS:
+        raise GpuhostError("give at most %d install items" % MAX_INSTALL_ITEMS, field=field,
+                           fix="list absolute file paths, such as vfio_bind's initramfs_files")
+    for index, item in enumerate(items):
+        if not isinstance(item, str) or not _INSTALL_ITEM_RE.fullmatch(item) \
+                or "/../" in item + "/" or "/./" in item + "/" or "//" in item:
+            raise GpuhostError("%r is not a plain absolute file path" % (item,),
+                               field="%s[%d]" % (field, index),
+                               fix="give absolute paths of letters, digits and _ . @ : + - /")
+    return sorted(set(items))
+
+
+def install_items_content(items):
+    """The dracut configuration that installs ``items`` into the image."""
+    return INSTALL_ITEMS_HEADER + 'install_items+=" %s "\n' % " ".join(items)
 
 
 def blacklist_content(modules, options):
@@ -290,6 +319,22 @@ def initramfs_plan(writer, params, run_command):
         plan.changes.put_file(writer, path, after.decode("utf-8"), mode=0o644,
                               field="early_modules_path")
         inputs.append(path)
+    items = params.get("install_items")
+    if items is not None:
+        if tool != "dracut":
+            raise GpuhostError(
+                "install_items is dracut's; %s builds only its own modules file into the "
+                "image" % tool, field="install_items",
+                fix="leave install_items unset with initramfs-tools: vfio_bind's udev rules "
+                    "and overrides act after the switch to the real root")
+        items = validate_install_items(items, "install_items")
+        path = _host_path(params.get("install_items_path"), "install_items_path")
+        # None removes the file: no binding left needs anything in the image.
+        plan.changes.put_file(writer, path, install_items_content(items) if items else None,
+                              mode=0o644, field="install_items_path")
+        # The items' own ages count: a rule written by a run killed before this one's
+        # rebuild is newer than the image.
+        inputs.extend([path] + items)
     for index, path in enumerate(params.get("extra_inputs") or []):
         inputs.append(_host_path(path, "extra_inputs[%d]" % index))
     plan.stale = read_initramfs(inputs, pattern, writer.root)["stale"]

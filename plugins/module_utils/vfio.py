@@ -24,9 +24,10 @@ Persistence, chosen per host:
   processes the rules and runs the modalias module load only afterwards, so the
   override is in place before nouveau/nvidia/snd_hda_intel/mlx5 can probe.
 
-Both write /etc/modules-load.d/gpuhost-vfio.conf and, for the initramfs, a dracut
-snippet (/etc/dracut.conf.d/gpuhost-vfio.conf: force_drivers plus the rule files) or
-the module lines of /etc/initramfs-tools/modules, so vfio-pci is there early.
+Both write /etc/modules-load.d/gpuhost-vfio.conf. The initramfs is not this module's:
+the initramfs module is its one owner (the early vfio modules, the blacklist, dracut's
+install_items and the rebuild). The plan lists which of the binding's files the host's
+generator builds into the image (``initramfs_files``), for the caller to hand to it.
 ``options vfio-pci ids=`` plus a softdep is deliberately not used: it takes every card
 with those IDs, which is wrong on a host where only some of its identical GPUs pass
 through.
@@ -58,8 +59,8 @@ DRIVERCTL_BINARIES = ("/usr/sbin/driverctl", "/usr/bin/driverctl", "/sbin/driver
 DRIVERCTL_RULE = "/etc/udev/rules.d/61-gpuhost-vfio-driverctl.rules"
 UDEV_RULE = "/etc/udev/rules.d/61-gpuhost-vfio-%s.rules"
 MODULES_LOAD = "/etc/modules-load.d/gpuhost-vfio.conf"
-DRACUT_CONF = "/etc/dracut.conf.d/gpuhost-vfio.conf"
-INITRAMFS_TOOLS_MODULES = "/etc/initramfs-tools/modules"
+# driverctl's udev rule runs cat on the override files, so dracut needs cat as well.
+DRIVERCTL_RULE_TOOLS = ("/bin/cat",)
 EARLY_MODULES = ("vfio", "vfio_iommu_type1", "vfio_pci")
 
 OVERRIDES = VFIO_OVERRIDES
@@ -329,49 +330,62 @@ def _persisted_rule_files(writer):
                   if re.match(r"^61-gpuhost-vfio-.*\.rules\Z", n))
 
 
-def plan_persistence(changes, writer, addresses, bind, mechanism, initramfs):
+def plan_persistence(changes, writer, addresses, bind, mechanism):
     """Add the boot-time files for ``addresses`` (bind) or remove them (not bind)."""
-    rules = set(_persisted_rule_files(writer))
     for address in addresses:
         driverctl_file = "%s/pci-%s" % (DRIVERCTL_DIR, address)
         rule_file = UDEV_RULE % address
         if bind and mechanism == "driverctl":
             changes.put_file(writer, driverctl_file, VFIO_PCI + "\n")
             changes.put_file(writer, rule_file, None)
-            rules.discard(rule_file)
         elif bind:
             changes.put_file(writer, rule_file, udev_rule(address))
-            rules.add(rule_file)
         else:
             if (writer.read_file(driverctl_file) or "").strip() == VFIO_PCI:
                 changes.put_file(writer, driverctl_file, None)
             changes.put_file(writer, rule_file, None)
-            rules.discard(rule_file)
     if not bind:
         return
     if mechanism == "driverctl":
         changes.put_file(writer, DRIVERCTL_RULE, DRIVERCTL_RULE_TEXT)
-        rules.add(DRIVERCTL_RULE)
     changes.put_file(writer, MODULES_LOAD,
                      "# Managed by gpuhost.kvm vfio_bind: load vfio-pci at boot.\n"
                      + "".join(m + "\n" for m in EARLY_MODULES))
-    if initramfs == "dracut":
-        items = sorted(rules)
-        if mechanism == "driverctl":
-            items += ["/bin/cat"] + ["%s/pci-%s" % (DRIVERCTL_DIR, a) for a in addresses]
-        changes.put_file(writer, DRACUT_CONF,
-                         "# Managed by gpuhost.kvm vfio_bind: vfio-pci and its overrides in "
-                         "the initramfs.\n"
-                         'force_drivers+=" %s "\n' % " ".join(EARLY_MODULES)
-                         + 'install_items+=" %s "\n' % " ".join(sorted(set(items))))
-    elif initramfs == "initramfs-tools":
-        before = writer.read_file(INITRAMFS_TOOLS_MODULES) or ""
-        lines = before.splitlines()
-        missing = [m for m in EARLY_MODULES if m not in [l.strip() for l in lines]]
-        if missing:
-            text = before if before.endswith("\n") or not before else before + "\n"
-            changes.put_file(writer, INITRAMFS_TOOLS_MODULES,
-                             text + "".join(m + "\n" for m in missing))
+
+
+def _vfio_driverctl_files(writer):
+    folder = writer.path(DRIVERCTL_DIR)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        path = "%s/%s" % (DRIVERCTL_DIR, name)
+        if re.match(r"^pci-[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z", name) and \
+                (writer.read_file(path) or "").strip() == VFIO_PCI:
+            found.append(path)
+    return found
+
+
+def initramfs_files(writer, changes, generator):
+    """The binding's files that ``generator`` builds into the image once ``changes``
+    are applied: every persisted rule and vfio-pci override on the host (earlier runs'
+    included), so that what the initramfs module lists is the whole set, never this
+    run's devices alone. initramfs-tools copies none of them (they act after the switch
+    to the real root), so it gets none."""
+    if generator != "dracut":
+        return []
+    files = set(_persisted_rule_files(writer)) | set(_vfio_driverctl_files(writer))
+    for change in changes.files:
+        if change.path.startswith("/etc/udev/rules.d/") or change.path.startswith(DRIVERCTL_DIR):
+            if change.after is None:
+                files.discard(change.path)
+            else:
+                files.add(change.path)
+    if any(path.startswith(DRIVERCTL_DIR) for path in files) or DRIVERCTL_RULE in files:
+        files.update(DRIVERCTL_RULE_TOOLS)
+    return sorted(files)
 
 
 # -- the plan --------------------------------------------------------------------------
@@ -404,6 +418,7 @@ class VfioPlan:
     devices: List[DevicePlan]
     needs_modprobe: bool = False
     initramfs_changed: bool = False
+    initramfs_files: List[str] = field(default_factory=list)
     persistence: Optional[str] = None
 
 
@@ -541,25 +556,24 @@ def plan_vfio(writer, context, selected, companions, state="bound", options=None
         result.persistence = mechanism
         generator = detect_initramfs(writer, initramfs)
         before = len(changes.files)
-        plan_persistence(changes, writer, selected, state == "bound", mechanism, generator)
+        plan_persistence(changes, writer, selected, state == "bound", mechanism)
         result.initramfs_changed = any(in_initramfs_image(f.path, generator)
-                                       for f in changes.files[before:])
+                                       for f in changes.files[before:] if f.changed)
+        result.initramfs_files = initramfs_files(writer, changes, generator)
     return result
 
 
 def in_initramfs_image(path, generator):
     """Whether ``path``, written by the persistent binding, is built into the initramfs
-    by ``generator``, so that changing it needs a rebuild. dracut installs this
-    module's configuration, the udev rules and driverctl files it names (install_items)
-    and modules-load.d. initramfs-tools copies only its own modules file (and modprobe.d,
-    which vfio_bind does not write): driverctl, the udev rules and modules-load.d act
-    after the switch to the real root, so a rebuild for them would cost minutes (two
-    rebuilds per converge instead of one) and change nothing in the image."""
+    by ``generator``, so that changing it needs a rebuild. dracut installs
+    modules-load.d and the udev rules and driverctl files the initramfs module lists
+    (install_items). initramfs-tools copies only its own modules file and modprobe.d,
+    which vfio_bind does not write: driverctl, the udev rules and modules-load.d act
+    after the switch to the real root, so a rebuild for them would cost minutes and
+    change nothing in the image."""
     if generator == "dracut":
-        return (path in (DRACUT_CONF, MODULES_LOAD) or path.startswith("/etc/udev/rules.d/")
+        return (path == MODULES_LOAD or path.startswith("/etc/udev/rules.d/")
                 or path.startswith(DRIVERCTL_DIR))
-    if generator == "initramfs-tools":
-        return path == INITRAMFS_TOOLS_MODULES
     return False
 
 

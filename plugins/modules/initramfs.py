@@ -56,9 +56,25 @@ options:
     type: list
     elements: str
     default: []
+  install_items:
+    description:
+      - With O(tool=dracut), the files dracut installs into the image (its
+        C(install_items)), such as vfio_bind's
+        RV(gpuhost.kvm.vfio_bind#module:initramfs_files). They are written to
+        O(install_items_path), a whole file of this module's own, and their ages count
+        as inputs. An empty list removes that file.
+      - Unset, the file is not managed. Refused with O(tool=initramfs-tools), which builds
+        only its modules file into the image.
+      - Plain absolute paths only (dracut.conf is a shell script).
+    type: list
+    elements: str
+  install_items_path:
+    description: The dracut configuration file that holds O(install_items).
+    type: path
+    default: /etc/dracut.conf.d/gpuhost-vfio.conf
   extra_inputs:
-    description: Other files that go into the image (written by other modules, such as
-      vfio_bind's dracut configuration); only their age is read.
+    description: Other files that go into the image (written by other modules); only
+      their age is read.
     type: list
     elements: path
     default: []
@@ -98,11 +114,10 @@ EXAMPLES = r"""
     rebuild_argv: [update-initramfs, -u, -k, all]
   register: initramfs
 
-- name: Rebuild after vfio_bind's files changed (RHEL)
+- name: Install vfio_bind's rules and overrides into the image and rebuild (RHEL)
   gpuhost.kvm.initramfs:
     tool: dracut
-    force: "{{ bind.initramfs_rebuild_required }}"
-    extra_inputs: [/etc/dracut.conf.d/gpuhost-vfio.conf]
+    install_items: "{{ bind.initramfs_files }}"
     image_pattern: /boot/initramfs-%s.img
     rebuild_argv: [dracut, --force, --regenerate-all]
 """
@@ -147,7 +162,7 @@ details:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.boot_config import (
-    INITRAMFS_TOOLS, host_commands, initramfs_plan)
+    DRACUT_INSTALL_ITEMS_PATH, INITRAMFS_TOOLS, host_commands, initramfs_plan)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
@@ -164,6 +179,8 @@ def build_module():
         module_options=dict(type="list", elements="str", default=[]),
         early_modules_path=dict(type="path", default="/etc/initramfs-tools/modules"),
         early_modules=dict(type="list", elements="str", default=[]),
+        install_items=dict(type="list", elements="str"),
+        install_items_path=dict(type="path", default=DRACUT_INSTALL_ITEMS_PATH),
         extra_inputs=dict(type="list", elements="path", default=[]),
         force=dict(type="bool", default=False),
         image_pattern=dict(type="str", required=True),

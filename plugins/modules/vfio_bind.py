@@ -81,12 +81,13 @@ options:
     default: auto
   initramfs:
     description:
-      - Where to make vfio-pci load early with O(persistent=true), besides
-        C(/etc/modules-load.d/gpuhost-vfio.conf).
-      - C(dracut) writes C(/etc/dracut.conf.d/gpuhost-vfio.conf) (force_drivers and the
-        rule files); C(initramfs-tools) adds the modules to C(/etc/initramfs-tools/modules).
-        Rebuild the initramfs afterwards (RV(initramfs_rebuild_required)).
-      - C(auto) picks by what the host has.
+      - The initramfs generator of the host, which tells which of the persistent
+        binding's files go into the image (RV(initramfs_files),
+        RV(initramfs_rebuild_required)).
+      - This module writes no generator configuration. The M(gpuhost.kvm.initramfs)
+        module is the initramfs's one owner - the early vfio modules, dracut's
+        C(install_items) (hand it RV(initramfs_files)) and the rebuild.
+      - C(auto) picks by what the host has; C(none) reports no files.
     type: str
     choices: [auto, dracut, initramfs-tools, none]
     default: auto
@@ -212,13 +213,24 @@ persistence:
   sample: driverctl
 initramfs_rebuild_required:
   description:
-    - A file that the initramfs generator builds into the image changed; rebuild the
-      initramfs (dracut -f, update-initramfs -u).
-    - With C(dracut) these are its configuration, the udev rules and driverctl files it
-      installs, and modules-load.d; with C(initramfs-tools) only its modules file, since
-      driverctl, the udev rules and modules-load.d act after the switch to the real root.
+    - A file of the binding that the initramfs generator builds into the image changed;
+      rebuild the initramfs with M(gpuhost.kvm.initramfs).
+    - With C(dracut) these are modules-load.d and the udev rules and driverctl files of
+      RV(initramfs_files). C(initramfs-tools) builds none of them in, since driverctl,
+      the udev rules and modules-load.d act after the switch to the real root.
   returned: always
   type: bool
+initramfs_files:
+  description:
+    - Every udev rule and vfio-pci override file of the persistent binding on the host
+      (earlier runs' too) that dracut must install into the image, plus the tools
+      driverctl's rule runs. Give them to M(gpuhost.kvm.initramfs) as its
+      O(gpuhost.kvm.initramfs#module:install_items).
+    - Empty with C(initramfs-tools), with O(initramfs=none) and without O(persistent).
+  returned: always
+  type: list
+  elements: str
+  sample: [/bin/cat, /etc/driverctl.d/pci-0000:65:00.0, /etc/udev/rules.d/61-gpuhost-vfio-driverctl.rules]
 skipped_actions:
   description: Actions left out because O(root) is not C(/).
   returned: always
@@ -332,6 +344,7 @@ class VfioBinder(object):
                   "steps": plan.changes.descriptions if plan else [],
                   "persistence": plan.persistence if plan else None,
                   "initramfs_rebuild_required": bool(plan and plan.initramfs_changed),
+                  "initramfs_files": list(plan.initramfs_files) if plan else [],
                   "skipped_actions": self.skipped}
         if plan and self.module._diff:
             result["diff"] = plan.changes.diff()

@@ -163,3 +163,71 @@ def test_force_rebuilds_without_a_newer_input_with_mocked_update_initramfs(tmp_p
     result = _run(tmp_path, commands=gen, force=True).result
     assert result["rebuilt"] and result["steps"] == ["run update-initramfs -u -k all"]
     assert len(gen.calls) == 2
+
+
+DRACUT = {"tool": "dracut", "blacklist_modules": [], "module_options": [], "early_modules": [],
+          "image_pattern": "/boot/initramfs-%s.img",
+          "rebuild_argv": ["dracut", "--force", "--regenerate-all"]}
+RULE = "/etc/udev/rules.d/61-gpuhost-vfio-0000:41:00.0.rules"
+
+
+def test_install_items_file_is_the_modules_own_and_rebuilds_with_mocked_dracut(tmp_path):
+    os.makedirs(_full(tmp_path, "/lib/modules/5.14.0"))
+    _write(tmp_path, "/boot/initramfs-5.14.0.img", "old\n", age=60)
+    _write(tmp_path, RULE, "rule\n", age=120)
+    # What vfio_bind wrote itself before the initramfs module owned the file goes.
+    _write(tmp_path, "/etc/dracut.conf.d/gpuhost-vfio.conf",
+           "# Managed by gpuhost.kvm vfio_bind\nforce_drivers+=\" vfio \"\n", age=120)
+    calls = []
+    result = _run(tmp_path, commands=lambda argv: calls.append(argv) or (0, "", ""),
+                  install_items=[RULE, "/bin/cat", RULE], **DRACUT).result
+    assert _read(tmp_path, "/etc/dracut.conf.d/gpuhost-vfio.conf").endswith(
+        'install_items+=" /bin/cat %s "\n' % RULE)
+    assert "force_drivers" not in _read(tmp_path, "/etc/dracut.conf.d/gpuhost-vfio.conf")
+    assert calls == [["dracut", "--force", "--regenerate-all"]] and result["rebuilt"]
+
+
+def test_a_rule_newer_than_the_image_rebuilds_though_the_list_is_the_same(tmp_path):
+    # A run killed after vfio_bind rewrote a rule and before the rebuild: the list in
+    # dracut's file is unchanged, the rule's own age says the image is stale.
+    os.makedirs(_full(tmp_path, "/lib/modules/5.14.0"))
+    _write(tmp_path, "/etc/dracut.conf.d/gpuhost-vfio.conf", "x\n", age=300)
+    _run(tmp_path, install_items=[RULE], **DRACUT)
+    os.utime(_full(tmp_path, "/etc/dracut.conf.d/gpuhost-vfio.conf"),
+             (time.time() - 300, time.time() - 300))
+    _write(tmp_path, "/boot/initramfs-5.14.0.img", "image\n", age=60)
+    _write(tmp_path, RULE, "rule\n")
+    result = _run(tmp_path, commands=lambda argv: (0, "", ""), install_items=[RULE],
+                  **DRACUT).result
+    assert result["stale"] == ["/boot/initramfs-5.14.0.img"] and result["rebuilt"]
+    assert result["steps"] == ["run dracut --force --regenerate-all"]
+
+
+def test_no_install_items_left_removes_the_file(tmp_path):
+    _write(tmp_path, "/etc/dracut.conf.d/gpuhost-vfio.conf", "install_items+=\" x \"\n")
+    result = _run(tmp_path, install_items=[], **DRACUT).result
+    assert result["changed"] and not os.path.exists(
+        _full(tmp_path, "/etc/dracut.conf.d/gpuhost-vfio.conf"))
+    assert _run(tmp_path, install_items=[], **DRACUT).result["changed"] is False
+
+
+def test_unset_install_items_leaves_the_file_alone(tmp_path):
+    _write(tmp_path, "/etc/dracut.conf.d/gpuhost-vfio.conf", "admin's\n")
+    _run(tmp_path, **DRACUT)
+    assert _read(tmp_path, "/etc/dracut.conf.d/gpuhost-vfio.conf") == "admin's\n"
+
+
+@pytest.mark.parametrize("item", ["relative/path", "/etc/a b", '/etc/a"', "/etc/$(reboot)",
+                                  "/etc/../shadow", "/etc//x", "/etc/`id`", "/etc/a\nb",
+                                  "/" + "a" * 300])
+def test_install_items_that_dracut_conf_could_misread_are_refused(tmp_path, item):
+    before = snapshot(tmp_path)
+    with pytest.raises(GpuhostError) as err:
+        _run(tmp_path, install_items=["/bin/cat", item], **DRACUT)
+    assert err.value.field == "install_items[1]" and snapshot(tmp_path) == before
+
+
+def test_install_items_with_initramfs_tools_are_refused(tmp_path):
+    with pytest.raises(GpuhostError) as err:
+        _run(tmp_path, install_items=[RULE])
+    assert err.value.field == "install_items" and "initramfs-tools" in err.value.fix

@@ -2,9 +2,8 @@
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The iommu role's "load vfio early" file, per OS family, against what the initramfs
-tools read and what vfio_bind's persistent binding writes: the role and the module must
-never fight over one file (RHEL), and on Debian they share /etc/initramfs-tools/modules
-so that the module finds its lines already there."""
+tools read, and the vfio role's run of the same initramfs module (its one owner): on
+RHEL the two write different dracut files, and both rebuild the same images."""
 
 import os
 
@@ -32,33 +31,33 @@ def _block(data):
                                            data["__iommu_vfio_modules"])
 
 
-def test_debian_block_goes_where_mkinitramfs_reads_and_holds_vfio_binds_modules():
+def test_debian_block_goes_where_mkinitramfs_reads_and_holds_the_modules_vfio_bind_loads():
     data = _vars("Debian.yml")
     # mkinitramfs (initramfs-tools 0.142) reads ${CONFDIR}/modules and the package's
     # /usr/share/initramfs-tools/modules.d/*, and no modules.d below /etc.
-    assert data["__iommu_initramfs_path"] == vfio.INITRAMFS_TOOLS_MODULES
+    assert data["__iommu_initramfs_path"] == "/etc/initramfs-tools/modules"
     assert data["__iommu_initramfs_tool"] == "initramfs-tools"
     assert _block(data).splitlines() == list(vfio.EARLY_MODULES)
 
 
-def test_rhel_snippet_is_not_vfio_binds_file():
+def test_rhel_snippet_is_not_the_install_items_file():
     data = _vars("RedHat.yml")
     assert data["__iommu_initramfs_path"].startswith("/etc/dracut.conf.d/")
     assert data["__iommu_initramfs_path"].endswith(".conf")
-    assert data["__iommu_initramfs_path"] != vfio.DRACUT_CONF
+    assert data["__iommu_initramfs_path"] != boot_config.DRACUT_INSTALL_ITEMS_PATH
     assert data["__iommu_initramfs_tool"] == "dracut"
     assert _block(data) == 'force_drivers+=" vfio vfio_iommu_type1 vfio_pci "'
 
 
-def test_stale_image_check_covers_every_initramfs_file_of_vfio_bind():
-    # A run killed between one of vfio_bind's writes and the rebuild is caught by the
-    # next run only if the file is among the inputs whose mtimes the initramfs module
-    # compares with the images (its own two files always are).
+def test_stale_image_check_covers_the_install_items_file():
+    # A run killed between the vfio role's dracut list and its rebuild is caught by the
+    # next run's iommu role only if that file is among the inputs whose mtimes the
+    # initramfs module compares with the images (its own two files always are).
     debian = _vars("Debian.yml")
-    assert debian["__iommu_initramfs_extra_inputs"] == []   # vfio_bind shares the modules file
+    assert debian["__iommu_initramfs_extra_inputs"] == []   # no binding file is in the image
     assert debian["__iommu_initramfs_image_pattern"] == "/boot/initrd.img-%s"
     rhel = _vars("RedHat.yml")
-    assert rhel["__iommu_initramfs_extra_inputs"] == [vfio.DRACUT_CONF]
+    assert rhel["__iommu_initramfs_extra_inputs"] == [boot_config.DRACUT_INSTALL_ITEMS_PATH]
     assert rhel["__iommu_initramfs_image_pattern"] == "/boot/initramfs-%s.img"
 
 
@@ -79,14 +78,23 @@ def test_no_role_writes_a_backslash_escape_into_jinja_through_a_single_quoted_sc
     assert not offenders, offenders
 
 
-def test_vfio_role_rebuilds_the_same_images_from_vfio_binds_file():
-    # Both roles rebuild through gpuhost.kvm.initramfs: the same images and generator,
-    # and the vfio role's input is the file vfio_bind writes for that generator.
-    for family, written in (("Debian", vfio.INITRAMFS_TOOLS_MODULES), ("RedHat", vfio.DRACUT_CONF)):
-        iommu = _vars(family + ".yml")
-        with open(os.path.join(ROLE, "..", "vfio", "vars", family + ".yml"), encoding="utf-8") as handle:
-            role = yaml.safe_load(handle)
-        assert role["__vfio_initramfs"] == iommu["__iommu_initramfs_tool"]
-        assert role["__vfio_initramfs_image_pattern"] == iommu["__iommu_initramfs_image_pattern"]
-        assert role["__vfio_initramfs_inputs"] == [written]
-        assert role["__vfio_initramfs_argv"] == iommu["__iommu_initramfs_argv"]
+def _vfio_vars(family):
+    with open(os.path.join(ROLE, "..", "vfio", "vars", family + ".yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def test_vfio_role_rebuilds_the_same_images_on_rhel_and_never_on_debian():
+    # Both roles rebuild through gpuhost.kvm.initramfs: on RHEL the same images with the
+    # same command, plus modules-load.d (which dracut builds in) among the inputs. On
+    # Debian no file of the binding is in the image, so the vfio role has nothing to
+    # rebuild from.
+    iommu, role = _vars("RedHat.yml"), _vfio_vars("RedHat")
+    assert role["__vfio_initramfs"] == iommu["__iommu_initramfs_tool"] == "dracut"
+    assert role["__vfio_initramfs_image_pattern"] == iommu["__iommu_initramfs_image_pattern"]
+    assert role["__vfio_initramfs_argv"] == iommu["__iommu_initramfs_argv"]
+    assert role["__vfio_initramfs_extra_inputs"] == [vfio.MODULES_LOAD]
+    assert vfio.in_initramfs_image(vfio.MODULES_LOAD, "dracut")
+    debian = _vfio_vars("Debian")
+    assert debian["__vfio_initramfs"] == _vars("Debian.yml")["__iommu_initramfs_tool"]
+    assert not any(key.startswith("__vfio_initramfs_") for key in debian)
+    assert not vfio.in_initramfs_image(vfio.MODULES_LOAD, "initramfs-tools")

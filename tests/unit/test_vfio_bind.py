@@ -107,7 +107,7 @@ def test_match_selects_by_vendor_and_class(sim):
     assert [d["address"] for d in result["devices"]] == [GPU, HDA]
 
 
-def test_persistent_udev_rule_modules_load_and_dracut(sim):
+def test_persistent_udev_rule_and_modules_load_and_the_files_for_dracut(sim):
     os.makedirs(sim.path("/etc/dracut.conf.d"))
     result = bind(sim, devices=[GPU], persistent=True).result
     assert result["persistence"] == "udev"
@@ -117,12 +117,16 @@ def test_persistent_udev_rule_modules_load_and_dracut(sim):
             'ATTR{driver_override}="vfio-pci"') in rule
     assert sim.read_file("/etc/modules-load.d/gpuhost-vfio.conf").endswith(
         "vfio\nvfio_iommu_type1\nvfio_pci\n")
-    dracut = sim.read_file("/etc/dracut.conf.d/gpuhost-vfio.conf")
-    assert 'force_drivers+=" vfio vfio_iommu_type1 vfio_pci "' in dracut
-    assert "61-gpuhost-vfio-0000:41:00.1.rules" in dracut
-    assert bind(sim, devices=[GPU], persistent=True).result["changed"] is False
-    bind(sim, devices=[GPU], persistent=True, state="unbound")
+    # The initramfs module owns dracut's configuration: vfio_bind only names the files.
+    assert os.listdir(sim.path("/etc/dracut.conf.d")) == []
+    assert result["initramfs_files"] == ["/etc/udev/rules.d/61-gpuhost-vfio-0000:41:00.0.rules",
+                                         "/etc/udev/rules.d/61-gpuhost-vfio-0000:41:00.1.rules"]
+    again = bind(sim, devices=[GPU], persistent=True).result
+    assert again["changed"] is False and again["initramfs_files"] == result["initramfs_files"]
+    unbound = bind(sim, devices=[GPU], persistent=True, state="unbound").result
     assert not os.path.exists(sim.path("/etc/udev/rules.d/61-gpuhost-vfio-0000:41:00.0.rules"))
+    # Giving the devices back takes their rules out of the image's list as well.
+    assert unbound["initramfs_files"] == [] and unbound["initramfs_rebuild_required"] is True
 
 
 def test_persistent_driverctl_files_when_driverctl_is_installed(sim):
@@ -136,14 +140,33 @@ def test_persistent_driverctl_files_when_driverctl_is_installed(sim):
     assert sim.read_file("/etc/driverctl.d/pci-0000:41:00.1") == "vfio-pci\n"
     assert "TEST==\"/etc/driverctl.d/pci-$kernel\"" in sim.read_file(
         "/etc/udev/rules.d/61-gpuhost-vfio-driverctl.rules")
-    assert sim.read_file("/etc/initramfs-tools/modules") == \
-        "# keep me\nbtrfs\nvfio\nvfio_iommu_type1\nvfio_pci\n"
-    assert result["initramfs_rebuild_required"] is True      # the modules file changed
+    # initramfs-tools' modules file is the initramfs module's (the iommu role's block).
+    assert sim.read_file("/etc/initramfs-tools/modules") == "# keep me\nbtrfs\n"
+    assert result["initramfs_rebuild_required"] is False and result["initramfs_files"] == []
     bind(sim, devices=[GPU], persistent=True, state="unbound")
     assert not os.path.exists(sim.path("/etc/driverctl.d/pci-0000:41:00.0"))
 
 
-def test_initramfs_tools_needs_no_rebuild_when_its_modules_file_has_vfio_already(sim):
+def test_dracut_files_cover_every_bound_device_not_only_this_runs(sim):
+    # Two runs bind one function each: the second run's list still holds the first's,
+    # so the initramfs module never drops a device bound earlier from the image.
+    TreeBuilder(sim.root).write("/usr/sbin/driverctl", "#!/bin/bash\n")
+    os.makedirs(sim.path("/etc/dracut.conf.d"))
+    first = bind(sim, devices=[GPU], with_companions=False, persistent=True).result
+    assert first["initramfs_files"] == ["/bin/cat", "/etc/driverctl.d/pci-0000:41:00.0",
+                                        "/etc/udev/rules.d/61-gpuhost-vfio-driverctl.rules"]
+    second = bind(sim, devices=[HDA], with_companions=False, persistent=True).result
+    assert second["initramfs_files"] == ["/bin/cat", "/etc/driverctl.d/pci-0000:41:00.0",
+                                         "/etc/driverctl.d/pci-0000:41:00.1",
+                                         "/etc/udev/rules.d/61-gpuhost-vfio-driverctl.rules"]
+    assert second["initramfs_rebuild_required"] is True
+    # A driverctl override to another driver is not vfio_bind's and stays out.
+    TreeBuilder(sim.root).write("/etc/driverctl.d/pci-0000:41:00.3", "igb\n")
+    assert "/etc/driverctl.d/pci-0000:41:00.3" not in bind(
+        sim, devices=[GPU], persistent=True, check_mode=True).result["initramfs_files"]
+
+
+def test_initramfs_tools_needs_no_rebuild_for_the_binding(sim):
     # The iommu role's block put the vfio modules into initramfs-tools' modules file and
     # rebuilt before its reboot: driverctl files, udev rules and modules-load.d are not in
     # an initramfs-tools image, so the binding written after the reboot needs no second
