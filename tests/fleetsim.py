@@ -11,8 +11,8 @@ import os
 import yaml
 
 import fixturegen
-from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger as ledger_mod
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_mod
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 MODELS = {
     "runbook": fixturegen.build_runbook_host,

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A small simulator of the kernel's reactions to sysfs/procfs writes, for unit tests.
 
-``SimulatedKernel`` is a ``HostWriter`` (plugins/module_utils/transaction.py): the
+``SimulatedKernel`` is a ``HostWriter`` (plugins/module_utils/changes/writer.py): the
 modules' cores write through it exactly as they write through the real one, and it
 changes the fake tree the way the kernel would. Each behaviour cites where it comes
 from: the lab notes (../shared/LAB.md, a Debian 6.1 kernel under QEMU with intel-iommu)
@@ -34,8 +34,8 @@ import shutil
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, format_cpumask, parse_cpulist)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
 _DEVICE_ATTR = re.compile(r"^/sys/bus/pci/devices/(?P<addr>[^/]+)/(?P<attr>[^/]+)$")
 _DEVICE_DRIVER_UNBIND = re.compile(r"^/sys/bus/pci/devices/(?P<addr>[^/]+)/driver/unbind$")

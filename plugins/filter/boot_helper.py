@@ -5,15 +5,15 @@
 
 The SR-IOV and IRQ helpers are shipped by their modules from the module's own payload;
 a role that writes its files with host_files (the numa role) ships its helper the same
-way from the controller: the same library files (transaction.python_library_files) and
-the same thin wrapper (transaction.wrapper_script)."""
+way from the controller: the same library files (shipping.python_library_files) and
+the same thin wrapper (shipping.wrapper_script)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.shipping import (
     python_library_files, wrapper_script)
 
 _PACKAGE = "ansible_collections.gpuhost.kvm.plugins.module_utils"

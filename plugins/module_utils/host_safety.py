@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     PciAddress, normalize_address)
 
 _PCI_COMPONENT = re.compile(r"^[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
@@ -466,12 +466,12 @@ def _physfn(root, address):
 def read_context(root="/", functions=None, ssh_connection=None, ip_addr_json=None,
                  domain_devices=None):
     """Everything vfio_bind's safety checks need, read once from ``root``."""
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import (
         group_members_verdict)
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
         CpuState, HostTopology, read_iommu_state)
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import HostContext
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import HostContext
     functions = functions if functions is not None else read_pci_functions(root)
     iommu = read_iommu_state(root)
     topo = HostTopology(cpus=CpuState(), nodes={}, pci=functions, iommu=iommu)
@@ -587,7 +587,7 @@ def host_refusals(context, addresses, options, action):
     domains to the caller's own check. Addresses the host does not have are skipped:
     each caller reports those in its own words.
     """
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import refusals_for
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import refusals_for
     blocking, allowed = [], []
     for address in addresses:
         if address not in context.functions:

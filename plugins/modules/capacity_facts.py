@@ -165,12 +165,12 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import (
     evaluate_host, host_capacity, validate_request)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import read_ledger
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import read_ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_to_dict)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
 

@@ -128,7 +128,7 @@ candidates:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import choose_host
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import choose_host
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 
 

@@ -98,10 +98,10 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import (
     fleet_report, render_markdown, render_svg)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
     HostWriter, describe_os_error)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
 

@@ -212,18 +212,18 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.facts.system.distribution import DistributionFactCollector
 from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import host_facts, realized
-from ansible_collections.gpuhost.kvm.plugins.module_utils import units as unit_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts, realized
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import units as unit_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu_facts import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts import (
     check_iommu_options, read_iommu_facts)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     libvirt, libvirt_error_text, open_connection)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import validate_tenant_name
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import validate_tenant_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     absolute_path, unit_name)
 

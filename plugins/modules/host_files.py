@@ -154,12 +154,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
     STATES, plan_host_files, validate_entries)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
     PlannedChange, run_module)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    HostWriter)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
 
 def build_module():

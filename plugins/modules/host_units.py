@@ -168,11 +168,11 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import units as unit_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import units as unit_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_facts import input_mtimes
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import input_mtimes
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     absolute_path, unit_name)

@@ -161,13 +161,13 @@ details:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.boot_config import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.boot_config import (
     DRACUT_INSTALL_ITEMS_PATH, INITRAMFS_TOOLS, host_commands, initramfs_plan)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
     PlannedChange, run_module)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
 
 def build_module():

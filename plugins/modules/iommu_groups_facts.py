@@ -282,7 +282,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu_facts import read_iommu_facts
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts import read_iommu_facts
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 
 

@@ -283,16 +283,18 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning import (
     POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, add_managed_record, build_rule, known_managed_names,
     plan_persistence, plan_pins, select_irqs, validate_cpus)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.irqbalance import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irqbalance import (
     format_for_version, plan_config, read_config)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_cpu_state, read_irqs, read_online_cpus)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, HostWriter, systemctl, systemctl_argv)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.systemd import (
+    systemctl, systemctl_argv)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import config_path
 
 

@@ -247,7 +247,7 @@ samples_ms:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.kserve_loadgen import LoadRun
+from ansible_collections.gpuhost.kvm.plugins.module_utils.guest.kserve_loadgen import LoadRun
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 
 RUN_OPTIONS = ("url", "model", "model_version", "inputs", "outputs", "parameters", "concurrency", "duration_s",

@@ -319,7 +319,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC,
     argument_spec,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     EMULATOR_POLICIES,
     HUGEPAGE_CHECKS,
     HUGEPAGE_SIZES_KIB,
@@ -327,7 +327,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
     plan_placement,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 
 def build_module():

@@ -211,11 +211,11 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     CHANGE_VF_COUNT, check_vf_count_change, read_module_context,
     running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.sriov import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov import (
     UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, plan_persistence, plan_sriov)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    HostWriter, systemctl)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import VFIO_PCI, prepend_modprobe
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.systemd import systemctl
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import VFIO_PCI, prepend_modprobe
 
 
 def build_module():

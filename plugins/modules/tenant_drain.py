@@ -235,16 +235,17 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import drain as core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import drain as core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import (
     DEFAULT_LEDGER_PATH, read_ledger)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     DEFAULT_URI, HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt,
     libvirt_error_text, open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, ChangeSetError, HostWriter)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
+    ChangeSet, ChangeSetError)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
 
 def build_module():

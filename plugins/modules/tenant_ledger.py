@@ -161,10 +161,10 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger as ledger_core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.plan_render import layout_from_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import layout_from_topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 
 def build_module():

@@ -255,11 +255,10 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     read_context, running_domain_devices_or_skip)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    HostWriter)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
     OVERRIDES, current_driver, plan_vfio, prepend_modprobe, select_devices)
 
 

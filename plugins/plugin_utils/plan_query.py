@@ -11,7 +11,7 @@ filters.
 from __future__ import annotations
 
 # The one comparison of kernel command lines lives with the other boot decisions.
-from ansible_collections.gpuhost.kvm.plugins.module_utils.boot_config import (  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.boot_config import (  # noqa: F401 pylint: disable=unused-import
     cmdline_missing)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist,

@@ -20,7 +20,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils.plan_query import (
     passthrough_functions,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.realized import placement_findings
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.realized import placement_findings
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
     setting_mismatches,
     vf_settings,

@@ -23,7 +23,7 @@ import urllib.request
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.kserve_loadgen import run_load
+from ansible_collections.gpuhost.kvm.plugins.module_utils.guest.kserve_loadgen import run_load
 from mlserver_fixture import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

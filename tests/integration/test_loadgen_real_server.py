@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_report
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.kserve_loadgen import LoadRun, run_load
+from ansible_collections.gpuhost.kvm.plugins.module_utils.guest.kserve_loadgen import LoadRun, run_load
 
 from mlserver_fixture import MLServerProcess
 

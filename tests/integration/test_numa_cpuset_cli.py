@@ -10,7 +10,7 @@ import yaml
 
 import fixturegen
 from helpers import ansible_env, run_tool
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology,
     topology_to_dict,
 )

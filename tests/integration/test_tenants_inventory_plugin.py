@@ -7,7 +7,7 @@ import yaml
 
 from helpers import run_tool
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
 
 A = {"name": "tenant-a", "gpus": 1, "vcpus": 4, "memory_gib": 8,
      "guest_address": "192.0.2.51/24", "guest_user": "ops"}

@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import realized
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import realized
 
 pytestmark = pytest.mark.lab
 

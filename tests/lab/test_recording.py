@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import iommu, pci, topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import iommu, pci, topology
 
 RECORDINGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "fixtures", "lab-recording")

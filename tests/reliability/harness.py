@@ -28,7 +28,7 @@ from helpers import REPO, ansible_env
 from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     capacity_facts, fleet_place, fleet_report, host_facts, iommu_groups_facts, irq_affinity,

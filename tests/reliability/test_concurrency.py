@@ -25,11 +25,11 @@ import harness
 from helpers import REPO, ansible_env
 from sysfs_sim import SimulatedKernel
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import irq_pinning, sriov, vfio
-from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger as ledger_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning, sriov, vfio
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity, sriov_vfs, vfio_bind
 
 ROUNDS = 3

@@ -23,9 +23,9 @@ import pytest
 import harness
 from sysfs_sim import SimulatedKernel
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger as ledger_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 
 class FailingKernel(SimulatedKernel):

@@ -17,8 +17,8 @@ from helpers import REPO, ansible_env
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     read_host_critical)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import plan_placement
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 TENANTS = [{"name": "t%d" % i, "gpus": 1, "vcpus": 8, "memory_gib": 8, "nic_vf": True}
            for i in range(6)]

@@ -11,7 +11,7 @@ import os
 import xml.dom.minidom
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_parsers, bench_report
-from ansible_collections.gpuhost.kvm.plugins.module_utils.kserve_loadgen import histogram
+from ansible_collections.gpuhost.kvm.plugins.module_utils.guest.kserve_loadgen import histogram
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "bench")
 

@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import boot_config, host_facts
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import boot_config
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 

@@ -14,7 +14,7 @@ import pytest
 from sysfs_sim import SimulatedKernel, build_sim_host, run_module
 from test_state_file_links import _options, plant, refused
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import topology
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -67,7 +67,7 @@ def test_irq_odd_affinity_of_an_irq_is_unknown_not_a_cpulist_error(sim):
 
 def test_irq_every_literal_field_is_an_irq_affinity_option():
     options = _options(irq_affinity, dict(irqs=[60], cpus="0"))
-    for name in ("plugins/module_utils/irq_pinning.py", "plugins/module_utils/irqbalance.py",
+    for name in ("plugins/module_utils/changes/irq_pinning.py", "plugins/module_utils/changes/irqbalance.py",
                  "plugins/modules/irq_affinity.py"):
         with open(os.path.join(REPO, name), encoding="utf-8") as handle:
             fields = set(re.findall(r'field="(\w+)"', handle.read()))

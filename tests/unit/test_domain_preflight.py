@@ -240,7 +240,7 @@ def literal_context(topo, **critical):
     would find, given as HostCriticalDevices fields."""
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
         HostCriticalDevices)
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import HostContext
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import HostContext
     return HostContext(functions=topo.pci, iommu_enabled=True,
                        critical=HostCriticalDevices(**critical))
 
@@ -276,7 +276,7 @@ def test_host_critical_hostdevs_are_refused_with_vfio_binds_words():
 
 
 def test_bridge_and_boot_vga_hostdevs_are_refused():
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciFunction
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciFunction
     topo = runbook_topology()
     topo.pci["0000:64:01.0"] = PciFunction(address="0000:64:01.0", class_code=0x060400,
                                            vendor_id=0x8086, iommu_group=90, numa_node=0)

@@ -13,8 +13,8 @@ import os
 import shutil
 import subprocess
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import Bar, PciFunction
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import Bar, PciFunction
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     Cpu, CpuState, HostTopology, HugepagePool, IommuState, NumaNode)
 
 GIB_KIB = 1024 * 1024

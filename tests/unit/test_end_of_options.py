@@ -4,7 +4,7 @@ tool reads it as the end of the options (issue 20, class 3: command-line injecti
 The inventory (``grep -rn "run_command\\|subprocess" plugins/``):
 
 * qemu-img create ... -- PATH [SIZE]         (domain/storage.py; test_libvirt_pinned_domain)
-* systemctl VERB -- UNIT...                   (transaction.systemctl, irq_affinity is-enabled)
+* systemctl VERB -- UNIT...                   (changes/systemd.py systemctl, irq_affinity is-enabled)
 * modprobe -- vfio-pci                        (vfio_bind, sriov_vfs, gpuhost-sriov-apply)
 * cloud-localds [--network-config F] -- OUT USER META; genisoimage/mkisofs ... -- FILES
 * journalctl, systemctl show -p ... -- UNIT  (host_facts; test_host_facts)
@@ -22,7 +22,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import transaction
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import systemd
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import storage as domain_storage
 from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs, vfio_bind
 
@@ -46,9 +47,9 @@ class FakeModule:
 
 def test_systemctl_puts_end_of_options_before_the_units():
     module = FakeModule()
-    transaction.systemctl(module, "try-restart", "irqbalance")
-    transaction.systemctl(module, "enable", "gpuhost-sriov.service")
-    transaction.systemctl(module, "daemon-reload")
+    systemd.systemctl(module, "try-restart", "irqbalance")
+    systemd.systemctl(module, "enable", "gpuhost-sriov.service")
+    systemd.systemctl(module, "daemon-reload")
     assert module.calls == [["systemctl", "try-restart", "--", "irqbalance"],
                             ["systemctl", "enable", "--", "gpuhost-sriov.service"],
                             ["systemctl", "daemon-reload"]]
@@ -71,7 +72,7 @@ def test_seed_builders_get_end_of_options_before_their_paths(tmp_path, tool, wit
              "network_config": "version: 2\n" if with_network else None}
     seed = tmp_path / "seed.iso"
     # through the shared writer, as DomainStorage does
-    domain_storage.build_seed(module, transaction.HostWriter("/"), "t1", cloud, str(seed))
+    domain_storage.build_seed(module, HostWriter("/"), "t1", cloud, str(seed))
     assert seed.exists()
     argv, = module.calls
     split = argv.index("--")
@@ -89,7 +90,7 @@ def test_seed_builders_get_end_of_options_before_their_paths(tmp_path, tool, wit
 def test_xorriso_keeps_its_paths_inside_the_mkisofs_emulation(tmp_path):
     module = FakeModule(tools=("xorriso",))
     cloud = {"user_data": "#cloud-config\n", "meta_data": None, "network_config": None}
-    domain_storage.build_seed(module, transaction.HostWriter("/"), "t1", cloud,
+    domain_storage.build_seed(module, HostWriter("/"), "t1", cloud,
                               str(tmp_path / "seed.iso"))
     argv, = module.calls
     assert "--" not in argv and argv[1:3] == ["-as", "mkisofs"]

@@ -1,4 +1,4 @@
-"""Fleet capacity and host choice (plugins/module_utils/fleet.py) on synthetic hosts:
+"""Fleet capacity and host choice (plugins/module_utils/planning/fleet.py) on synthetic hosts:
 the runbook host (2 x 16 cores x 2 threads, one GPU and 8 VFs on node 0, per node 32 of
 64 1G pages free), the eight-GPU host (2 x 32 cores, 4 GPUs and 16 VFs per node, all 64
 1G pages free) and the desktop board whose first GPU shares its IOMMU group with USB."""
@@ -16,9 +16,9 @@ from fixturegen import (
     build_runbook_host,
 )
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import fleet, ledger
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet, ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology,
     topology_to_dict,
 )

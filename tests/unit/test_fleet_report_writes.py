@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Issue 20: fleet_report writes its files through the collection's one writer
-(transaction.HostWriter): never through a planted link, never over what is not a
+(changes/writer.py HostWriter): never through a planted link, never over what is not a
 regular file, every file checked before the first is written, each replaced atomically."""
 
 import os
@@ -10,7 +10,7 @@ import os
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import transaction
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import writer
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import fleet_report
 
@@ -43,12 +43,12 @@ def _tree(path):
 
 def test_the_files_are_written_by_the_shared_writer(tmp_path, monkeypatch):
     written = []
-    original = transaction.HostWriter.write_file
+    original = writer.HostWriter.write_file
 
     def record(self, host_path, content, mode=None, owner=None):
         written.append(host_path)
         return original(self, host_path, content, mode, owner)
-    monkeypatch.setattr(transaction.HostWriter, "write_file", record)
+    monkeypatch.setattr(writer.HostWriter, "write_file", record)
     dest = tmp_path / "reports" / "fleet"
     worker = _worker(dest)
     worker.run()

@@ -10,7 +10,7 @@ import math
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import fleet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import capacity_facts, fleet_place
 

@@ -13,7 +13,8 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import host_facts, units
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import units
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import host_facts as host_facts_module
 

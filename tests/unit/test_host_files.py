@@ -15,9 +15,9 @@ import pytest
 from sysfs_sim import run_module
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
     MAX_ENTRIES, MAX_TOTAL_BYTES, replace_block, validate_entries)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.modules import host_files
 
 MARKER = "# {mark} gpuhost.kvm iommu role: load vfio-pci before any GPU driver"

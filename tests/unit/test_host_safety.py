@@ -11,7 +11,7 @@ from sysfs_sim import TreeBuilder, build_sim_host
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import preflight as domain_preflight
-from ansible_collections.gpuhost.kvm.plugins.module_utils import vfio
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import vfio
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     BIND, CHANGE_VF_COUNT, PASS_THROUGH, UNBIND, HostCriticalDevices)

@@ -11,7 +11,7 @@ import pytest
 
 from sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs, topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import parse_vfinfo
 from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs

@@ -12,7 +12,7 @@ import pytest
 from sysfs_sim import run_module, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.modules import initramfs
 
 BLACKLIST = "/etc/modprobe.d/gpuhost-blacklist-gpu.conf"

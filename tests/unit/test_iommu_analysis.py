@@ -10,7 +10,7 @@ import pytest
 
 import realtrees
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import iommu, topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import iommu, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

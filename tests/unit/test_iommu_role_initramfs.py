@@ -12,7 +12,7 @@ import re
 
 import yaml
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import boot_config, vfio
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import boot_config, vfio
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "iommu")
 

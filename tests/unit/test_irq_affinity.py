@@ -13,10 +13,11 @@ import pytest
 from sysfs_sim import (SimulatedKernel, TreeBuilder, build_sim_host, kernel_managed_irqs,
                        run_module, snapshot)
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import irq_pinning, irq_policy, irqbalance
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import (
+    irq_pinning, irq_policy, irqbalance)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpumask
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_irqs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
 
 RHEL_CONFIG = ('# irqbalance is a daemon process that distributes interrupts\n'

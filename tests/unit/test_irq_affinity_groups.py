@@ -13,10 +13,10 @@ import pytest
 from sysfs_sim import (SimulatedKernel, TreeBuilder, build_sim_host, kernel_managed_irqs,
                        run_module, snapshot)
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import irq_pinning
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_irqs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
 
 NODE0 = {"pci_devices": ["0000:01:00.0", "0000:03:00.0"], "cpus": "0-1",

@@ -10,9 +10,9 @@ import pytest
 
 from sysfs_sim import run_module, snapshot
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import boot_config
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import boot_config
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.modules import kernel_cmdline
 
 ARGS = ["intel_iommu=on", "iommu=pt", "hugepagesz=1G", "hugepages=64"]

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import kserve_loadgen as lg
+from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import kserve_loadgen as lg
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 

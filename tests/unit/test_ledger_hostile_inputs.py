@@ -11,7 +11,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from fixturegen import build_runbook_host
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
 

@@ -18,7 +18,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import topology_to_dict
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import topology_to_dict
 from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
 
 from test_domain_xml_support import (RUNBOOK_GPU, RUNBOOK_HDA, private_connection,
@@ -278,7 +278,7 @@ def test_topology_option_takes_the_dict_form(tmp_path):
 
 
 def test_runbook_tenant_from_the_real_planner_round_trips(tmp_path):
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import plan_placement
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
     topo = runbook_topology()
     plan = plan_placement(topo, [{"name": "tenant-a100", "gpus": 1, "vcpus": 30,
                                   "memory_gib": 32, "hugepage_size": "1G", "nic_vf": True,
@@ -333,7 +333,7 @@ def sim_env(tmp_path):
     the NVMe 0000:01:00.0 behind root port 0000:00:01.0, the default route on eno1
     (0000:03:00.0), a console on the boot VGA 0000:42:00.0."""
     from sysfs_sim import build_sim_host
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
         read_host_topology)
     root = build_sim_host(str(tmp_path / "host"))
     env = Env(tmp_path, topology=read_host_topology(root, with_irqs=False))
@@ -390,7 +390,7 @@ def test_boot_vga_with_a_console_is_refused_as_a_gpu(tmp_path):
 
 def test_vf_carrying_the_default_route_is_refused_as_the_network_vf(tmp_path):
     from sysfs_sim import SimulatedKernel, TreeBuilder
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
         read_host_topology)
     env = sim_env(tmp_path)
     SimulatedKernel(env.root).write("/sys/bus/pci/devices/0000:03:00.0/sriov_numvfs", "1")
@@ -517,7 +517,7 @@ def test_gpu_bar_total_that_is_not_a_number_is_refused(tmp_path, value):
 # -- issue 20: the record and the seed files go through the shared host-file writer ----
 
 def test_the_storage_record_and_the_seed_go_through_the_shared_writer(tmp_path, monkeypatch):
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
     written = []
     real = HostWriter.write_file
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The numa role's boot helper (module_utils/numa_boot.py): in process against small
+"""The numa role's boot helper (module_utils/changes/numa_boot.py): in process against small
 node trees, and as the role installs it (boot_helper_files: the wrapper and its shipped
 library, run by a separate python -I that sees nothing else of the collection)."""
 
@@ -14,9 +14,9 @@ import jinja2
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.filter.boot_helper import boot_helper_files
-from ansible_collections.gpuhost.kvm.plugins.module_utils import numa_boot
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import numa_boot
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
 from helpers import REPO
 
@@ -137,10 +137,10 @@ def test_the_installed_helper_runs_from_its_shipped_library_alone(tmp_path):
     would, by the wrapper itself, with python -I: the library it ships is enough."""
     host = tmp_path / "host"
     library = str(tmp_path / "lib")
-    entries = boot_helper_files(str(tmp_path / "gpuhost-numa-setup"), "numa_boot", library=library,
+    entries = boot_helper_files(str(tmp_path / "gpuhost-numa-setup"), "changes.numa_boot", library=library,
                                 interpreter=sys.executable + " -I")
     assert entries[0]["mode"] == "0755" and {e["mode"] for e in entries[1:]} == {"0644"}
-    assert any(e["path"].endswith("/module_utils/numa_boot.py") for e in entries)
+    assert any(e["path"].endswith("/module_utils/changes/numa_boot.py") for e in entries)
     for entry in entries:
         os.makedirs(os.path.dirname(entry["path"]), exist_ok=True)
         with open(entry["path"], "w", encoding="utf-8") as handle:

@@ -11,7 +11,7 @@ from ansible.module_utils.testing import patch_module_args
 
 import fixturegen
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology,
     topology_to_dict,
 )

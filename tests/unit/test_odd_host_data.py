@@ -16,7 +16,8 @@ import sys
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import iommu_facts, pci, sysfs, topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import (
+    iommu_facts, pci, sysfs, topology)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 

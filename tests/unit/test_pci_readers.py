@@ -13,7 +13,7 @@ import pytest
 import realtrees
 from realtrees import tree
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import pci
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import pci
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

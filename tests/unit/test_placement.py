@@ -11,14 +11,14 @@ import pytest
 from sysfs_sim import SimulatedKernel, build_sim_host, run_module
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import Bar, PciFunction
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import Bar, PciFunction
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     default_housekeeping,
     plan_placement,
     resolve_housekeeping,
     tenant_request_from_dict,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     Cpu,
     CpuState,
     HostTopology,

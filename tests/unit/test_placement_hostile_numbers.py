@@ -11,9 +11,9 @@ import pytest
 
 from test_placement import runbook_host, tenant
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import plan_render
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import plan_render
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     plan_placement, tenant_request_from_dict)
 
 INF, NAN = float("inf"), float("nan")

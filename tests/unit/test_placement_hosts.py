@@ -12,8 +12,8 @@ import pytest
 import fixturegen
 import realtrees
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import plan_placement
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology,
     topology_from_dict,
     topology_to_dict,

@@ -7,9 +7,9 @@ import pytest
 
 from fixturegen import build_runbook_host
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import plan_render
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import plan_placement
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import read_host_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import plan_render
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 SVG = "{http://www.w3.org/2000/svg}"
 TENANT = {"name": "tenant-a100", "gpus": ["0000:65:00.0"], "vcpus": 30, "memory_gib": 64,

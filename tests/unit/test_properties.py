@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import cpuset, topology, validators
+from ansible_collections.gpuhost.kvm.plugins.module_utils import cpuset, validators
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 
 import fixturegen
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Where a running tenant really is (module_utils/realized.py, host_facts' realized
+"""Where a running tenant really is (module_utils/host/realized.py, host_facts' realized
 subset): QEMU's threads and numa_maps in a /proc tree below a root, compared with the
 plan. The lab test test_modules_on_lab.py::test_planned_tenant_starts_with_its_devices_on_vfio_under_tcg
 reads a real QEMU the same way."""
@@ -11,7 +11,7 @@ import json
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import realized
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import realized
 from ansible_collections.gpuhost.kvm.plugins.modules import host_facts as host_facts_module
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation
 

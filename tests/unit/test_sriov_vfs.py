@@ -13,7 +13,7 @@ import pytest
 from sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
 from test_host_safety import write_libvirt_test_node
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import sriov
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import sriov
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs
 

@@ -11,9 +11,9 @@ import pytest
 
 from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import host_files
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_files
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity, sriov_vfs, vfio_bind
 
 GPU = "0000:41:00.0"

@@ -19,13 +19,13 @@ from sysfs_sim import TreeBuilder
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs, topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.fleet import evaluate_host
-from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import LedgerData, reserve
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciFunction
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import plan_placement
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import evaluate_host
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import LedgerData, reserve
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciFunction
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     Cpu, CpuState, HostTopology, HugepagePool, IommuState, NumaNode)
 from ansible_collections.gpuhost.kvm.plugins.modules import numa_cpuset
 

@@ -15,7 +15,7 @@ import pytest
 import realtrees
 from realtrees import tree
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 

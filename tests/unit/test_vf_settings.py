@@ -14,8 +14,8 @@ from test_placement import tenant as runbook_tenant_request
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, validation
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import validate_tenants
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import validate_tenants
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     plan_placement,
     tenant_request_from_dict,
 )
@@ -321,7 +321,7 @@ class _FakeModule(object):
 
 
 def _facts(module, root="/"):
-    from ansible_collections.gpuhost.kvm.plugins.module_utils import iommu_facts
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host import iommu_facts
     pf = {"address": "0000:41:00.0", "netdevs": ["ens1f0np0"],
           "vfs": [{"address": "0000:41:00.2", "index": 0},
                   {"address": "0000:41:00.3", "index": 1}]}

@@ -15,9 +15,9 @@ from test_host_safety import write_libvirt_test_node
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import read_context
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
     plan_vfio, select_devices)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import read_pci_functions
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.modules import vfio_bind
 
 GPU, HDA = "0000:41:00.0", "0000:41:00.1"

@@ -25,8 +25,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     PASS_THROUGH, host_refusals, refusal_fix)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import group_members_verdict
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number
 
 

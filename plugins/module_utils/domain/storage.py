@@ -5,7 +5,7 @@
 the cloud-init seed ISO, and the record of them under ``state_dir`` (one JSON file per
 domain, so that state=absent remove_storage=true removes only what the module made).
 
-Every file goes through the collection's one writer (transaction.HostWriter: temp file,
+Every file goes through the collection's one writer (changes/writer.py HostWriter: temp file,
 fsync, rename; never through a link, never over what is not a regular file). ``plan``
 decides, ``apply`` acts; ``rollback`` takes back what ``apply`` did when the define
 that follows is refused, and ``finish`` drops the kept copies once it succeeded."""
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import qemu_img_size
 
 SEED_TOOLS = ("cloud-localds", "genisoimage", "mkisofs", "xorriso")

@@ -27,7 +27,7 @@ from typing import List, Optional, Tuple
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import PciAddress
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     finite_number, positive_int)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (

@@ -29,12 +29,12 @@ from xml.sax.saxutils import escape
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import MAX_CPUS, parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.ledger import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import (
     LedgerData,
     planner_request,
     reserve,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     _Host as PlannerHost,
     _as_topology as as_topology,
     plan_placement,

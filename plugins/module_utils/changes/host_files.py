@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, FileChange, describe_os_error)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
+    ChangeSet, FileChange)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import describe_os_error
 
 STATES = ("file", "directory", "absent")
 MAX_ENTRIES = 256
@@ -404,6 +405,6 @@ def read_host_text(writer, host_path, field, fix):
 
 
 def read_state(writer, spec):
-    """A StateFile (transaction.py) read through ``read_host_text``: a link at its place
+    """A StateFile (changes/state_file.py) read through ``read_host_text``: a link at its place
     is refused before it is read, naming the spec's field."""
     return spec.parse(read_host_text(writer, spec.path, spec.field, spec.fix))

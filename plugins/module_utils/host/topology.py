@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Dict, Optional, Tuple
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import MAX_CPUS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     Bar, PciFunction, read_pci_functions)
 
 

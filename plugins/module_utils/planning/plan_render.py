@@ -18,7 +18,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist,
     parse_cpulist,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     MAX_HUGEPAGES,
     MAX_MEMORY_GIB,
     whole_number,

@@ -41,16 +41,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
     read_state as read_state_nofollow)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     BIND, UNBIND, VFIO_OVERRIDES)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     PciAddress, normalize_address)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, StateFile)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import StateFile
 
 VFIO_PCI = "vfio-pci"
 STATE_FILE = "/var/lib/gpuhost/vfio-bind.json"
@@ -580,5 +580,5 @@ def in_initramfs_image(path, generator):
 def prepend_modprobe(plan, run_modprobe):
     """Load vfio-pci first when a device must move to it and the driver is missing."""
     if plan.needs_modprobe:
-        from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import Step
+        from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import Step
         plan.changes.steps.insert(0, Step("modprobe vfio-pci", run_modprobe))

@@ -31,24 +31,27 @@ import sys
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
     read_state as read_state_nofollow)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     normalize_address, vf_address)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, HostWriter, StateFile, python_library_files, wrapper_script)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.shipping import (
+    python_library_files, wrapper_script)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import StateFile
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import interface_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (  # noqa: F401
     FRESH_VF, parse_vfinfo, validate_flag, validate_mac, validate_vlan)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vfio import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
     VFIO_PCI, current_driver, current_override, device_path, driver_loaded)
 
 CONFIG_FILE = "/etc/gpuhost/sriov.json"
 UNIT_FILE = "/etc/systemd/system/gpuhost-sriov.service"
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-sriov-apply"
-LIBRARY = ("sriov",)
+LIBRARY = ("changes.sriov",)
 VF_DRIVERS = ("vfio-pci", "default", "none")
 _ADDRESS_LIKE = re.compile(r"^([0-9a-fA-F]{1,5}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}\.[0-7]\Z")
 LINK_STATES = ("auto", "enable", "disable")
@@ -504,7 +507,7 @@ def plan_persistence(changes, writer, plan, num_vfs, vf_driver, vf_settings, int
     # the same moment joins the unit on the next run that reads the merged file.
     changes.put_file(writer, UNIT_FILE, unit_text(config))
     changes.put_file(writer, HELPER, wrapper_script(
-        "ansible_collections.gpuhost.kvm.plugins.module_utils.sriov", "boot_apply",
+        "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov", "boot_apply",
         interpreter=interpreter), mode=0o755)
     for path, source in python_library_files(LIBRARY).items():
         changes.put_file(writer, path, source, summarize=True)

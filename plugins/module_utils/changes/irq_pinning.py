@@ -46,17 +46,21 @@ from typing import List, Optional, Tuple
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
     read_state as read_state_nofollow)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import normalize_address
-from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import read_cpus_attr
-from ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_cpus_attr
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_policy import (
     CONFIG_FILE, parse_stored_rule)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_cpu_state, read_irqs)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, HostWriter, StateFile, describe_os_error, python_library_files,
-    revert_state_file, update_state_file, wrapper_script)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.shipping import (
+    python_library_files, wrapper_script)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import (
+    StateFile, revert_state_file, update_state_file)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
+    HostWriter, describe_os_error)
 
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-irq-reapply"
 POLICY_SCRIPT = "/usr/local/libexec/gpuhost/gpuhost-irqbalance-policy"
@@ -66,7 +70,7 @@ NM_DISPATCHER_DIR = "/etc/NetworkManager/dispatcher.d"
 NM_DISPATCHER = NM_DISPATCHER_DIR + "/90-gpuhost-irq-affinity"
 UNIT_NAME = "gpuhost-irq-reapply.service"
 UNIT_FILE = "/etc/systemd/system/" + UNIT_NAME
-LIBRARY = ("irq_pinning",)
+LIBRARY = ("changes.irq_pinning",)
 WATCH_SECONDS = 180
 
 
@@ -247,7 +251,7 @@ def plan_pins(writer, irqs, numbers, cpus, known_managed=()):
 
 
 def _read_one(writer, number):
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import Irq
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import Irq
     # Through sysfs, as read_irqs reads them: a list the kernel cannot have printed (a NUL
     # inside, garbage) is unknown, so the IRQ is pinned, never an error about "cpulist".
     smp = read_cpus_attr(writer.path("/proc/irq/%d/smp_affinity_list" % number))
@@ -376,8 +380,8 @@ def plan_persistence(changes, writer, rules, interpreter="/usr/bin/python3", for
     config_changed = changes.put_state(writer, CONFIG, stored, dict(stored, rules=kept))
     if not rules:
         return config_changed
-    module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_pinning"
-    policy_module = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy"
+    module = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning"
+    policy_module = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_policy"
     changes.put_file(writer, HELPER, wrapper_script(module, "reapply_main",
                                                     interpreter=interpreter), mode=0o755)
     # The policy script runs once per IRQ at irqbalance's start: its own light module.

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 # domain:bus:slot.function; the domain may be omitted (0000) and may have 5 hex digits

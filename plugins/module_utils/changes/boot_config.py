@@ -26,10 +26,10 @@ from dataclasses import field as dataclass_field
 from typing import List
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_facts import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import (
     check_image_pattern, read_initramfs)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_files import replace_block
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import replace_block
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
 
 _GRUB_LINUX_RE = re.compile(r"^\s*linux(?:efi|16)?\s+\S+(?P<args>.*)$", re.M)
 

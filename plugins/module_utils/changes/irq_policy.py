@@ -38,7 +38,7 @@ def parse_stored_rule(data):
 def _action_names(root, number):
     """IRQ ``number``'s action names from its /proc/interrupts row (None: no row)."""
     # The row parser, with its heavier imports, is loaded only for a name rule.
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
         parse_proc_interrupts)
     try:
         with open(os.path.join(root, "proc/interrupts"), encoding="utf-8") as handle:

@@ -20,10 +20,10 @@ import os
 import posixpath
 import re
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     format_class_code, normalize_address, read_pci_functions)
 
 # What the module can gather; each names one reader (or one question to the host).

@@ -44,13 +44,13 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     parse_cpulist,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import group_members_verdict
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     PciAddress,
     normalize_address,
     vf_address,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     HostTopology,
     topology_from_dict,
 )

@@ -10,7 +10,7 @@ on the nodes that hold more than planned, then reserves them on the nodes that n
 more, so that the boot-time 1G pages move rather than run short. Then it sets the CPU
 frequency governor the plan asks for, on every CPU that has a cpufreq driver.
 
-The same Python as the modules, shipped with :func:`transaction.python_library_files`
+The same Python as the modules, shipped with :func:`shipping.python_library_files`
 like the SR-IOV and IRQ helpers; the role writes the configuration
 (``/etc/gpuhost/numa.conf``) that it reads::
 
@@ -27,7 +27,8 @@ import sys
 from dataclasses import dataclass
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import HostWriter, describe_os_error
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
+    HostWriter, describe_os_error)
 
 CONF_FILE = "/etc/gpuhost/numa.conf"
 NODE_DIR = "/sys/devices/system/node"

@@ -10,10 +10,10 @@ netlink)."""
 from __future__ import annotations
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import (
     analyse_iommu, parse_gpu_vendor)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import interface_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import parse_vfinfo

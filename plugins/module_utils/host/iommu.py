@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     PciAddress, class_name, format_class_code, format_vendor_device, normalize_address)
 
 # Functions that may share a group with a passed-through device: vfio accepts bridges

@@ -33,11 +33,10 @@ import os
 import re
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    FileLock, HostWriter)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import FileLock, HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     config_path, finite_number)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     TenantRequest,
     check_unique_macs,
     plan_placement,

@@ -10,8 +10,10 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
-    ChangeSet, ChangeSetError, HostWriter, StateFile)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
+    ChangeSet, ChangeSetError)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import StateFile
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
 
 def _link(writer, host_path, text="outside\n"):

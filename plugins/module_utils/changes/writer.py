@@ -1,0 +1,427 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one writer that touches the host, and the lock its state files take.
+
+``HostWriter`` is the only place that writes to sysfs, procfs or configuration files.
+Every path it takes is a host path (``/sys/bus/pci/drivers_probe``) resolved under
+``root``, so tests point it at a recorded tree; ``tests/sysfs_sim.py`` subclasses it to
+add the kernel's reactions to attribute writes. Nothing is written through a link, and
+files are replaced atomically (a temporary file in the same folder, fsync, rename).
+
+``FileLock`` is the flock a state file's read-modify-write holds (changes/state_file.py).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+import tempfile
+import time
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+# How long a run waits for another run's lock on a state file before it gives up.
+STATE_LOCK_TIMEOUT = 120.0
+
+
+class FileLock:
+    """An flock on a lock file for a whole read-modify-write: exclusive, or shared with
+    ``read_only`` (which creates nothing; without the file there is nothing to wait for).
+
+    The lock is a file of its own because the files it guards are replaced by rename: a
+    lock on their inode would go with the old inode. The file is opened with O_NOFOLLOW
+    (a link planted there would send the holder's PID into its target) and must be a
+    regular file. After the flock is granted, the path must still name the locked inode;
+    otherwise a holder removed it (``remove``) and the lock is taken again on the new
+    file, so removing a lock file under its lock is safe. Waiting ends after ``timeout``
+    seconds in ``busy_error(holder_pid)``.
+    """
+
+    what = "the lock file"
+
+    def __init__(self, lock_path, timeout, read_only=False, poll=0.05, field="path",
+                 shown_as=None):
+        self.lock_path = lock_path
+        self.shown_as = shown_as or lock_path
+        self.timeout = timeout
+        self.read_only = read_only
+        self.poll = poll
+        self.field = field
+        self.fd = None
+
+    def link_error(self):
+        return GpuhostError("%s %s is a symbolic link" % (self.what, self.shown_as),
+                            field=self.field, fix="remove the link (nothing but gpuhost.kvm "
+                                                  "should write there) and run again")
+
+    def busy_error(self, holder):
+        return GpuhostError(
+            "%s is locked by another run%s for more than %s s"
+            % (self.shown_as, " (PID %s)" % holder if holder else "", self.timeout),
+            field=self.field, fix="wait for the other gpuhost.kvm run on this host to finish, "
+                                  "then run again")
+
+    def not_regular_error(self):
+        return GpuhostError("%s %s is not a regular file" % (self.what, self.shown_as),
+                            field=self.field, fix="move it away and run again")
+
+    def check(self):
+        """Refuse now what taking the lock would refuse later: a link or a non-regular
+        file at its place (a plan checks this before its first write)."""
+        try:
+            mode = os.lstat(self.lock_path).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise self.link_error()
+        if not stat.S_ISREG(mode):
+            raise self.not_regular_error()
+
+    def _open(self, flags):
+        try:
+            fd = os.open(self.lock_path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise self.link_error() from err
+            if err.errno == errno.EISDIR:
+                raise self.not_regular_error() from err
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise self.not_regular_error()
+        return fd
+
+    def _still_named(self):
+        try:
+            named = os.stat(self.lock_path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(self.fd)
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+    def __enter__(self):
+        mode = fcntl.LOCK_SH if self.read_only else fcntl.LOCK_EX
+        deadline = time.monotonic() + self.timeout
+        while True:
+            if self.read_only:
+                try:
+                    self.fd = self._open(os.O_RDONLY)
+                except FileNotFoundError:
+                    return self
+            else:
+                os.makedirs(os.path.dirname(os.path.abspath(self.lock_path)), mode=0o700,
+                            exist_ok=True)
+                self.fd = self._open(os.O_RDWR | os.O_CREAT)
+            if self._wait(mode, deadline) and self._still_named():
+                break
+            os.close(self.fd)    # removed by the holder before us: lock the new one
+            self.fd = None
+        if not self.read_only:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, ("%d\n" % os.getpid()).encode("ascii"), 0)
+        return self
+
+    def _wait(self, mode, deadline):
+        while True:
+            try:
+                fcntl.flock(self.fd, mode | fcntl.LOCK_NB)
+                return True
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(self.fd)
+                    self.fd = None
+                    raise
+            if time.monotonic() >= deadline:
+                holder = self._holder()
+                os.close(self.fd)
+                self.fd = None
+                raise self.busy_error(holder)
+            time.sleep(self.poll)
+
+    def _holder(self):
+        try:
+            return os.pread(self.fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            return ""
+
+    def remove(self):
+        """Remove the lock file while holding it (waiters then lock a new one)."""
+        if self.fd is not None and self._still_named():
+            os.unlink(self.lock_path)
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            if not self.read_only:
+                # The file names its holder only while held: a PID left behind would
+                # name a finished run, and make the host's state differ from run to run.
+                os.ftruncate(self.fd, 0)
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+        return False
+
+
+def _fsync_folder(folder):
+    """Make a rename in ``folder`` durable; a file system that cannot sync a directory
+    (EINVAL) has nothing more to offer."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.EROFS):
+            raise
+    finally:
+        os.close(fd)
+
+
+class HostWriter:
+    """Reads and writes host paths under ``root``."""
+
+    def __init__(self, root="/"):
+        self.root = root or "/"
+
+    def path(self, host_path):
+        return os.path.join(self.root, str(host_path).lstrip("/"))
+
+    def write_target(self, host_path, field=None):
+        """The path below ``root`` that a write of ``host_path`` may use, or a
+        GpuhostError: no ".." component, and the folder it lands in, links resolved,
+        inside ``root`` (an absolute link in a test tree, or a planted one, would
+        otherwise send the write out of it). With root / every path qualifies.
+
+        ``field`` is the module option that chose the file, named by the refusal of a
+        '..' ("path" without it); a way out of root names "root", the option that chose
+        the tree (with root / it cannot happen)."""
+        parts = [part for part in str(host_path).split("/") if part not in ("", ".")]
+        if ".." in parts:
+            raise GpuhostError("%s has a '..' component" % host_path, field=field or "path",
+                               fix="name the file by its absolute path on the host, "
+                                   "without '..'")
+        target = os.path.join(self.root, *parts) if parts else self.root
+        root_real = os.path.realpath(self.root)
+        folder_real = os.path.realpath(os.path.dirname(target))
+        if root_real != "/" and folder_real != root_real and \
+                not folder_real.startswith(root_real + os.sep):
+            raise GpuhostError(
+                "%s leads out of %s through a link (to %s)" % (host_path, self.root, folder_real),
+                field="root", fix="remove the link, or give a root whose tree holds the file")
+        return target
+
+    def check_replaceable(self, host_path, field=None):
+        """Refuse now what ``write_file`` would refuse later (a '..' component, a way out
+        of ``root``, a link or a non-regular file at the path), so that a caller writing
+        several files checks them all before the first write. Returns the target.
+        ``field``: the module option the errors name (see ``write_target``)."""
+        target = self.write_target(host_path, field)
+        self._replaceable(host_path, target, field or "path")
+        return target
+
+    @staticmethod
+    def link_error(host_path, target, field="path"):
+        """The one refusal of a symbolic link at ``target``, by writers and readers."""
+        try:
+            to = os.readlink(target)
+        except OSError:
+            to = "somewhere"    # gone again since it was seen
+        return GpuhostError(
+            "%s is a symbolic link (to %s): gpuhost.kvm never writes through a link"
+            % (host_path, to), field=field,
+            fix="remove the link (or put the real file in its place) and run again")
+
+    def refuse_link(self, host_path, field):
+        """Refuse ``host_path`` when a symbolic link stands at its place, without
+        following it. For a file a module reads and then replaces (a state file, a config
+        it owns a line of): reading through the link would show the module another file,
+        and the write would be refused later anyway, after everything else was decided.
+        A '..' or a folder link out of ``root`` is refused first, as a write would be.
+        ``field``: the option the error names (the one that chose or keeps the file)."""
+        self.write_target(host_path, field)
+        full = self.path(host_path)
+        if os.path.islink(full):
+            raise self.link_error(host_path, full, field)
+        return host_path
+
+    def _replaceable(self, host_path, target, field="path"):
+        """``target`` may be replaced: absent, or a regular file that is no link."""
+        if os.path.islink(target):
+            raise self.link_error(host_path, target, field)
+        if os.path.lexists(target) and not os.path.isfile(target):
+            raise GpuhostError("%s is not a regular file" % host_path, field=field,
+                               fix="move it away and run again")
+
+    def exists(self, host_path):
+        return os.path.lexists(self.path(host_path))
+
+    def stat(self, host_path):
+        """``os.lstat`` of the path (a link is reported as the link), None when absent
+        (or when a folder on the way is a file, so it cannot exist)."""
+        try:
+            return os.lstat(self.path(host_path))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def read_bytes(self, host_path):
+        """The exact bytes of a regular file, None when it does not exist. A link at the
+        path is not followed (ELOOP), so a planted link cannot show another file."""
+        try:
+            fd = os.open(self.path(host_path),
+                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
+
+    def read_unlinked(self, host_path, field=None):
+        """``read_bytes`` behind a refusal of a link at the path: lstat first (the link
+        is refused unread, with the writer's wording), then O_NOFOLLOW (a link planted in
+        between fails with ELOOP and is refused the same way). The one no-follow reader:
+        state files, owned configs and the ledger all come through here."""
+        full = self.path(host_path)
+        if os.path.islink(full):
+            raise self.link_error(host_path, full, field or "path")
+        try:
+            return self.read_bytes(host_path)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise self.link_error(host_path, full, field or "path") from err
+            raise
+
+    def read(self, host_path, default=None, field="path"):
+        """The stripped text of a file, or ``default`` when it cannot be read. A link at
+        the path is refused (a GpuhostError naming ``field``), never followed."""
+        try:
+            data = self.read_unlinked(host_path, field)
+        except (IOError, OSError):
+            return default
+        if data is None:
+            return default
+        return data.decode("utf-8", "replace").strip()
+
+    def read_file(self, host_path, field=None):
+        """The exact content of a regular file, or None when it does not exist. The
+        path must qualify for a write (``write_target``: no '..', no folder link out of
+        root) and a link at it is refused, never followed (``read_unlinked``), so a
+        planted link cannot show the caller another file; errors name ``field``. An
+        unreadable file raises its OSError, one that is not UTF-8 UnicodeDecodeError."""
+        self.write_target(host_path, field)
+        data = self.read_unlinked(host_path, field)
+        return None if data is None else data.decode("utf-8")
+
+    def write(self, host_path, value):
+        """Write a kernel attribute in one write(2), as sysfs requires.
+
+        The OSError of a refused write (EBUSY, EIO, EINVAL, ...) is passed on unchanged:
+        callers tell "kernel-managed IRQ" from a real failure by its errno.
+        """
+        data = str(value).encode()
+        fd = os.open(self.write_target(host_path), os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def write_file(self, host_path, content, mode=None, owner=None, field=None):
+        """Replace a configuration file atomically: temp file in the same folder, fsync,
+        rename, fsync of the folder (a crash leaves the old file or the new one).
+
+        ``content`` is text or bytes. ``mode`` None keeps the mode of the file it
+        replaces (0644 for a new file); ``owner`` (uid, gid) is set on the temp file
+        before the rename, None leaves the writer's. Returns the host paths of the
+        folders it had to create, deepest first, so that an undo can remove them again;
+        on failure it removes them itself. ``field``: the module option a refusal names.
+        """
+        target = self.check_replaceable(host_path, field)
+        if mode is None:
+            try:
+                mode = os.stat(target).st_mode & 0o7777
+            except OSError:
+                mode = 0o644
+        folder = os.path.dirname(target)
+        created = self.missing_folders(host_path)
+        os.makedirs(folder, exist_ok=True)
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".gpuhost-", dir=folder)
+            with os.fdopen(fd, "wb" if isinstance(content, bytes) else "w") as handle:
+                handle.write(content)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if owner is not None:
+                os.chown(tmp, owner[0], owner[1])
+            os.chmod(tmp, mode)
+            os.rename(tmp, target)
+        except BaseException:
+            if tmp and os.path.exists(tmp):
+                os.unlink(tmp)
+            self.remove_empty_folders(created)
+            raise
+        _fsync_folder(folder)
+        return created
+
+    def make_folder(self, host_path, mode, owner=None):
+        """Create a directory (and its missing parents, as ``mkdir -p`` would) with
+        ``mode`` (not masked by the umask) and ``owner`` (uid, gid). Returns the host
+        paths it created, deepest first, the directory included; on failure it removes
+        them itself."""
+        target = self.write_target(host_path)
+        host_path = "/" + str(host_path).strip("/")
+        created = [host_path] + self.missing_folders(host_path)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.mkdir(target, 0o700)
+            self.set_attributes(host_path, mode, owner)
+        except BaseException:
+            self.remove_empty_folders(created)
+            raise
+        return created
+
+    def set_attributes(self, host_path, mode=None, owner=None):
+        """Set the mode and the owner (uid, gid) of a file or directory, through a
+        descriptor opened without following a link: never the mode of a link's target."""
+        fd = os.open(self.write_target(host_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            if owner is not None:
+                os.fchown(fd, owner[0], owner[1])
+            if mode is not None:
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+
+    def missing_folders(self, host_path):
+        """The ancestors of ``host_path`` that do not exist yet, deepest first."""
+        missing = []
+        folder = os.path.dirname("/" + str(host_path).lstrip("/"))
+        while folder not in ("/", "") and not os.path.isdir(self.path(folder)):
+            missing.append(folder)
+            folder = os.path.dirname(folder)
+        return missing
+
+    def remove_empty_folders(self, host_folders):
+        for folder in host_folders:
+            try:
+                os.rmdir(self.path(folder))
+            except OSError:
+                break   # not empty (or gone): leave it and its parents
+
+    def remove_file(self, host_path):
+        try:
+            os.unlink(self.write_target(host_path))
+        except FileNotFoundError:
+            pass
+
+    def lock(self, host_path, field, timeout=None):
+        """The FileLock of the state file ``host_path``: ``<host_path>.lock`` beside it,
+        confined to ``root`` like every write."""
+        lock_path = host_path + ".lock"
+        return FileLock(self.write_target(lock_path, field),
+                        STATE_LOCK_TIMEOUT if timeout is None else timeout,
+                        field=field, shown_as=lock_path)
+
+
+def describe_os_error(err):
+    if isinstance(err, OSError) and err.errno:
+        return "%s (%s)" % (os.strerror(err.errno), errno.errorcode.get(err.errno, err.errno))
+    return str(err)
