@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.join(REPO, ".collections"))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
 import fixturegen  # noqa: E402
-from ansible_collections.gpuhost.kvm.plugins.module_utils.iommu import analyse_iommu  # noqa: E402
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (  # noqa: E402
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import analyse_iommu  # noqa: E402
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (  # noqa: E402
     read_host_topology)
 
 
@@ -60,7 +60,7 @@ def time_planner(root, runs):
     """
     try:
         placement = importlib.import_module(
-            "ansible_collections.gpuhost.kvm.plugins.module_utils.placement")
+            "ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement")
     except ImportError:
         return None
     topo = read_host_topology(root)

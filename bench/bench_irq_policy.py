@@ -40,13 +40,13 @@ for path in (COLLECTIONS, os.path.join(REPO, "tests")):
         sys.path.insert(0, path)
 
 import fixturegen  # noqa: E402
-from ansible_collections.gpuhost.kvm.plugins.module_utils import (  # noqa: E402
-    irq_pinning, irq_policy)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (  # noqa: E402
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning, irq_policy
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (  # noqa: E402
     parse_proc_interrupts,
 )
 
-MODULE = "ansible_collections.gpuhost.kvm.plugins.module_utils.irq_policy"
+MODULE = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_policy"
 
 
 def build_host(irqs):

@@ -27,10 +27,10 @@ for path in (os.path.join(REPO, ".collections"), os.path.join(REPO, "tests")):
         sys.path.insert(0, path)
 
 import fixturegen  # noqa: E402
-from ansible_collections.gpuhost.kvm.plugins.module_utils.placement import (  # noqa: E402
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (  # noqa: E402
     plan_placement,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.topology import (  # noqa: E402
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (  # noqa: E402
     read_host_topology,
 )
 
