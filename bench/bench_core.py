@@ -5,7 +5,7 @@
 
     .venv/bin/python bench/bench_core.py [--runs N]
 
-The host (tests/fixturegen.py build_large_host): 2 sockets, 256 CPUs, 16 GPUs, 4 PFs x
+The host (tests/support/fixturegen.py build_large_host): 2 sockets, 256 CPUs, 16 GPUs, 4 PFs x
 64 VFs and 4,000 /proc/interrupts rows, written once into a temporary directory.
 Targets (issue 2): facts core < 100 ms, planning 16 tenants < 50 ms. Medians only;
 results never feed a unit test.
@@ -25,7 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, ".collections"))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
-import fixturegen  # noqa: E402
+from support import fixturegen  # noqa: E402
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import analyse_iommu  # noqa: E402
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (  # noqa: E402
     read_host_topology)

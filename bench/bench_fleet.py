@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark of playbooks/fleet_capacity.yml against the fleet size.
 
-Each run is the real ansible-playbook on a simulated fleet (tests/fleetsim.py: N hosts
+Each run is the real ansible-playbook on a simulated fleet (tests/support/fleetsim.py: N hosts
 on the local connection, four synthetic host models, one ledger per host) with a
 placement request, so the time includes every host's capacity_facts module, the
 controller's fleet_report and fleet_place modules, and Ansible's own overhead. Host
@@ -34,7 +34,7 @@ for path in (os.path.join(REPO, ".collections"), os.path.join(REPO, "tests")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-import fleetsim  # noqa: E402
+from support import fleetsim  # noqa: E402
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "fleet_capacity.yml")
 TENANT = {"name": "bench-tenant", "gpus": 1, "vcpus": 8, "memory_gib": 16}

@@ -5,7 +5,7 @@
 
 irqbalance runs ``POLICYSCRIPT DEVPATH IRQ`` once for every IRQ it finds when it starts
 (and for new ones on a rescan), so its start costs one Python process per IRQ. The host
-is tests/fixturegen.py's large host (2 sockets, 256 CPUs, 16 GPUs with HDA, 4 PFs x 64
+is tests/support/fixturegen.py's large host (2 sockets, 256 CPUs, 16 GPUs with HDA, 4 PFs x 64
 VFs, ``--irqs`` rows in /proc/interrupts), with the stored pins the sriov_irq role writes
 there: one named rule per NUMA node holding that node's PFs and passed-through GPU
 functions, and a name_regex rule.
@@ -39,7 +39,7 @@ for path in (COLLECTIONS, os.path.join(REPO, "tests")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-import fixturegen  # noqa: E402
+from support import fixturegen  # noqa: E402
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning, irq_policy
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (  # noqa: E402

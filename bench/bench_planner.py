@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark of the placement planner (issue 2 target: 16 tenants in under 50 ms).
 
-The host is tests/fixturegen.py's large host (2 sockets, 256 CPUs, 16 GPUs with HDA,
+The host is tests/support/fixturegen.py's large host (2 sockets, 256 CPUs, 16 GPUs with HDA,
 4 PFs x 64 VFs, 4,000 IRQ lines), read once through the real readers; only
 ``plan_placement`` is timed. bench/bench_core.py calls ``time_planner()``; this file
 also runs alone:
@@ -26,7 +26,7 @@ for path in (os.path.join(REPO, ".collections"), os.path.join(REPO, "tests")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-import fixturegen  # noqa: E402
+from support import fixturegen  # noqa: E402
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (  # noqa: E402
     plan_placement,
 )

@@ -7,20 +7,22 @@ import time
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(REPO, ".collections")
-if COLLECTIONS not in sys.path:
-    sys.path.insert(0, COLLECTIONS)
-
-# The tests import their helpers as top-level modules (fixturegen, helpers, realtrees,
-# test_host_safety, ...). Plain pytest finds them through its rootdir/basedir insertion;
-# ansible-test units imports test files as ansible_collections.gpuhost.kvm.tests.unit.*
-# packages instead, so both directories are put on the path here for either runner.
-for _helpers_dir in (os.path.join(REPO, "tests", "unit"), os.path.join(REPO, "tests")):
+# The tests import what they share as the package ``support`` (tests/support/: one REPO,
+# the simulator, the fixture generators, the helpers), and a few unit tests import another
+# unit test's fixtures (test_placement, test_host_safety, ...). Plain pytest finds them
+# through its rootdir/basedir insertion; ansible-test units imports test files as
+# ansible_collections.gpuhost.kvm.tests.unit.* packages instead, so both directories are
+# put on the path here for either runner.
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+for _helpers_dir in (os.path.join(_TESTS, "unit"), _TESTS):
     if _helpers_dir not in sys.path:
         sys.path.insert(0, _helpers_dir)
 
-FIXTURES = os.path.join(REPO, "tests", "fixtures")
+from support import REPO  # noqa: E402
+
+COLLECTIONS = os.path.join(REPO, ".collections")
+if COLLECTIONS not in sys.path:
+    sys.path.insert(0, COLLECTIONS)
 
 
 # tools/test's deadline (tests/deadline.py): a test that would start after it fails, and

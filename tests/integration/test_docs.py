@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from helpers import REPO, run_tool
+from support.helpers import REPO, run_tool
 
 MODULES_DIR = os.path.join(REPO, "plugins", "modules")
 MODULE_FILES = sorted(os.path.splitext(name)[0] for name in os.listdir(MODULES_DIR)

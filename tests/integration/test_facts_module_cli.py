@@ -7,11 +7,11 @@ import json
 import os
 import subprocess
 import sys
+from support import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 sys.path.insert(0, os.path.join(REPO, "tests"))
-import fixturegen  # noqa: E402
+from support import fixturegen  # noqa: E402
 
 
 def _ansible(*args):

@@ -1,5 +1,5 @@
 """Fleet scale: playbooks/fleet_capacity.yml on a generated inventory of 200 hosts
-(tests/fleetsim.py: four synthetic host models, one ledger per host, local connection),
+(tests/support/fleetsim.py: four synthetic host models, one ledger per host, local connection),
 with a placement request. The real ansible-playbook runs every host's capacity_facts
 module and the controller's fleet_report and fleet_place modules.
 
@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-import fleetsim
-from helpers import REPO, ansible_env, run_tool
+from support import fleetsim
+from support.helpers import REPO, ansible_env, run_tool
 
 HOSTS = int(os.environ.get("GPUHOST_FLEET_SIM_HOSTS", "200"))
 BROKEN = (fleetsim.host_name(1),)   # its ledger is corrupt

@@ -1,4 +1,4 @@
-"""The fleet playbooks on a small simulated fleet (tests/fleetsim.py: four host models
+"""The fleet playbooks on a small simulated fleet (tests/support/fleetsim.py: four host models
 with their own ledgers, local connection) with the real ansible-playbook:
 
 - tenant_onboard.yml without a host: every host plans the request, fleet_place chooses
@@ -17,8 +17,8 @@ import sys
 
 import pytest
 
-import fleetsim
-from helpers import REPO, run_tool
+from support import fleetsim
+from support.helpers import REPO, run_tool
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "tenant_onboard.yml")
 REQUEST = {"name": "tenant-new", "gpus": 1, "vcpus": 8, "memory_gib": 16,

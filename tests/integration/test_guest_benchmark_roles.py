@@ -17,8 +17,8 @@ import sys
 import pytest
 
 from mlserver_fixture import MLServerProcess
+from support import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_BIN = os.path.dirname(sys.executable)
 
 BENCHMARK_PLAY = """

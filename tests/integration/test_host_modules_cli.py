@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from helpers import ansible_env, run_tool
-from sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
+from support.helpers import ansible_env, run_tool
+from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity, vfio_bind
 

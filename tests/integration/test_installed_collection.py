@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-import fleetsim
-from helpers import REPO, ansible_env, run_tool
+from support import fleetsim
+from support.helpers import REPO, ansible_env, run_tool
 
 
 @pytest.fixture(scope="module")

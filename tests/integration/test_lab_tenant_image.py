@@ -25,8 +25,8 @@ import pytest
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest.kserve_loadgen import run_load
 from mlserver_fixture import free_port
+from support import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGE_DIR = os.path.join(REPO, "lab", "tenant-image")
 SERVER = os.path.join(IMAGE_DIR, "v2server.py")
 

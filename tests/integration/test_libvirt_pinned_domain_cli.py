@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from fixturegen import build_runbook_host
-from helpers import run_module_adhoc, run_tool
+from support.fixturegen import build_runbook_host
+from support.helpers import run_module_adhoc, run_tool
 
 
 def adhoc(args, python=sys.executable, check=False):

@@ -25,7 +25,7 @@ import uuid
 
 import pytest
 
-from helpers import ansible_env, run_tool
+from support.helpers import ansible_env, run_tool
 
 NAME = "gpuhost-it-%s" % uuid.uuid4().hex[:8]
 PAGES = 64                                  # 128 MiB of 2 MiB pages

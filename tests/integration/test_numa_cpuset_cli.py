@@ -8,8 +8,8 @@ import json
 import pytest
 import yaml
 
-import fixturegen
-from helpers import ansible_env, run_tool
+from support import fixturegen
+from support.helpers import ansible_env, run_tool
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology,
     topology_to_dict,

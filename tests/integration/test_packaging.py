@@ -4,7 +4,7 @@ runs from the installed copy (not from the checkout)."""
 import glob
 import json
 
-from helpers import REPO, ansible_env, run_tool
+from support.helpers import REPO, ansible_env, run_tool
 
 
 def test_galaxy_build_install_and_run_module_from_tarball(tmp_path):

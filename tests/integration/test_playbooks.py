@@ -14,9 +14,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-import fixturegen
-from fixturegen import build_runbook_host
-from helpers import REPO, run_tool
+from support import fixturegen
+from support.fixturegen import build_runbook_host
+from support.helpers import REPO, run_tool
 
 PLAYBOOKS = ["site.yml"] + sorted(os.path.relpath(p, REPO) for p in
                                   glob.glob(os.path.join(REPO, "playbooks", "*.yml")))

@@ -2,7 +2,7 @@
 acceptance), and on the molecule scenarios, which are playbooks an SRE reads
 too. Skips and ignores live in .ansible-lint / .ansible-lint-ignore with reasons."""
 
-from helpers import run_tool
+from support.helpers import run_tool
 
 
 def test_ansible_lint_production_profile_passes():

@@ -27,7 +27,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import tenant_drain as mod
 
-from helpers import run_module_adhoc
+from support.helpers import run_module_adhoc
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
 

@@ -5,7 +5,7 @@ import json
 
 import yaml
 
-from helpers import run_tool
+from support.helpers import run_tool
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
 

@@ -15,11 +15,11 @@ import sys
 import time
 
 import pytest
+from support import REPO
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from timed_output import format_slowest, run_timed, slowest_tasks  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAB_DIR = os.path.join(REPO, "lab")
 RUN_DIR = os.environ.get("GPUHOST_LAB_RUN", os.path.join(LAB_DIR, ".run"))
 INVENTORY = os.path.join(REPO, "inventories", "lab", "hosts.yml")

@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from conftest import REPO
+from support import REPO
 
 pytestmark = pytest.mark.lab
 

@@ -1,4 +1,4 @@
-"""Keeps the unit tests' kernel simulator (tests/sysfs_sim.py) honest (issue 3): the same
+"""Keeps the unit tests' kernel simulator (tests/support/sysfs_sim.py) honest (issue 3): the same
 writes go to the lab's real kernel and to the simulator, and what each answers (the
 errno, the links and attributes afterwards) must agree.
 
@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 
-from sysfs_sim import SimulatedKernel, TreeBuilder, kernel_managed_irqs
+from support.sysfs_sim import SimulatedKernel, TreeBuilder, kernel_managed_irqs
 
 RECORDINGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "fixtures", "lab-recording")

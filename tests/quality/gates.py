@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from helpers import REPO, ansible_env
+from support.helpers import REPO, ansible_env
 
 
 def left_out(environ=None):

@@ -9,7 +9,7 @@ import pytest
 
 import gates
 from gates import output_of, run_gate
-from helpers import BIN, REPO
+from support.helpers import BIN, REPO
 
 pytestmark = gates.ENABLED
 

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 import gates
-from helpers import REPO
+from support.helpers import REPO
 
 pytestmark = gates.ENABLED
 

@@ -9,7 +9,7 @@ import pytest
 
 import gates
 from gates import output_of, run_gate
-from helpers import REPO
+from support.helpers import REPO
 
 pytestmark = gates.ENABLED
 

@@ -15,7 +15,7 @@ from bindep.depends import Depends
 
 import gates
 from gates import output_of, run_gate
-from helpers import REPO, ansible_env, run_tool
+from support.helpers import REPO, ansible_env, run_tool
 
 pytestmark = gates.ENABLED
 

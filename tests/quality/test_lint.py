@@ -9,7 +9,7 @@ import os
 import yaml
 
 import gates
-from helpers import REPO
+from support.helpers import REPO
 
 pytestmark = gates.ENABLED
 

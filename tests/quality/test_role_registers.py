@@ -12,8 +12,8 @@ import os
 import re
 
 import pytest
+from support import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLES = sorted(os.path.basename(path) for path in glob.glob(os.path.join(REPO, "roles", "*"))
                if os.path.isdir(os.path.join(path, "tasks")))
 RESULT_TEST_RE = re.compile(r"\b([A-Za-z_]\w*)\s+is\s+(?:not\s+)?"

@@ -7,7 +7,7 @@ import re
 
 import gates
 from gates import output_of, run_gate
-from helpers import REPO
+from support.helpers import REPO
 
 pytestmark = gates.ENABLED
 

@@ -12,7 +12,7 @@ import re
 
 import gates
 from gates import output_of, run_gate
-from helpers import REPO, ansible_env
+from support.helpers import REPO, ansible_env
 
 import acceptance_record
 

@@ -23,9 +23,9 @@ from contextlib import contextmanager
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
-from fixturegen import HOSTS as FIXTURE_HOSTS
-from helpers import REPO, ansible_env
-from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, snapshot
+from support.fixturegen import HOSTS as FIXTURE_HOSTS
+from support.helpers import REPO, ansible_env
+from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress

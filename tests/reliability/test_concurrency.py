@@ -22,8 +22,8 @@ import subprocess
 import sys
 
 import harness
-from helpers import REPO, ansible_env
-from sysfs_sim import SimulatedKernel
+from support.helpers import REPO, ansible_env
+from support.sysfs_sim import SimulatedKernel
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning, sriov, vfio
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core

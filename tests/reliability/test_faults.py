@@ -21,7 +21,7 @@ import os
 import pytest
 
 import harness
-from sysfs_sim import SimulatedKernel
+from support.sysfs_sim import SimulatedKernel
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import harness
-from helpers import REPO, ansible_env
+from support.helpers import REPO, ansible_env
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     read_host_critical)

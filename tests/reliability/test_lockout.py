@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import harness
-from helpers import REPO
+from support.helpers import REPO
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import read_context

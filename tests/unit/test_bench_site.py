@@ -4,7 +4,7 @@ ran (changed), and which were skipped or found nothing to do."""
 import importlib.util
 import os
 
-from helpers import REPO
+from support.helpers import REPO
 
 _SPEC = importlib.util.spec_from_file_location("bench_site", os.path.join(REPO, "bench", "bench_site.py"))
 bench_site = importlib.util.module_from_spec(_SPEC)

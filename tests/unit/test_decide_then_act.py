@@ -11,13 +11,12 @@ import re
 
 import pytest
 
-from sysfs_sim import SimulatedKernel, build_sim_host, run_module
+from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module
 from test_state_file_links import _options, plant, refused
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import topology
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from support import REPO
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import compare
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
-from test_domain_xml_support import private_connection, runbook_tenant
+from support.domain_xml import private_connection, runbook_tenant
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
 

@@ -9,7 +9,7 @@ from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import run_preflight
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
-from test_domain_xml_support import runbook_tenant, runbook_topology
+from support.domain_xml import runbook_tenant, runbook_topology
 
 
 def memoryless(topo, node=0):

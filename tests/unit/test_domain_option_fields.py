@@ -18,9 +18,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight impor
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
 
-from test_domain_xml_support import RUNBOOK_GPU, runbook_tenant, runbook_topology
+from support.domain_xml import RUNBOOK_GPU, runbook_tenant, runbook_topology
+from support import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPU_ITEM_KEYS = ("address", "functions", "bar64_total")
 # Not about an option: lxml missing on the managed host, and a cpuset in the XML of
 # another domain that libvirt itself holds. (The hugepage reservation falling short names

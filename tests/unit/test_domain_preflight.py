@@ -10,8 +10,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight impor
     DefinedDomain, defined_domain_from_xml, run_preflight)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
-from test_domain_xml_support import (RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF, dirty_topology,
-                                     runbook_tenant, runbook_topology)
+from support.domain_xml import (RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF, dirty_topology,
+                                runbook_tenant, runbook_topology)
 
 
 def spec(**tenant_changes):

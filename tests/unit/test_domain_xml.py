@@ -12,8 +12,8 @@ from lxml import etree
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
-from test_domain_xml_support import (RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF, private_connection,
-                                     runbook_tenant, validate_domain_xml)
+from support.domain_xml import (RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF, private_connection,
+                                runbook_tenant, validate_domain_xml)
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
 

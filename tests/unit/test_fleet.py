@@ -8,7 +8,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from fixturegen import (
+from support.fixturegen import (
     DIRTY_GPU,
     RUNBOOK_GPU,
     build_dirty_usb_group_host,

@@ -20,8 +20,8 @@ from ansible_collections.gpuhost.kvm.plugins.modules import host_facts as host_f
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fixturegen  # noqa: E402
-import realtrees  # noqa: E402
+from support import fixturegen  # noqa: E402
+from support import realtrees  # noqa: E402
 
 
 # ---------------------------------------------------------------- helpers

@@ -23,7 +23,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts
 from ansible_collections.gpuhost.kvm.plugins.modules import host_facts as host_facts_module
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 
-import fixturegen
+from support import fixturegen
 
 STATUS_FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                               "fixtures", "dpkg", "status")

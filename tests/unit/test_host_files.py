@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from sysfs_sim import run_module
+from support.sysfs_sim import run_module
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (

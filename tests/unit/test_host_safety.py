@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sysfs_sim import TreeBuilder, build_sim_host
+from support.sysfs_sim import TreeBuilder, build_sim_host
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
@@ -174,7 +174,7 @@ def test_domain_owners_are_read_from_the_root_bus_entry(tmp_path):
 
 def vf_with_netdev(root, vf="0000:03:00.2", netdev="eno1v0"):
     """Two VFs on eno1's PF (build_sim_host), the first with a netdev of its own."""
-    from sysfs_sim import SimulatedKernel
+    from support.sysfs_sim import SimulatedKernel
     kernel = SimulatedKernel(root, vf_drivers={"0000:03:00.0": "mlx5_core"})
     kernel.write("/sys/bus/pci/devices/0000:03:00.0/sriov_numvfs", "2")
     TreeBuilder(root).netdev(vf, netdev)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
+from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

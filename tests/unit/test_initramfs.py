@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sysfs_sim import run_module, snapshot
+from support.sysfs_sim import run_module, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter

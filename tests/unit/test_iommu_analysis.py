@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-import realtrees
+from support import realtrees
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import iommu, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import fixturegen  # noqa: E402
+from support import fixturegen  # noqa: E402
 
 
 def _report(root, **kwargs):

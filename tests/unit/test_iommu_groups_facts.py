@@ -13,7 +13,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import fixturegen  # noqa: E402
+from support import fixturegen  # noqa: E402
 
 
 def _run(capsys, **args):

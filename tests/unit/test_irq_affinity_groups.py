@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from sysfs_sim import (SimulatedKernel, TreeBuilder, build_sim_host, kernel_managed_irqs,
-                       run_module, snapshot)
+from support.sysfs_sim import (SimulatedKernel, TreeBuilder, build_sim_host, kernel_managed_irqs,
+                               run_module, snapshot)
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query

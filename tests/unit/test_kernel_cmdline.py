@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from sysfs_sim import run_module, snapshot
+from support.sysfs_sim import run_module, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import boot_config
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from fixturegen import build_runbook_host, build_eight_gpu_host
+from support.fixturegen import build_runbook_host, build_eight_gpu_host
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

@@ -9,7 +9,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from fixturegen import build_runbook_host
+from support.fixturegen import build_runbook_host
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

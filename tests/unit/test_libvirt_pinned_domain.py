@@ -21,11 +21,10 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import topology_to_dict
 from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
 
-from test_domain_xml_support import (RUNBOOK_GPU, RUNBOOK_HDA, private_connection,
-                                     runbook_tenant, runbook_topology, validate_domain_xml)
+from support.domain_xml import (RUNBOOK_GPU, RUNBOOK_HDA, private_connection,
+                                runbook_tenant, runbook_topology, validate_domain_xml)
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class Env:
@@ -329,10 +328,10 @@ def test_a_seed_rebuild_keeps_its_backup_under_a_fresh_name_never_through_a_plan
 # -- issue 20: host safety and tenant isolation, through the module --------------------
 
 def sim_env(tmp_path):
-    """An Env on the simulated host (tests/sysfs_sim.py), read through ``root``: / on
+    """An Env on the simulated host (tests/support/sysfs_sim.py), read through ``root``: / on
     the NVMe 0000:01:00.0 behind root port 0000:00:01.0, the default route on eno1
     (0000:03:00.0), a console on the boot VGA 0000:42:00.0."""
-    from sysfs_sim import build_sim_host
+    from support.sysfs_sim import build_sim_host
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
         read_host_topology)
     root = build_sim_host(str(tmp_path / "host"))
@@ -389,7 +388,7 @@ def test_boot_vga_with_a_console_is_refused_as_a_gpu(tmp_path):
 
 
 def test_vf_carrying_the_default_route_is_refused_as_the_network_vf(tmp_path):
-    from sysfs_sim import SimulatedKernel, TreeBuilder
+    from support.sysfs_sim import SimulatedKernel, TreeBuilder
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
         read_host_topology)
     env = sim_env(tmp_path)

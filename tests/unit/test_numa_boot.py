@@ -18,7 +18,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import numa_bo
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
-from helpers import REPO
+from support.helpers import REPO
 
 G1, M2 = 1048576, 2048
 PLAN_ROWS = ({"node": 0, "size_kib": G1, "pages": 64}, {"node": 1, "size_kib": M2, "pages": 512})

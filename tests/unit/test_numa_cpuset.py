@@ -9,7 +9,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-import fixturegen
+from support import fixturegen
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology,

@@ -22,7 +22,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import fixturegen  # noqa: E402
+from support import fixturegen  # noqa: E402
 
 GPU = "0000:65:00.0"
 NODE0 = "sys/devices/system/node/node0"

@@ -10,14 +10,14 @@ from xml.etree import ElementTree
 
 import pytest
 
-import realtrees
-from realtrees import tree
+from support import realtrees
+from support.realtrees import tree
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import pci
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import fixturegen  # noqa: E402
+from support import fixturegen  # noqa: E402
 
 
 def _hwloc_xml_pci_nodes(path):

@@ -8,7 +8,7 @@ import dataclasses
 import json
 
 import pytest
-from sysfs_sim import SimulatedKernel, build_sim_host, run_module
+from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import Bar, PciFunction

@@ -2,15 +2,15 @@
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The planner on topologies read from sysfs trees: the synthetic hosts of
-tests/fixturegen.py and the recorded real machines in tests/fixtures/topologies/."""
+tests/support/fixturegen.py and the recorded real machines in tests/fixtures/topologies/."""
 
 import copy
 import json
 
 import pytest
 
-import fixturegen
-import realtrees
+from support import fixturegen
+from support import realtrees
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (

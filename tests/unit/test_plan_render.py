@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fixturegen import build_runbook_host
+from support.fixturegen import build_runbook_host
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import plan_render
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement

@@ -3,7 +3,7 @@ on the planner's real output for the synthetic runbook host."""
 
 import pytest
 
-from fixturegen import build_runbook_host
+from support.fixturegen import build_runbook_host
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, validation
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement

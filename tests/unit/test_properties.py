@@ -22,7 +22,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host import topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 
-import fixturegen
+from support import fixturegen
 
 # database=None: no .hypothesis/ folder in the checkout; a failure prints its example.
 QUICK = settings(max_examples=60, deadline=None, database=None,

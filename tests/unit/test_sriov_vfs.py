@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
+from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
 from test_host_safety import write_libvirt_test_node
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import sriov
@@ -360,7 +360,7 @@ def test_device_unit_names_are_escaped_as_systemd_escape_does(netdev):
 def host_traffic_on_first_vf(sim, route=True):
     """Two VFs on eno1's PF; the first, 0000:03:00.2, has the netdev eno1v0 and, with
     ``route``, the default route (the PF's own route is gone)."""
-    from sysfs_sim import TreeBuilder
+    from support.sysfs_sim import TreeBuilder
     configure(sim, pf=PF, num_vfs=2)
     tree = TreeBuilder(sim.root)
     tree.netdev("0000:03:00.2", "eno1v0")

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
+from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_files
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-import fixturegen
-from sysfs_sim import SimulatedKernel, build_sim_host, kernel_managed_irqs
+from support import fixturegen
+from support.sysfs_sim import SimulatedKernel, build_sim_host, kernel_managed_irqs
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpumask
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
@@ -107,7 +107,7 @@ def test_irq_write_updates_affinity_and_effective(sim):
 
 
 def test_irq_write_without_online_cpu_is_einval_and_beyond_possible_erange(tmp_path):
-    from sysfs_sim import TreeBuilder
+    from support.sysfs_sim import TreeBuilder
     root = str(tmp_path)
     TreeBuilder(root).cpus(online="0-3", possible="0-7").irq(30, "eth0")
     sim = SimulatedKernel(root)

@@ -13,9 +13,9 @@ import shutil
 
 import pytest
 
-import realtrees
-from realtrees import tree
-from sysfs_sim import TreeBuilder
+from support import realtrees
+from support.realtrees import tree
+from support.sysfs_sim import TreeBuilder
 
 from ansible.module_utils.testing import patch_module_args
 

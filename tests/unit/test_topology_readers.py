@@ -12,15 +12,15 @@ import sys
 
 import pytest
 
-import realtrees
-from realtrees import tree
+from support import realtrees
+from support.realtrees import tree
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import fixturegen  # noqa: E402
+from support import fixturegen  # noqa: E402
 
 
 @pytest.mark.parametrize("name, console", [

@@ -10,8 +10,8 @@ import os
 import re
 
 import yaml
+from support import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAME = re.compile(r"\bgpuhost_[a-z0-9_]+\b")
 
 

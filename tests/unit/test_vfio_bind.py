@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
+from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
 from test_host_safety import write_libvirt_test_node
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from helpers import REPO
+from support.helpers import REPO
 
 _SPEC = importlib.util.spec_from_file_location("lab_watchdog", os.path.join(REPO, "lab", "watchdog.py"))
 watchdog = importlib.util.module_from_spec(_SPEC)

@@ -10,8 +10,7 @@ import configparser
 import glob
 import os
 
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REPO = os.path.dirname(TESTS)
+from support import REPO, TESTS
 
 ACCEPTANCE_ONLY = {
     "test_lab_boot.py": {

@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 
-from helpers import REPO
+from support.helpers import REPO
 
 
 def _free(port):

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from . import REPO
 BIN = os.path.dirname(sys.executable)
 
 

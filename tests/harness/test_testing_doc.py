@@ -5,7 +5,7 @@ comment cannot appear again."""
 import os
 import re
 
-from helpers import REPO
+from support.helpers import REPO
 
 # Names that are no environment variables: a Python constant, and a variable one unit
 # test hands to the shell it runs.

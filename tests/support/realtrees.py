@@ -7,8 +7,9 @@ upstream expected answers kept in their _meta/ (hwloc lstopo output, lscpu outpu
 import os
 import re
 
-TOPOLOGIES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          "fixtures", "topologies")
+from . import FIXTURES
+
+TOPOLOGIES = os.path.join(FIXTURES, "topologies")
 
 SANDY_BRIDGE = "hwloc_32em64t-2n8c+dax+nvme+mic+dimms"
 XEON_SILVER = "hwloc_32intel64-2p8co2t+8ve"

@@ -13,7 +13,7 @@ hosts (``build_runbook_host`` ...) are thin wrappers that only choose a spec.
 each sysfs symlink as a small file holding the link text; the importer turns them back
 into real symlinks so that the readers see what a live /sys shows.
 
-Command line: ``python tests/fixturegen.py runbook /tmp/host`` writes one host.
+Command line: ``python tests/support/fixturegen.py runbook /tmp/host`` writes one host.
 """
 
 from __future__ import annotations

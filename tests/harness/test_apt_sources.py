@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from helpers import REPO
+from support.helpers import REPO
 
 sys.path.insert(0, os.path.join(REPO, "tools"))
 import apt_sources  # noqa: E402

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import zipfile
 
-from helpers import REPO
+from support.helpers import REPO
 
 LAB_IMAGE = os.path.join(REPO, "lab", "image")
 

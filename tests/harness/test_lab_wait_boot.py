@@ -7,7 +7,7 @@ import os
 import subprocess
 import textwrap
 
-from helpers import REPO
+from support.helpers import REPO
 
 LIB = os.path.join(REPO, "lab", "lib.sh")
 

@@ -1,5 +1,5 @@
 """A simulated fleet for fleet_capacity.yml: N inventory hosts on the local connection,
-each reading one of a few synthetic host models (tests/fixturegen.py) through
+each reading one of a few synthetic host models (tests/support/fixturegen.py) through
 gpuhost_sysfs_root and its own allocation ledger through gpuhost_ledger_path.
 
 Hosts of one model share its sysfs tree (a fleet is mostly identical servers); their
@@ -10,7 +10,7 @@ import os
 
 import yaml
 
-import fixturegen
+from . import fixturegen
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_mod
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
