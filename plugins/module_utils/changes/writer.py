@@ -5,7 +5,7 @@
 
 ``HostWriter`` is the only place that writes to sysfs, procfs or configuration files.
 Every path it takes is a host path (``/sys/bus/pci/drivers_probe``) resolved under
-``root``, so tests point it at a recorded tree; ``tests/sysfs_sim.py`` subclasses it to
+``root``, so tests point it at a recorded tree; ``tests/support/sysfs_sim.py`` subclasses it to
 add the kernel's reactions to attribute writes. Nothing is written through a link, and
 files are replaced atomically (a temporary file in the same folder, fsync, rename).
 
