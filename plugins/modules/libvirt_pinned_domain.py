@@ -40,7 +40,8 @@ description:
     own emulator or iothread CPUs (O(allow_vcpu_emulator_overlap)); too few free
     hugepages of the size on the node, counted per node (pages this running domain holds
     count as free); CPUs, memory or the VF on a node other than the GPU's
-    (O(allow_cross_node))."
+    (O(allow_cross_node)); host devices on a host whose interrupt remapping is off
+    (O(allow_unsafe_interrupts))."
   - "It also applies the host-safety policy of M(gpuhost.kvm.vfio_bind) to every
     hostdev, with the same messages and overrides, because libvirt detaches a
     C(managed=yes) hostdev from the host when the domain starts: never a device on the
@@ -341,6 +342,17 @@ options:
         warning instead of a refusal), for a host too small to keep them apart.
     type: bool
     default: false
+  allow_unsafe_interrupts:
+    description:
+      - Accept host devices although the host's interrupt remapping is known to be off
+        (C(intremap=off), interrupt chips without C(IR-) in /proc/interrupts, or a DMAR
+        unit without the capability); a warning instead of the refusal.
+      - Without interrupt remapping a guest can make its device inject interrupts into
+        the host and into other tenants (MSI spoofing); vfio also needs
+        C(vfio_iommu_type1.allow_unsafe_interrupts=1) to attach such a device.
+      - Where interrupt remapping cannot be read at all, the module warns and goes on.
+    type: bool
+    default: false
   allow_host_critical:
     description:
       - Pass through the NIC of the default route or of the SSH connection (or the PF of
@@ -524,7 +536,8 @@ details:
     - C(kind) is a stable name for the refusals a caller may handle, matched instead of
       the wording. C(hugepages_short) means the node has too few free hugepages.
       C(vf_missing) means the tenant's planned VF does not exist (yet).
-      C(hostdev_missing) means another passthrough function does not exist. It is null
+      C(hostdev_missing) means another passthrough function does not exist.
+      C(no_interrupt_remapping) means the host's interrupt remapping is off. It is null
       for the rest.
   returned: on a preflight refusal
   type: dict
@@ -621,6 +634,7 @@ def build_module():
             allow_cpu_overlap=dict(type="bool", default=False),
             allow_cross_node=dict(type="bool", default=False),
             allow_vcpu_emulator_overlap=dict(type="bool", default=False),
+            allow_unsafe_interrupts=dict(type="bool", default=False),
             allow_host_critical=dict(type="bool", default=False),
             allow_boot_vga=dict(type="bool", default=False),
             remove_storage=dict(type="bool", default=False),
