@@ -146,6 +146,31 @@ options:
     type: list
     elements: str
     default: []
+  hostdev_rom:
+    description:
+      - The ROM BAR of host functions, written as C(<rom bar='on|off'/>) in their
+        hostdev (or VF interface); functions not named get no C(<rom>) element, QEMU's
+        default (the ROM BAR shown to the guest).
+      - V(off) hides a device's option ROM from the guest, for devices whose ROM the
+        guest firmware must not run or that have none it can read.
+      - Works with O(plan) and with the structured options. A change is a definition
+        change (RV(restart_required) for a running domain).
+    type: list
+    elements: dict
+    suboptions:
+      device:
+        description:
+          - A PCI address of one of the domain's host functions, V(gpus) (every function
+            of every GPU, companions included) or V(vf) (the tenant's VF).
+          - An address wins over V(gpus) or V(vf); a function named twice otherwise, or
+            a device the domain does not pass through, is refused.
+        type: str
+        required: true
+      bar:
+        description: V(on) or V(off) (YAML's unquoted true and false count as on and
+          off).
+        type: raw
+        required: true
   disk:
     description:
       - The system disk, a qcow2 overlay on a base image.
@@ -460,6 +485,15 @@ EXAMPLES = r"""
     hide_kvm: false
     state: present
 
+- name: Hide the GPU's option ROM from the guest, keep the VF's
+  gpuhost.kvm.libvirt_pinned_domain:
+    name: tenant-a100
+    plan: "{{ placement.plan.tenants[0] }}"
+    hostdev_rom:
+      - device: gpus
+        bar: "off"
+    state: present
+
 - name: Offboard tenant-a100 and delete the overlay and seed this module created
   gpuhost.kvm.libvirt_pinned_domain:
     name: tenant-a100
@@ -593,6 +627,9 @@ def build_module():
             iothread_cpus=dict(type="str"),
             gpus=dict(type="list", elements="raw"),
             hostdevs=dict(type="list", elements="str", default=[]),
+            hostdev_rom=dict(type="list", elements="dict", options=dict(
+                device=dict(type="str", required=True),
+                bar=dict(type="raw", required=True))),
             disk=dict(type="dict", options=dict(
                 path=dict(type="path", required=True),
                 base_image=dict(type="path"),

@@ -605,3 +605,45 @@ def test_remapping_read_on_or_unknown_defines_the_gpu_domain(tmp_path):
     assert unknown.names() == ["tenant-x"]
     assert len(result["warnings_preflight"]) == 1
     assert "interrupt remapping could not be read" in result["warnings_preflight"][0]
+
+
+def test_hostdev_rom_round_trips_through_libvirt_and_a_change_needs_a_restart(tmp_path):
+    env = Env(tmp_path)
+    rom = [{"device": "gpus", "bar": False}, {"device": RUNBOOK_HDA, "bar": "on"},
+           {"device": "vf", "bar": "off"}]
+    first = env.run(state="running", **plan_args(hostdev_rom=rom))
+    assert first["changed"]
+    held = env.domain("tenant-a100").XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    assert held.count("<rom bar='off'/>") == 2 and held.count("<rom bar='on'/>") == 1
+    again = env.run(state="running", **plan_args(hostdev_rom=rom))
+    assert again["changed"] is False and again["changed_elements"] == []
+    rom[0]["bar"] = "on"
+    changed = env.run(state="running", **plan_args(hostdev_rom=rom))
+    assert changed["changed_elements"] == ["devices/hostdev %s" % RUNBOOK_GPU]
+    assert changed["restart_required"] is True and changed["actions"] == ["define"]
+
+
+@pytest.mark.parametrize("rom, field, words", [
+    ([{"device": "0000:99:00.0", "bar": "off"}], "hostdev_rom[0].device",
+     "0000:99:00.0 is not one of this domain's host devices"),
+    ([{"device": "0000:65:00.0\nx", "bar": "off"}], "hostdev_rom[0].device",
+     "'0000:65:00.0\\nx' is not a PCI address"),
+    ([{"device": "gpus", "bar": "maybe"}], "hostdev_rom[0].bar",
+     "ROM BAR 'maybe' is neither on nor off"),
+    ([{"device": "gpus", "bar": 0}], "hostdev_rom[0].bar", "is neither on nor off"),
+    ([{"device": RUNBOOK_GPU, "bar": "off"}, {"device": RUNBOOK_GPU, "bar": "on"}],
+     "hostdev_rom[1]", "0000:65:00.0 is given ROM BAR off by hostdev_rom[0] and on by "
+                       "hostdev_rom[1]"),
+])
+def test_hostile_hostdev_rom_is_refused_naming_the_item(tmp_path, rom, field, words):
+    env = Env(tmp_path)
+    err = env.fail(**plan_args(hostdev_rom=rom))
+    assert err.field == field and words in err.message
+    assert env.names() == []
+
+
+def test_hostdev_rom_for_a_vf_the_domain_lacks_is_refused(tmp_path):
+    env = Env(tmp_path)
+    err = env.fail(**plan_args(network={"type": "none"},
+                               hostdev_rom=[{"device": "vf", "bar": "off"}]))
+    assert err.field == "hostdev_rom[0].device" and "has no VF" in err.message
