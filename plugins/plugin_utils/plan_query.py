@@ -17,6 +17,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist,
     parse_cpulist,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.plan_render import iothread_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import vf_settings
 
 GIGANTIC_KIB = 1048576
@@ -142,7 +143,8 @@ def tenant_summary(plan, name):
                    format_cpulist(tenant.get("vcpu_pins") or ()),
                    "{sockets}s/{cores}c/{threads}t".format(**tenant["guest_topology"])
                    if tenant.get("guest_topology") else "n/a"),
-                "emulator/iothreads on CPUs %s" % tenant.get("emulator_cpus"),
+                "emulator on CPUs %s; iothreads: %s" % (tenant.get("emulator_cpus"),
+                                                        iothread_text(tenant)),
                 "memory %s GiB in %s pages on %s" % (tenant.get("memory_gib"), size,
                                                      _memory_where(tenant)),
                 "VF: %s" % _vf_summary(tenant.get("vf")),
