@@ -77,11 +77,11 @@ def rom_bar_settings(items, spec, field="hostdev_rom"):
             raise GpuhostError("%r is not a {device, bar} mapping" % (item,), field=where,
                                fix="give device (a PCI address, gpus or vf) and bar "
                                    "(on or off)")
-        bar = item.get("bar")
-        if isinstance(bar, bool):          # YAML 1.1 reads an unquoted off as false
-            bar = "on" if bar else "off"
-        if bar not in ROM_BAR_VALUES:
-            raise GpuhostError("ROM BAR %r is neither on nor off" % (bar,),
+        value = item.get("bar")
+        if isinstance(value, bool):          # YAML 1.1 reads an unquoted off as false
+            value = "on" if value else "off"
+        if value not in ROM_BAR_VALUES:
+            raise GpuhostError("ROM BAR %r is neither on nor off" % (value,),
                                field=where + ".bar", fix="write bar: 'on' or bar: 'off'")
         device = item.get("device")
         if device in ROM_BAR_GROUPS:
@@ -104,14 +104,14 @@ def rom_bar_settings(items, spec, field="hostdev_rom"):
             functions, target = [address], by_address
         for function in functions:
             function = normalize_address(function)
-            if function in target and target[function][1] != bar:
+            if function in target and target[function][1] != value:
                 raise GpuhostError(
                     "%s is given ROM BAR %s by %s and %s by %s"
-                    % (function, target[function][1], target[function][0], bar, where),
+                    % (function, target[function][1], target[function][0], value, where),
                     field=where, fix="name every function once")
-            target[function] = (where, bar)
+            target[function] = (where, value)
     by_group.update(by_address)
-    return {function: bar for function, (_where, bar) in sorted(by_group.items())}
+    return {function: value for function, (_where, value) in sorted(by_group.items())}
 
 
 def _spec_of_shape(params, topo):
