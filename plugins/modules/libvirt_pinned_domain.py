@@ -162,8 +162,8 @@ options:
         description:
           - A PCI address of one of the domain's host functions, V(gpus) (every function
             of every GPU, companions included) or V(vf) (the tenant's VF).
-          - An address wins over V(gpus) or V(vf); a function named twice otherwise, or
-            a device the domain does not pass through, is refused.
+          - An address wins over V(gpus) or V(vf); a function given two values otherwise,
+            or a device the domain does not pass through, is refused.
         type: str
         required: true
       bar:

@@ -62,8 +62,8 @@ def rom_bar_settings(items, spec, field="hostdev_rom"):
     ``device`` is a PCI address of one of the domain's host functions, ``gpus`` (every
     function of every GPU, companions included: a count of GPUs in the plan does not
     say which addresses they get) or ``vf`` (the tenant's VF). An address is more
-    specific than a group and wins over it; one function named twice at the same level
-    is refused, as is a device the domain does not take."""
+    specific than a group and wins over it; one function given two values at the same
+    level is refused, as is a device the domain does not take."""
     if items is None:
         return {}
     if not isinstance(items, (list, tuple)):
@@ -85,9 +85,7 @@ def rom_bar_settings(items, spec, field="hostdev_rom"):
                                field=where + ".bar", fix="write bar: 'on' or bar: 'off'")
         device = item.get("device")
         if device in ROM_BAR_GROUPS:
-            functions = [f for gpu in spec.gpus for f in gpu.functions] \
-                if device == "gpus" else [spec.network.vf_address] \
-                if spec.network.kind == "vf" and spec.network.vf_address else []
+            functions = _rom_group_functions(spec, device)
             if not functions:
                 raise GpuhostError("the domain has no %s for hostdev_rom"
                                    % ("GPU" if device == "gpus" else "VF"),
@@ -112,6 +110,16 @@ def rom_bar_settings(items, spec, field="hostdev_rom"):
             target[function] = (where, value)
     by_group.update(by_address)
     return {function: value for function, (_where, value) in sorted(by_group.items())}
+
+
+def _rom_group_functions(spec, group):
+    """The host functions a hostdev_rom group word stands for (none: the domain has
+    no such device)."""
+    if group == "gpus":
+        return [f for gpu in spec.gpus for f in gpu.functions]
+    if spec.network.kind == "vf" and spec.network.vf_address:
+        return [spec.network.vf_address]
+    return []
 
 
 def _spec_of_shape(params, topo):
