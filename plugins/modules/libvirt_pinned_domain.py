@@ -40,7 +40,8 @@ description:
     own emulator or iothread CPUs (O(allow_vcpu_emulator_overlap)); too few free
     hugepages of the size on the node, counted per node (pages this running domain holds
     count as free); CPUs, memory or the VF on a node other than the GPU's
-    (O(allow_cross_node))."
+    (O(allow_cross_node)); host devices on a host whose interrupt remapping is off
+    (O(allow_unsafe_interrupts))."
   - "It also applies the host-safety policy of M(gpuhost.kvm.vfio_bind) to every
     hostdev, with the same messages and overrides, because libvirt detaches a
     C(managed=yes) hostdev from the host when the domain starts: never a device on the
@@ -145,6 +146,31 @@ options:
     type: list
     elements: str
     default: []
+  hostdev_rom:
+    description:
+      - The ROM BAR of host functions, written as C(<rom bar='on|off'/>) in their
+        hostdev (or VF interface); functions not named get no C(<rom>) element, QEMU's
+        default (the ROM BAR shown to the guest).
+      - V(off) hides a device's option ROM from the guest, for devices whose ROM the
+        guest firmware must not run or that have none it can read.
+      - Works with O(plan) and with the structured options. A change is a definition
+        change (RV(restart_required) for a running domain).
+    type: list
+    elements: dict
+    suboptions:
+      device:
+        description:
+          - A PCI address of one of the domain's host functions, V(gpus) (every function
+            of every GPU, companions included) or V(vf) (the tenant's VF).
+          - An address wins over V(gpus) or V(vf); a function given two values otherwise,
+            or a device the domain does not pass through, is refused.
+        type: str
+        required: true
+      bar:
+        description: V(on) or V(off) (YAML's unquoted true and false count as on and
+          off).
+        type: raw
+        required: true
   disk:
     description:
       - The system disk, a qcow2 overlay on a base image.
@@ -341,6 +367,17 @@ options:
         warning instead of a refusal), for a host too small to keep them apart.
     type: bool
     default: false
+  allow_unsafe_interrupts:
+    description:
+      - Accept host devices although the host's interrupt remapping is known to be off
+        (C(intremap=off), interrupt chips without C(IR-) in /proc/interrupts, or a DMAR
+        unit without the capability); a warning instead of the refusal.
+      - Without interrupt remapping a guest can make its device inject interrupts into
+        the host and into other tenants (MSI spoofing); vfio also needs
+        C(vfio_iommu_type1.allow_unsafe_interrupts=1) to attach such a device.
+      - Where interrupt remapping cannot be read at all, the module warns and goes on.
+    type: bool
+    default: false
   allow_host_critical:
     description:
       - Pass through the NIC of the default route or of the SSH connection (or the PF of
@@ -448,6 +485,15 @@ EXAMPLES = r"""
     hide_kvm: false
     state: present
 
+- name: Hide the GPU's option ROM from the guest, keep the VF's
+  gpuhost.kvm.libvirt_pinned_domain:
+    name: tenant-a100
+    plan: "{{ placement.plan.tenants[0] }}"
+    hostdev_rom:
+      - device: gpus
+        bar: "off"
+    state: present
+
 - name: Offboard tenant-a100 and delete the overlay and seed this module created
   gpuhost.kvm.libvirt_pinned_domain:
     name: tenant-a100
@@ -524,7 +570,8 @@ details:
     - C(kind) is a stable name for the refusals a caller may handle, matched instead of
       the wording. C(hugepages_short) means the node has too few free hugepages.
       C(vf_missing) means the tenant's planned VF does not exist (yet).
-      C(hostdev_missing) means another passthrough function does not exist. It is null
+      C(hostdev_missing) means another passthrough function does not exist.
+      C(no_interrupt_remapping) means the host's interrupt remapping is off. It is null
       for the rest.
   returned: on a preflight refusal
   type: dict
@@ -580,6 +627,9 @@ def build_module():
             iothread_cpus=dict(type="str"),
             gpus=dict(type="list", elements="raw"),
             hostdevs=dict(type="list", elements="str", default=[]),
+            hostdev_rom=dict(type="list", elements="dict", options=dict(
+                device=dict(type="str", required=True),
+                bar=dict(type="raw", required=True))),
             disk=dict(type="dict", options=dict(
                 path=dict(type="path", required=True),
                 base_image=dict(type="path"),
@@ -621,6 +671,7 @@ def build_module():
             allow_cpu_overlap=dict(type="bool", default=False),
             allow_cross_node=dict(type="bool", default=False),
             allow_vcpu_emulator_overlap=dict(type="bool", default=False),
+            allow_unsafe_interrupts=dict(type="bool", default=False),
             allow_host_critical=dict(type="bool", default=False),
             allow_boot_vga=dict(type="bool", default=False),
             remove_storage=dict(type="bool", default=False),

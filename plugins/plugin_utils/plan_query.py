@@ -12,11 +12,12 @@ from __future__ import annotations
 
 # The one comparison of kernel command lines lives with the other boot decisions.
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.boot_config import (  # noqa: F401 pylint: disable=unused-import
-    cmdline_missing)
+    cmdline_missing, cstate_limit_args)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist,
     parse_cpulist,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import iothread_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import vf_settings
 
 GIGANTIC_KIB = 1048576
@@ -55,11 +56,13 @@ def isolated_cpus(plan):
 
 
 def kernel_args(plan, cpu_vendor=None, iommu_pt=True, ignore_msrs=True, isolate=False,
-                extra=()):
+                extra=(), max_cstate=None):
     """The kernel arguments the host needs, as ``name=value`` strings, in a fixed order.
 
     1G pages can only be reserved at boot; the default hugepage size stays 2M so that
     ``vm.nr_hugepages`` keeps meaning 2M pages (libvirt names the size per domain).
+    ``max_cstate`` (None: no limit) adds the C-state limit of
+    boot_config.cstate_limit_args.
     """
     args = []
     vendor = (cpu_vendor or "").lower()
@@ -79,6 +82,7 @@ def kernel_args(plan, cpu_vendor=None, iommu_pt=True, ignore_msrs=True, isolate=
         if cpus:
             args += ["isolcpus=managed_irq,domain,%s" % cpus, "nohz_full=%s" % cpus,
                      "rcu_nocbs=%s" % cpus]
+    args += cstate_limit_args(max_cstate)
     args += [str(a) for a in extra or ()]
     return args
 
@@ -139,7 +143,8 @@ def tenant_summary(plan, name):
                    format_cpulist(tenant.get("vcpu_pins") or ()),
                    "{sockets}s/{cores}c/{threads}t".format(**tenant["guest_topology"])
                    if tenant.get("guest_topology") else "n/a"),
-                "emulator/iothreads on CPUs %s" % tenant.get("emulator_cpus"),
+                "emulator on CPUs %s; iothreads: %s" % (tenant.get("emulator_cpus"),
+                                                        iothread_text(tenant)),
                 "memory %s GiB in %s pages on %s" % (tenant.get("memory_gib"), size,
                                                      _memory_where(tenant)),
                 "VF: %s" % _vf_summary(tenant.get("vf")),

@@ -39,7 +39,7 @@ def test_ansible_test_units_passes_and_runs_the_unit_tests(request, tmp_path):
     not_passed = [case for case in cases if case["outcome"] in ("failed", "error")]
     assert not not_passed, not_passed[:20]
     # Not a silent no-op: every unit test file that defines tests ran, with at least one
-    # passing test (a test_*.py of shared pieces, test_domain_xml_support.py, has none).
+    # passing test.
     unit_files = {os.path.join("tests", "unit", name) for name in os.listdir(os.path.join(REPO, "tests", "unit"))
                   if name.startswith("test_") and name.endswith(".py") and _defines_tests(name)}
     ran = {case["nodeid"].split("::", 1)[0] for case in cases if case["outcome"] == "passed"}

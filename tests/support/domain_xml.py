@@ -73,7 +73,10 @@ def runbook_topology(free_1g=(64, 64), free_2m=(1024, 1024), offline=()):
                       online=online, cpus=cpus, flags=("pdpe1gb",), vendor="GenuineIntel"),
         nodes=nodes, pci=pci,
         iommu=IommuState(enabled=True, vendor="intel", passthrough=True,
-                         groups={g: tuple(sorted(a)) for g, a in groups.items()}))
+                         groups={g: tuple(sorted(a)) for g, a in groups.items()},
+                         # the runbook's Xeon remaps interrupts (IR-PCI-MSI chips)
+                         interrupt_remapping=True,
+                         interrupt_remapping_source="proc_interrupts"))
 
 
 def dirty_topology():

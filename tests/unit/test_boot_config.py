@@ -108,3 +108,76 @@ def test_bad_image_patterns_name_the_field_and_the_fix(pattern):
     with pytest.raises(GpuhostError) as err:
         host_facts.read_initramfs([MODULES], pattern, "/")
     assert err.value.field == "initramfs_image_pattern" and err.value.fix
+
+
+# -- the C-state limit (runbook section 1: C1/C1E at most) ------------------------------
+
+@pytest.mark.parametrize("asked, wanted", [
+    (None, []), ("", []),
+    (1, ["intel_idle.max_cstate=1", "processor.max_cstate=1"]),
+    (0, ["intel_idle.max_cstate=0", "processor.max_cstate=0"]),
+    (9, ["intel_idle.max_cstate=9", "processor.max_cstate=9"]),
+    ("2", ["intel_idle.max_cstate=2", "processor.max_cstate=2"]),   # an inventory string
+])
+def test_cstate_limit_becomes_both_drivers_arguments(asked, wanted):
+    assert boot_config.cstate_limit_args(asked) == wanted
+
+
+@pytest.mark.parametrize("asked, words", [
+    (10, "gpuhost_max_cstate must be at most 9, got 10"),
+    (10 ** 30, "gpuhost_max_cstate must be at most 9"),
+    (-1, "gpuhost_max_cstate must be at least 0, got -1"),
+    (True, "True is not a whole number"),
+    (1.5, "1.5 is not a whole number"),
+    (float("nan"), "nan is not a whole number"),
+    ("1\nrd.break", "'1\\nrd.break' is not a whole number"),
+    ("C1", "'C1' is not a whole number"),
+    ("-1", "'-1' is not a whole number"),
+    ([1], "[1] is not a whole number"),
+])
+def test_hostile_cstate_limits_are_refused_naming_the_variable(asked, words):
+    with pytest.raises(GpuhostError) as err:
+        boot_config.cstate_limit_args(asked)
+    assert words in err.value.message
+    assert err.value.field == "gpuhost_max_cstate"
+    assert "at most 9" in err.value.fix or "null for no limit" in err.value.fix
+
+
+def test_plan_kernel_args_put_the_cstate_limit_before_the_extra_arguments():
+    plan = {"hugepages": {"0": {"1048576": 64}}}
+    assert plan_query.kernel_args(plan, "GenuineIntel", max_cstate=1, extra=["quiet"]) == [
+        "intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "hugepagesz=1G", "hugepages=64",
+        "intel_idle.max_cstate=1", "processor.max_cstate=1", "quiet"]
+    assert not [a for a in plan_query.kernel_args(plan, "AuthenticAMD") if "cstate" in a]
+
+
+def _render_iommu_kernel_args(**variables):
+    """The iommu role's __iommu_kernel_args as Jinja renders it from the role's own
+    defaults and vars/main.yml, with the collection's filter under its full name."""
+    import jinja2
+    import yaml
+    from ansible.plugins.filter.core import FilterModule as CoreFilters
+    role = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "roles", "iommu")
+    with open(os.path.join(role, "defaults", "main.yml"), encoding="utf-8") as handle:
+        values = yaml.safe_load(handle)
+    with open(os.path.join(role, "vars", "main.yml"), encoding="utf-8") as handle:
+        expression = yaml.safe_load(handle)["__iommu_kernel_args"]
+    values.update(gpuhost_plan={"hugepages": {}}, gpuhost_layout={"cpu_vendor": "GenuineIntel"})
+    values.update(variables)
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters.update(CoreFilters().filters())
+    env.filters["default"] = jinja2.filters.do_default     # Jinja's, which knows its Undefined
+    env.filters["gpuhost.kvm.plan_kernel_args"] = plan_query.kernel_args
+    return env.from_string(expression).render(**values)
+
+
+def test_iommu_role_applies_the_cstate_limit_with_the_other_kernel_arguments():
+    assert "max_cstate" not in _render_iommu_kernel_args()          # unset: no limit
+    assert "max_cstate" not in _render_iommu_kernel_args(gpuhost_max_cstate=None)
+    rendered = _render_iommu_kernel_args(gpuhost_max_cstate=1)
+    assert rendered == str(["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1",
+                            "intel_idle.max_cstate=1", "processor.max_cstate=1"])
+    with pytest.raises(GpuhostError) as err:
+        _render_iommu_kernel_args(gpuhost_max_cstate=12)
+    assert err.value.field == "gpuhost_max_cstate"

@@ -135,3 +135,19 @@ def test_removal_of_an_absent_domain_only_removes_what_is_left():
     removal = compare.plan_domain_removal(None, ["/d/a.qcow2"])
     assert removal.actions == ["remove /d/a.qcow2"] and removal.changed_elements == []
     assert compare.plan_domain_removal(None).actions == []
+
+
+def test_a_rom_bar_change_is_a_definition_change_of_that_hostdev(tmp_path):
+    gpu = runbook_tenant()["gpus"][0]["address"]
+    existing = defined_by_libvirt(tmp_path, spec(rom_bar={gpu: "on"}), active=True,
+                                  autostart=True)
+    assert "<rom bar='on'/>" in existing.inactive_xml
+    same = compare.plan_domain_change(existing, spec(rom_bar={gpu: "on"}), "running")
+    assert same.changed_elements == [] and same.actions == []
+    off = compare.plan_domain_change(existing, spec(rom_bar={gpu: "off"}), "running")
+    assert off.changed_elements == ["devices/hostdev %s" % gpu]
+    assert off.actions == ["define"] and off.restart_required is True
+    assert '<rom bar="off"/>' in off.xml_to_define
+    dropped = compare.plan_domain_change(existing, spec(), "running")
+    assert dropped.changed_elements == ["devices/hostdev %s" % gpu]
+    assert "<rom" not in dropped.xml_to_define

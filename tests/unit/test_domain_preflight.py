@@ -3,15 +3,21 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Preflight refusals of libvirt_pinned_domain on literal topologies and domain XML."""
 
+import bz2
+import os
+
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     DefinedDomain, defined_domain_from_xml, run_preflight)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_iommu_state
 
+from support import fixturegen
+from support import realtrees
 from support.domain_xml import (RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF, dirty_topology,
-                                runbook_tenant, runbook_topology)
+                                     runbook_tenant, runbook_topology)
 
 
 def spec(**tenant_changes):
@@ -312,3 +318,106 @@ def test_a_missing_vf_and_a_missing_gpu_are_refusals_of_different_kinds():
     no_gpu["gpus"][0].update(address="0000:99:00.0", functions=["0000:99:00.0"])
     kinds = [r.kind for r in run_preflight(dx.spec_from_plan(no_gpu), topo, []).refusals]
     assert "hostdev_missing" in kinds and "vf_missing" not in kinds, kinds
+
+
+# -- interrupt remapping (runbook section 13): read from fixture trees, real dumps ----
+
+def _iommu_of_tree(root, interrupts_text=None):
+    return read_iommu_state(root, interrupts_text=interrupts_text)
+
+
+def _remapping_topology(iommu):
+    topo = runbook_topology()
+    topo.iommu = iommu
+    return topo
+
+
+def test_interrupt_remapping_read_on_from_the_tree_lets_the_tenant_pass(tmp_path):
+    iommu = _iommu_of_tree(fixturegen.build_runbook_host(str(tmp_path)))
+    assert iommu.interrupt_remapping is True
+    report = run_preflight(spec(), _remapping_topology(iommu), [])
+    assert report.refusals == [] and report.warnings == []
+
+
+@pytest.mark.parametrize("tree_args, evidence", [
+    ({"cmdline": "ro intel_iommu=on intremap=off"},
+     "intremap=off is on the kernel command line"),
+    ({"interrupt_remapping": False},
+     "/proc/interrupts shows MSI and IO-APIC chips without IR-"),
+])
+def test_interrupt_remapping_read_off_is_refused_with_the_risk_then_allowed(
+        tmp_path, tree_args, evidence):
+    iommu = _iommu_of_tree(fixturegen.build_runbook_host(str(tmp_path), **tree_args))
+    assert iommu.interrupt_remapping is False
+    topo = _remapping_topology(iommu)
+    report = run_preflight(spec(), topo, [])
+    assert refusal_fields(report) == ["allow_unsafe_interrupts"]
+    refusal = report.refusals[0]
+    assert refusal.override == "allow_unsafe_interrupts"
+    assert refusal.kind == "no_interrupt_remapping"
+    assert ("interrupt remapping is off (%s)" % evidence) in refusal.msg
+    assert "inject interrupts into the host and into other tenants" in refusal.msg
+    assert "remove intremap=off" in refusal.fix and "allow_unsafe_interrupts: true" in \
+        refusal.fix
+    with pytest.raises(GpuhostError) as err:
+        report.raise_if_refused()
+    assert err.value.field == "allow_unsafe_interrupts"
+    allowed = run_preflight(spec(), topo, [], allow_unsafe_interrupts=True)
+    assert allowed.refusals == []
+    assert len(allowed.warnings) == 1
+    assert allowed.warnings[0].endswith("; allowed by allow_unsafe_interrupts")
+    assert "MSI spoofing" in allowed.warnings[0]
+
+
+def test_interrupt_remapping_off_by_ecap_names_the_dmar_unit(tmp_path):
+    root = fixturegen.build_runbook_host(str(tmp_path), interrupt_remapping=False)
+    os.unlink(os.path.join(root, "proc", "interrupts"))       # only the ecap is left
+    report = run_preflight(spec(), _remapping_topology(_iommu_of_tree(root)), [])
+    assert refusal_fields(report) == ["allow_unsafe_interrupts"]
+    assert "a DMAR unit does not advertise interrupt remapping (ecap bit 3)" in \
+        report.refusals[0].msg
+
+
+def test_interrupt_remapping_unknown_is_a_warning_not_a_refusal(tmp_path):
+    root = fixturegen.build_runbook_host(str(tmp_path))
+    os.unlink(os.path.join(root, "proc", "interrupts"))
+    for unit in os.listdir(os.path.join(root, "sys", "class", "iommu")):
+        os.unlink(os.path.join(root, "sys", "class", "iommu", unit, "intel-iommu", "ecap"))
+    iommu = _iommu_of_tree(root)
+    assert iommu.interrupt_remapping is None
+    report = run_preflight(spec(), _remapping_topology(iommu), [])
+    assert report.refusals == []
+    assert [w for w in report.warnings if "interrupt remapping could not be read" in w] \
+        == report.warnings and len(report.warnings) == 1
+
+
+def test_a_domain_without_host_devices_needs_no_interrupt_remapping(tmp_path):
+    iommu = _iommu_of_tree(fixturegen.build_runbook_host(
+        str(tmp_path), cmdline="ro intel_iommu=on intremap=off"))
+    tenant = runbook_tenant(vf=False)
+    tenant["gpus"] = []
+    report = run_preflight(dx.spec_from_plan(tenant), _remapping_topology(iommu), [])
+    assert report.refusals == [] and report.warnings == []
+
+
+def test_real_dumps_read_unknown_but_one_and_none_is_refused():
+    """The recorded trees of real machines: 7 of 8 give no evidence either way (no
+    /proc/interrupts, no DMAR ecap) and get the warning; the 1152-CPU machine's
+    /proc/interrupts shows IR- chips and passes silently. None is refused."""
+    verdicts = {}
+    for name in sorted(os.listdir(realtrees.TOPOLOGIES)):
+        root = realtrees.tree(name)
+        if not os.path.isdir(root):
+            continue
+        text = None
+        packed = os.path.join(root, "proc", "interrupts.bz2")
+        if os.path.exists(packed):
+            with bz2.open(packed, "rt") as handle:
+                text = handle.read()
+        iommu = _iommu_of_tree(root, interrupts_text=text)
+        report = run_preflight(spec(), _remapping_topology(iommu), [])
+        assert report.refusals == [], name
+        verdicts[name] = (iommu.interrupt_remapping, len(report.warnings))
+    assert len(verdicts) == 8
+    assert verdicts.pop(realtrees.INTERRUPTS_1152) == (True, 0)
+    assert set(verdicts.values()) == {(None, 1)}, verdicts

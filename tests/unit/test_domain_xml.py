@@ -46,6 +46,12 @@ VARIANTS = {
                                                   target="sdb", iothread=None)},
     "extra-hostdev": {"extra_hostdevs": ("0000:41:00.3",)},
     "explicit-uuid": {"uuid": "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"},
+    "rom-bar-gpu-off-vf-interface-on": {"rom_bar": {RUNBOOK_GPU: "off", RUNBOOK_HDA: "off",
+                                                    RUNBOOK_VF: "on"}},
+    "rom-bar-vf-plain-hostdev": {"network": dx.NetworkSpec(kind="vf", vf_mode="hostdev"),
+                                 "rom_bar": {RUNBOOK_VF: "off"}},
+    "rom-bar-extra-hostdev": {"extra_hostdevs": ("0000:41:00.3",),
+                              "rom_bar": {"0000:41:00.3": "off"}},
 }
 
 
@@ -453,3 +459,17 @@ def test_bad_network_mac_or_vlan_is_refused(network, field, words):
     with pytest.raises(GpuhostError) as excinfo:
         plan_vf_spec(network=network)
     assert excinfo.value.field == field and words in excinfo.value.message
+
+
+def test_rom_bar_is_written_in_each_named_hostdev_only(tmp_path):
+    spec = runbook_spec(rom_bar={RUNBOOK_GPU: "off", RUNBOOK_VF: "on"})
+    wanted = dx.build_domain_xml(spec)
+    roms = {dx.pci_source_key(h): [r.get("bar") for r in h.findall("rom")]
+            for h in wanted.findall("devices/hostdev") + wanted.findall("devices/interface")}
+    assert roms == {RUNBOOK_GPU: ["off"], RUNBOOK_HDA: [], RUNBOOK_VF: ["on"]}
+    gpu = [h for h in wanted.findall("devices/hostdev")
+           if dx.pci_source_key(h) == RUNBOOK_GPU][0]
+    # libvirt's order: driver, source, rom, then the guest address
+    assert [c.tag for c in gpu] == ["driver", "source", "rom", "address"]
+    assert "<rom" not in dx.to_string(dx.build_domain_xml(runbook_spec()))
+    validate_domain_xml(dx.to_string(wanted), tmp_path)

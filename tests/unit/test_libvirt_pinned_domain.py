@@ -552,3 +552,97 @@ def test_a_link_planted_at_the_storage_record_is_refused_and_its_target_untouche
     assert victim.read_text() == '{"created": [], "seed_digest": null}'
     assert not (tmp_path / "seed.iso").exists()
     assert env.names() == []
+
+
+def _sim_env_with(tmp_path, cmdline=None, without_interrupts=False):
+    """sim_env whose tree is changed before the module reads it: another kernel command
+    line, or no /proc/interrupts (and so no evidence of interrupt remapping either way:
+    the simulator writes no DMAR ecap)."""
+    from support.sysfs_sim import build_sim_host
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
+        read_host_topology)
+    root = build_sim_host(str(tmp_path / "host"))
+    if cmdline is not None:
+        with open(os.path.join(root, "proc", "cmdline"), "w") as handle:
+            handle.write(cmdline + "\n")
+    if without_interrupts:
+        os.unlink(os.path.join(root, "proc", "interrupts"))
+    env = Env(tmp_path, topology=read_host_topology(root, with_irqs=False))
+    env.root = root
+    return env
+
+
+def gpu_domain(**extra):
+    return small_domain(vcpu_pins=[5, 6], memory_nodes="1", gpus=["0000:41:00.0"], **extra)
+
+
+def test_intremap_off_refuses_a_gpu_domain_until_allow_unsafe_interrupts(tmp_path):
+    env = _sim_env_with(tmp_path, cmdline="BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 "
+                                          "intel_iommu=on iommu=pt intremap=off")
+    err = env.fail(**gpu_domain())
+    assert err.field == "allow_unsafe_interrupts"
+    assert "interrupt remapping is off (intremap=off is on the kernel command line)" in \
+        err.message
+    assert "inject interrupts into the host and into other tenants" in err.message
+    assert err.details["refusals"][0]["kind"] == "no_interrupt_remapping"
+    assert env.names() == []
+    result = env.run(**gpu_domain(allow_unsafe_interrupts=True))
+    assert result["changed"] and env.names() == ["tenant-x"]
+    assert [w for w in result["warnings_preflight"] if "interrupt remapping" in w] == [
+        w for w in result["warnings_preflight"] if w.endswith(
+            "; allowed by allow_unsafe_interrupts")]
+    assert len(result["warnings_preflight"]) == 1
+
+
+def test_remapping_read_on_or_unknown_defines_the_gpu_domain(tmp_path):
+    remapped = _sim_env_with(tmp_path / "ir")
+    result = remapped.run(**gpu_domain())
+    assert remapped.names() == ["tenant-x"] and result["warnings_preflight"] == []
+    unknown = _sim_env_with(tmp_path / "unknown", without_interrupts=True)
+    assert unknown.topology.iommu.interrupt_remapping is None
+    result = unknown.run(**gpu_domain())
+    assert unknown.names() == ["tenant-x"]
+    assert len(result["warnings_preflight"]) == 1
+    assert "interrupt remapping could not be read" in result["warnings_preflight"][0]
+
+
+def test_hostdev_rom_round_trips_through_libvirt_and_a_change_needs_a_restart(tmp_path):
+    env = Env(tmp_path)
+    rom = [{"device": "gpus", "bar": False}, {"device": RUNBOOK_HDA, "bar": "on"},
+           {"device": "vf", "bar": "off"}]
+    first = env.run(state="running", **plan_args(hostdev_rom=rom))
+    assert first["changed"]
+    held = env.domain("tenant-a100").XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    assert held.count("<rom bar='off'/>") == 2 and held.count("<rom bar='on'/>") == 1
+    again = env.run(state="running", **plan_args(hostdev_rom=rom))
+    assert again["changed"] is False and again["changed_elements"] == []
+    rom[0]["bar"] = "on"
+    changed = env.run(state="running", **plan_args(hostdev_rom=rom))
+    assert changed["changed_elements"] == ["devices/hostdev %s" % RUNBOOK_GPU]
+    assert changed["restart_required"] is True and changed["actions"] == ["define"]
+
+
+@pytest.mark.parametrize("rom, field, words", [
+    ([{"device": "0000:99:00.0", "bar": "off"}], "hostdev_rom[0].device",
+     "0000:99:00.0 is not one of this domain's host devices"),
+    ([{"device": "0000:65:00.0\nx", "bar": "off"}], "hostdev_rom[0].device",
+     "'0000:65:00.0\\nx' is not a PCI address"),
+    ([{"device": "gpus", "bar": "maybe"}], "hostdev_rom[0].bar",
+     "ROM BAR 'maybe' is neither on nor off"),
+    ([{"device": "gpus", "bar": 0}], "hostdev_rom[0].bar", "is neither on nor off"),
+    ([{"device": RUNBOOK_GPU, "bar": "off"}, {"device": RUNBOOK_GPU, "bar": "on"}],
+     "hostdev_rom[1]", "0000:65:00.0 is given ROM BAR off by hostdev_rom[0] and on by "
+                       "hostdev_rom[1]"),
+])
+def test_hostile_hostdev_rom_is_refused_naming_the_item(tmp_path, rom, field, words):
+    env = Env(tmp_path)
+    err = env.fail(**plan_args(hostdev_rom=rom))
+    assert err.field == field and words in err.message
+    assert env.names() == []
+
+
+def test_hostdev_rom_for_a_vf_the_domain_lacks_is_refused(tmp_path):
+    env = Env(tmp_path)
+    err = env.fail(**plan_args(network={"type": "none"},
+                               hostdev_rom=[{"device": "vf", "bar": "off"}]))
+    assert err.field == "hostdev_rom[0].device" and "has no VF" in err.message

@@ -329,9 +329,11 @@ def test_dedicated_emulator_policy_takes_one_more_whole_core():
     entry = plan["tenants"][0]
     assert entry["vcpu_pins"] == [1, 33, 2, 34]
     assert entry["emulator_cpus"] == "3,35"
-    assert entry["iothread_cpus"] == "3,35"
-    assert entry["dedicated_cpus"] == "1-3,33-35"
-    assert plan["tenant_cpus"] == "1-3,33-35"
+    # node 0 has spare cores, so the iothread gets the next one (the runbook's layout)
+    assert entry["iothread_cpus"] == "4,36"
+    assert entry["iothread_placement"] == "dedicated"
+    assert entry["dedicated_cpus"] == "1-4,33-36"
+    assert plan["tenant_cpus"] == "1-4,33-36"
 
 
 def test_dedicated_emulator_core_is_counted_in_the_shortage():

@@ -249,3 +249,66 @@ def test_real_sandy_bridge_gpu_without_iommu_group_is_skipped_with_the_reason():
                        [a100(vcpus=2, memory_gib=2, hugepage_size="2M", nic_vf=False)])
     assert "0000:05:00.0" in excinfo.value.message
     assert "no IOMMU group" in excinfo.value.message
+
+
+# ------------------------------------------------------------ iothreads (runbook section 8)
+
+def small(name, vcpus, iothreads=0):
+    return a100(name=name, gpus=0, vcpus=vcpus, memory_gib=2, hugepage_size="2M",
+                nic_vf=False, iothreads=iothreads)
+
+
+def test_real_xeon_gives_iothreads_a_spare_core_and_the_ledger_holds_it():
+    """XEON_SILVER: 2 nodes of 8 cores, siblings N and N+16, housekeeping 0,16 and
+    8,24. One small tenant leaves node 0 cores to spare: its iothreads get the next
+    whole core, which joins its dedicated CPUs, the plan's tenant CPUs and the
+    irqbalance ban list."""
+    topo = real(realtrees.XEON_SILVER)
+    plan = plan_placement(topo, [small("t-io", 4, iothreads=2)])
+    entry = plan["tenants"][0]
+    assert entry["vcpu_pins"] == [1, 17, 2, 18] and entry["emulator_cpus"] == "0,16"
+    assert (entry["iothread_placement"], entry["iothread_cpus"]) == ("dedicated", "3,19")
+    assert entry["dedicated_cpus"] == "1-3,17-19"
+    assert plan["tenant_cpus"] == "1-3,17-19"
+    assert plan["irqbalance"]["banned_cpulist"] == "1-3,17-19"
+    # A later plan holds it for t-io (the ledger's path: existing tenants by their
+    # dedicated_cpus, or, in an entry written without them, by iothread_placement): a
+    # 5-core tenant finds 4 free cores on node 0, not 5, with node 1 all housekeeping.
+    legacy = copy.deepcopy(plan["tenants"])
+    del legacy[0]["dedicated_cpus"]
+    for existing in (plan["tenants"], legacy):
+        with pytest.raises(GpuhostError) as excinfo:
+            plan_placement(topo, [small("t-big", 10)], existing=existing,
+                           housekeeping={"0": "0,16", "1": "8-15,24-31"})
+        assert "free 4 (4-7,20-23)" in excinfo.value.message, excinfo.value.message
+    fits = plan_placement(topo, [small("t-next", 8)], existing=plan["tenants"],
+                          housekeeping={"0": "0,16", "1": "8-15,24-31"})
+    assert fits["tenants"][1]["vcpu_pins"] == [4, 20, 5, 21, 6, 22, 7, 23]
+    assert fits["tenants"][0] == plan["tenants"][0]
+
+
+def test_iothreads_take_a_spare_core_only_after_every_tenant_of_the_plan():
+    """Placed one by one with the core taken at once, t-io would hold node 0's core 3 and
+    t-c (5 cores) would fit nowhere; the iothreads wait until every tenant has its cores,
+    then find node 0 full and share the emulator's CPUs."""
+    topo = real(realtrees.XEON_SILVER)
+    plan = plan_placement(topo, [small("t-io", 4, iothreads=1), small("t-b", 10),
+                                 small("t-c", 10)])
+    by_name = {t["name"]: t for t in plan["tenants"]}
+    assert [by_name[n]["node"] for n in ("t-io", "t-b", "t-c")] == [0, 1, 0]
+    io = by_name["t-io"]
+    assert (io["iothread_placement"], io["iothread_cpus"]) == ("shared_with_emulator",
+                                                               "0,16")
+    assert io["dedicated_cpus"] == "1-2,17-18"
+    assert by_name["t-b"]["iothread_placement"] is None       # no iothreads asked
+
+
+def test_runbook_tenant_filling_its_node_shares_the_emulator_and_a_smaller_one_does_not(
+        hosts):
+    full = plan_placement(hosts["runbook"], [a100()])["tenants"][0]
+    assert (full["iothread_placement"], full["iothread_cpus"]) == ("shared_with_emulator",
+                                                                   "0,32")
+    smaller = plan_placement(hosts["runbook"], [a100(vcpus=28)])["tenants"][0]
+    assert (smaller["iothread_placement"], smaller["iothread_cpus"]) == ("dedicated",
+                                                                         "15,47")
+    assert smaller["dedicated_cpus"] == "1-15,33-47"

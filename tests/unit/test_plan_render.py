@@ -90,3 +90,22 @@ def test_empty_plan_without_layout_still_renders(runbook):
     text = plan_render.render_markdown(empty)
     assert "## NUMA node 0" in text and "housekeeping" in text
     ET.fromstring(plan_render.render_svg(empty))
+
+
+def test_markdown_and_summary_say_where_iothreads_run(runbook, tmp_path):
+    from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
+    plan, layout = runbook
+    text = plan_render.render_markdown(plan, layout)
+    assert "| Tenant | Node | vCPUs | Memory | GPUs | VF | IO threads |" in text
+    # tenant-a100 fills node 0, so its iothreads share the emulator's housekeeping core
+    assert "| 2 on 0,32 (shared with the emulator) |" in text
+    assert "| none |" in text                                 # tenant-b asks for none
+    root = str(tmp_path / "host")
+    build_runbook_host(root)
+    topo = read_host_topology(root, with_irqs=False)
+    spare = plan_placement(topo, [dict(TENANT, vcpus=28)])
+    text = plan_render.render_markdown(spare, plan_render.layout_from_topology(topo))
+    assert "| 2 on 15,47 (a core of their own) |" in text
+    assert "| 15 | 15,47 | tenant-a100 | 15: iothreads, 47: iothreads |" in text
+    assert "iothreads: 2 on 15,47 (a core of their own)" in "\n".join(
+        plan_query.tenant_summary(spare, "tenant-a100"))

@@ -28,6 +28,7 @@ from typing import List
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import (
     check_image_pattern, read_initramfs)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import replace_block
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
 
@@ -90,6 +91,32 @@ def validate_kernel_args(args, field="args"):
         if text not in result:
             result.append(text)
     return result
+
+
+# intel_idle caps max_cstate at CPUIDLE_STATE_MAX - 1 (drivers/idle/intel_idle.c), and
+# that is also the deepest state a cpuidle driver can have; deeper asks mean nothing.
+MAX_CSTATE_LIMIT = 9
+_DIGITS_RE = re.compile(r"[0-9]{1,2}")
+
+
+def cstate_limit_args(max_cstate, field="gpuhost_max_cstate"):
+    """The kernel arguments that keep the CPUs out of deep C-states (runbook section 1:
+    C1/C1E at most; a deep C-state's wake-up latency lands on the tenant's vCPUs):
+    ``intel_idle.max_cstate=N processor.max_cstate=N``. intel_idle reads the first on
+    Intel hosts, acpi_idle (AMD, or Intel with intel_idle off) the second; each kernel
+    ignores the one for the driver it does not run, so both are given.
+
+    ``max_cstate`` None (or "") asks for no limit: no arguments. Otherwise a whole
+    number 0 to MAX_CSTATE_LIMIT, or the same as a string of digits (an inventory
+    value after templating); 0 turns intel_idle off altogether."""
+    if max_cstate is None or max_cstate == "":
+        return []
+    if isinstance(max_cstate, str) and _DIGITS_RE.fullmatch(max_cstate.strip()):
+        max_cstate = int(max_cstate.strip())
+    limit = positive_int(max_cstate, field, minimum=0, maximum=MAX_CSTATE_LIMIT,
+                         fix="give the deepest C-state to allow, 0 to %d (the runbook's "
+                             "C1/C1E is 1), or null for no limit" % MAX_CSTATE_LIMIT)
+    return ["intel_idle.max_cstate=%d" % limit, "processor.max_cstate=%d" % limit]
 
 
 def grub_dropin_content(args):

@@ -7,8 +7,8 @@ Pure functions over a HostTopology, the XML of the other defined domains and the
 host-safety context (host_safety.read_context), so tests feed them literal topologies
 and XML. Every refusal gives the numbers and the way out; those that are sometimes
 deliberate have named overrides (``allow_cpu_overlap``, ``allow_cross_node``,
-``allow_vcpu_emulator_overlap``, and the host-safety policy's ``allow_host_critical``
-and ``allow_boot_vga``). A dirty IOMMU group, or one shared with another domain, has
+``allow_vcpu_emulator_overlap``, ``allow_unsafe_interrupts``, and the host-safety
+policy's ``allow_host_critical`` and ``allow_boot_vga``). A dirty IOMMU group, or one shared with another domain, has
 none: the runbook's answer is another slot, never the ACS override. Nor has a device
 the host cannot live without (the root filesystem's chain, a bridge).
 """
@@ -157,6 +157,53 @@ def check_hostdevs(spec, topo, report, origins=None):
                 "move the card to a slot whose IOMMU group holds only it (check "
                 "/sys/kernel/iommu_groups/%s/devices), or change the BIOS PCIe "
                 "bifurcation; do not use pcie_acs_override" % verdict.group))
+
+
+# How topology._interrupt_remapping came to its answer, for the refusal's first words.
+_REMAPPING_EVIDENCE = {
+    "cmdline": "intremap=off is on the kernel command line",
+    "proc_interrupts": "/proc/interrupts shows MSI and IO-APIC chips without IR-",
+    "ecap": "a DMAR unit does not advertise interrupt remapping (ecap bit 3)",
+}
+
+
+def check_interrupt_remapping(spec, topo, report, allow_unsafe_interrupts=False):
+    """A domain with host devices needs interrupt remapping (runbook section 13).
+
+    Without it a passed-through device's MSI writes reach the host's interrupt
+    controller untranslated: a guest that programs its device can inject interrupts
+    into the host and into other tenants (MSI spoofing). Known off (the topology's
+    ``iommu.interrupt_remapping`` is False) is refused unless ``allow_unsafe_interrupts``;
+    unknown (None: no /proc/interrupts chip names, no DMAR ecap, as in most recorded
+    trees) is a warning, since refusing what cannot be read would refuse every such
+    host."""
+    if not spec.hostdev_addresses():
+        return
+    remapping = topo.iommu.interrupt_remapping
+    if remapping is True:
+        return
+    if remapping is None:
+        report.warnings.append(
+            "interrupt remapping could not be read on this host (no IR- chips or plain "
+            "MSI chips in /proc/interrupts, no Intel DMAR ecap): without it a "
+            "passed-through device can inject interrupts into the host and other "
+            "tenants; check dmesg for 'Enabled IRQ remapping'")
+        return
+    text = ("interrupt remapping is off (%s): a passed-through device's MSI writes then "
+            "reach the host's interrupt controller untranslated, so the guest can inject "
+            "interrupts into the host and into other tenants (MSI spoofing)"
+            % _REMAPPING_EVIDENCE.get(topo.iommu.interrupt_remapping_source,
+                                      "read as off"))
+    if allow_unsafe_interrupts:
+        report.warnings.append(text + "; allowed by allow_unsafe_interrupts")
+        return
+    report.refusals.append(Refusal(
+        "allow_unsafe_interrupts", text,
+        "enable interrupt remapping (VT-d/AMD-Vi with x2APIC in the BIOS) and remove "
+        "intremap=off from the kernel command line, then reboot; or set "
+        "allow_unsafe_interrupts: true to accept the risk (vfio then also needs "
+        "vfio_iommu_type1.allow_unsafe_interrupts=1)",
+        override="allow_unsafe_interrupts", kind="no_interrupt_remapping"))
 
 
 def check_hostdevs_free(spec, others, report, origins=None):
@@ -464,12 +511,13 @@ def _size_text(size_kib):
 
 def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node=False,
                   allow_vcpu_emulator_overlap=False, host_context=None, host_overrides=None,
-                  hostdev_origins=None):
+                  hostdev_origins=None, allow_unsafe_interrupts=False):
     """All checks; ``defined`` lists every domain libvirt has (this one included, if
     defined). ``host_context`` (host_safety.read_context) turns on the host-safety
     policy, with ``host_overrides`` ({allow_host_critical: bool, ...}) and
     ``hostdev_origins`` (address -> option, for the refusals). Returns a
-    PreflightReport; call raise_if_refused() on it."""
+    PreflightReport; call raise_if_refused() on it. ``allow_unsafe_interrupts`` accepts
+    host devices on a host whose interrupt remapping is off."""
     report = PreflightReport()
     current = None
     others = []
@@ -479,6 +527,7 @@ def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node
         else:
             others.append(domain)
     check_host_safety(spec, report, host_context, host_overrides or {}, hostdev_origins)
+    check_interrupt_remapping(spec, topo, report, allow_unsafe_interrupts)
     check_cpus_online(spec, topo, report)
     check_hostdevs(spec, topo, report, hostdev_origins)
     check_hostdevs_free(spec, others, report, hostdev_origins)
@@ -499,6 +548,7 @@ def preflight_from_params(spec, topo, defined, params, host_context):
         allow_cpu_overlap=params["allow_cpu_overlap"],
         allow_cross_node=params["allow_cross_node"],
         allow_vcpu_emulator_overlap=params["allow_vcpu_emulator_overlap"],
+        allow_unsafe_interrupts=params["allow_unsafe_interrupts"],
         host_context=host_context,
         host_overrides={o: params[o] for o in PASS_THROUGH.overrides},
         hostdev_origins=hostdev_origins(

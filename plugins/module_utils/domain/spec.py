@@ -44,7 +44,86 @@ def check_float_options(argument_spec, params):
 def domain_spec_from_params(params, topo):
     """The DomainSpec the options ask for: from the plan's tenant entry when ``plan``
     is given, else from the structured options. ``topo`` fills in a GPU's functions
-    and BAR sizes the options leave out (None: take the options as they are)."""
+    and BAR sizes the options leave out (None: take the options as they are).
+    ``hostdev_rom`` then names the ROM BAR of the host functions it picks."""
+    spec = _spec_of_shape(params, topo)
+    spec.rom_bar = rom_bar_settings(params.get("hostdev_rom"), spec)
+    return spec
+
+
+# hostdev_rom's words for groups of the domain's host functions
+ROM_BAR_GROUPS = ("gpus", "vf")
+ROM_BAR_VALUES = ("on", "off")
+
+
+def rom_bar_settings(items, spec, field="hostdev_rom"):
+    """host function -> "on"/"off" from ``hostdev_rom`` items ``{device, bar}``.
+
+    ``device`` is a PCI address of one of the domain's host functions, ``gpus`` (every
+    function of every GPU, companions included: a count of GPUs in the plan does not
+    say which addresses they get) or ``vf`` (the tenant's VF). An address is more
+    specific than a group and wins over it; one function given two values at the same
+    level is refused, as is a device the domain does not take."""
+    if items is None:
+        return {}
+    if not isinstance(items, (list, tuple)):
+        raise GpuhostError("%r is not a list of {device, bar}" % (items,), field=field,
+                           fix="write hostdev_rom: [{device: gpus, bar: 'off'}]")
+    mine = set(normalize_address(a) for a in spec.hostdev_addresses())
+    by_group, by_address = {}, {}
+    for index, item in enumerate(items):
+        where = "%s[%d]" % (field, index)
+        if not isinstance(item, dict) or set(item) - {"device", "bar"}:
+            raise GpuhostError("%r is not a {device, bar} mapping" % (item,), field=where,
+                               fix="give device (a PCI address, gpus or vf) and bar "
+                                   "(on or off)")
+        value = item.get("bar")
+        if isinstance(value, bool):          # YAML 1.1 reads an unquoted off as false
+            value = "on" if value else "off"
+        if value not in ROM_BAR_VALUES:
+            raise GpuhostError("ROM BAR %r is neither on nor off" % (value,),
+                               field=where + ".bar", fix="write bar: 'on' or bar: 'off'")
+        device = item.get("device")
+        if device in ROM_BAR_GROUPS:
+            functions = _rom_group_functions(spec, device)
+            if not functions:
+                raise GpuhostError("the domain has no %s for hostdev_rom"
+                                   % ("GPU" if device == "gpus" else "VF"),
+                                   field=where + ".device",
+                                   fix="drop the entry, or name a device the domain has")
+            target = by_group
+        else:
+            address = normalize_address(device, field=where + ".device")
+            if address not in mine:
+                raise GpuhostError(
+                    "%s is not one of this domain's host devices (%s)"
+                    % (address, ", ".join(sorted(mine)) or "none"), field=where + ".device",
+                    fix="name a function the domain passes through, or gpus or vf")
+            functions, target = [address], by_address
+        for function in functions:
+            function = normalize_address(function)
+            if function in target and target[function][1] != value:
+                raise GpuhostError(
+                    "%s is given ROM BAR %s by %s and %s by %s"
+                    % (function, target[function][1], target[function][0], value, where),
+                    field=where, fix="name every function once")
+            target[function] = (where, value)
+    by_group.update(by_address)
+    return {function: value for function, (_where, value) in sorted(by_group.items())}
+
+
+def _rom_group_functions(spec, group):
+    """The host functions a hostdev_rom group word stands for (none: the domain has
+    no such device)."""
+    if group == "gpus":
+        return [f for gpu in spec.gpus for f in gpu.functions]
+    if spec.network.kind == "vf" and spec.network.vf_address:
+        return [spec.network.vf_address]
+    return []
+
+
+def _spec_of_shape(params, topo):
+    """The DomainSpec of the plan entry or of the structured options."""
     name = params["name"]
     common = dict(
         extra_hostdevs=tuple(normalize_address(a, field="hostdevs") for a in params["hostdevs"]),

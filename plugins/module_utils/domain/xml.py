@@ -118,6 +118,9 @@ class DomainSpec:
     memory_access: Optional[str] = None             # shared: only for vhost-user/virtiofs
     gpus: List[GpuSpec] = field(default_factory=list)
     extra_hostdevs: Tuple[str, ...] = ()
+    # host function -> "on"/"off": its <rom bar=...>; a function not named gets no
+    # <rom> element (QEMU's default, the ROM BAR shown).
+    rom_bar: dict = field(default_factory=dict)
     network: NetworkSpec = field(default_factory=NetworkSpec)
     disk: Optional[DiskSpec] = None
     seed_path: Optional[str] = None
@@ -581,10 +584,13 @@ def _build_cpu(domain, spec):
          memory=spec.memory_kib, unit="KiB", memAccess=spec.memory_access)
 
 
-def _hostdev(devices, address, guest_address=None, multifunction=False):
+def _hostdev(devices, address, guest_address=None, multifunction=False, rom_bar=None):
     hostdev = _sub(devices, "hostdev", mode="subsystem", type="pci", managed="yes")
     _sub(hostdev, "driver", name="vfio")
     _pci_address(_sub(hostdev, "source"), address)
+    if rom_bar is not None:
+        # libvirt writes <rom> after <source> and before the guest <address>
+        _sub(hostdev, "rom", bar=rom_bar)
     if guest_address is not None:
         extra = {"type": "pci"}
         address_element = _pci_address(hostdev, guest_address, **extra)
@@ -633,6 +639,8 @@ def _build_devices(domain, spec):
         _reorder_address(source.find("address"))
         if net.vlan:
             _sub(_sub(interface, "vlan"), "tag", id=int(net.vlan))
+        if net.vf_address in spec.rom_bar:
+            _sub(interface, "rom", bar=spec.rom_bar[net.vf_address])
     serial = _sub(devices, "serial", type="pty")
     _sub(serial, "target", port=0)
     console = _sub(devices, "console", type="pty")
@@ -646,11 +654,12 @@ def _build_devices(domain, spec):
             # GPU's HDA (or USB-C) sibling at function N find it.
             guest = PciAddress(0, bus, 0, host.function)
             _hostdev(devices, function, guest,
-                     multifunction=multifunction and host.function == 0)
+                     multifunction=multifunction and host.function == 0,
+                     rom_bar=spec.rom_bar.get(function))
     for address in spec.extra_hostdevs:
-        _hostdev(devices, address)
+        _hostdev(devices, address, rom_bar=spec.rom_bar.get(address))
     if net.kind == "vf" and net.vf_mode == "hostdev":
-        _hostdev(devices, net.vf_address)
+        _hostdev(devices, net.vf_address, rom_bar=spec.rom_bar.get(net.vf_address))
 
 
 def _reorder_address(element):

@@ -488,6 +488,9 @@ def _existing_cpus(entry, field):
     if entry.get("emulator_policy") == "dedicated":
         cpus.update(parse_cpulist(entry.get("emulator_cpus") or "",
                                   field="%s.emulator_cpus" % field))
+    if entry.get("iothread_placement") == IOTHREADS_DEDICATED:
+        cpus.update(parse_cpulist(entry.get("iothread_cpus") or "",
+                                  field="%s.iothread_cpus" % field))
     return tuple(sorted(cpus))
 
 
@@ -782,6 +785,7 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
             continue
         planned.append(_place_tenant(host, ledger, housekeeping_cpus, request, index,
                                      smt_policy, hugepage_check, warnings))
+    _place_iothreads(host, ledger, housekeeping_cpus, planned)
 
     all_tenants = [copy.deepcopy(e) for e in kept] + planned
     return _assemble(host, housekeeping_cpus, smt_policy, all_tenants, ledger, warnings)
@@ -1083,6 +1087,8 @@ def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, po
         "emulator_cpus": emulator_cpus,
         "iothreads": request.iothreads,
         "iothread_cpus": emulator_cpus if request.iothreads else None,
+        # _place_iothreads moves them to a core of their own when the node has one spare
+        "iothread_placement": IOTHREADS_SHARED if request.iothreads else None,
         "dedicated_cpus": format_cpulist(dedicated),
         "memory_gib": request.memory_gib,
         "memory_node": memory_node,
@@ -1091,6 +1097,40 @@ def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, po
         "numatune": {"mode": "strict", "nodeset": str(memory_node)},
         "vf": vf,
     }
+
+
+# Where a tenant's iothreads run (its plan entry's iothread_placement).
+IOTHREADS_DEDICATED = "dedicated"
+IOTHREADS_SHARED = "shared_with_emulator"
+
+
+def _place_iothreads(host, ledger, housekeeping_cpus, tenants):
+    """The runbook's layout: iothreads on a whole core of their own (section 8 pins
+    them apart from the emulator and the vCPUs), when the tenant's node still has a
+    whole core that no tenant of this plan and no housekeeping CPU holds.
+
+    Run after every tenant of the plan is placed, so that a spare core goes to
+    iothreads only once the vCPUs and dedicated emulators have theirs; tenants are
+    served in plan order, one core each. Without a spare core the iothreads stay
+    on the emulator's CPUs (``shared_with_emulator``). A dedicated core joins the
+    tenant's ``dedicated_cpus``, so the ledger, the fleet's free-core count and the
+    irqbalance ban list hold it like the vCPUs' cores."""
+    for tenant in tenants:
+        if not tenant.get("iothreads"):
+            continue
+        node = tenant["node"]
+        held = set(housekeeping_cpus.get(node, ()))
+        spare = [core for core in host.cores_by_node.get(node, ())
+                 if len(core) == host.threads_per_core
+                 and not any(t in ledger.cpu_owner or t in held for t in core)]
+        if not spare:
+            continue
+        core = spare[0]
+        ledger.take_cpus(core, tenant["name"], "tenants.%s.iothreads" % tenant["name"])
+        tenant["iothread_cpus"] = format_cpulist(core)
+        tenant["iothread_placement"] = IOTHREADS_DEDICATED
+        tenant["dedicated_cpus"] = format_cpulist(
+            set(parse_cpulist(tenant["dedicated_cpus"])) | set(core))
 
 
 def _gib(kib):

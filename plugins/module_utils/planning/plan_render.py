@@ -117,7 +117,21 @@ def _owners(plan):
         if tenant.get("emulator_policy") == "dedicated":
             for cpu in parse_cpulist(tenant.get("emulator_cpus") or ""):
                 owners.setdefault(cpu, (name, "emulator threads"))
+        if tenant.get("iothread_placement") == "dedicated":
+            for cpu in parse_cpulist(tenant.get("iothread_cpus") or ""):
+                owners.setdefault(cpu, (name, "iothreads"))
     return owners
+
+
+def iothread_text(tenant):
+    """Where a tenant's iothreads run, in words: their CPUs, and whether the core is
+    theirs (``dedicated``) or the emulator's (``shared_with_emulator``)."""
+    if not tenant.get("iothreads"):
+        return "none"
+    where = {"dedicated": "a core of their own",
+             "shared_with_emulator": "shared with the emulator"}.get(
+        tenant.get("iothread_placement"), "shared with the emulator")
+    return "%s on %s (%s)" % (tenant["iothreads"], tenant.get("iothread_cpus"), where)
 
 
 def tenant_colours(plan):
@@ -233,17 +247,19 @@ def render_markdown(plan, layout=None, title="Placement plan"):
                   (plan.get("irqbalance") or {}).get("banned_cpulist") or "none"))
     out.append("")
     if plan.get("tenants"):
-        out += ["## Tenants", "", "| Tenant | Node | vCPUs | Memory | GPUs | VF |",
-                "|---|---|---|---|---|---|"]
+        out += ["## Tenants", "",
+                "| Tenant | Node | vCPUs | Memory | GPUs | VF | IO threads |",
+                "|---|---|---|---|---|---|---|"]
         for tenant in plan["tenants"]:
             pins = [_cpu(c, "tenants[%s].vcpu_pins" % tenant["name"])
                     for c in tenant.get("vcpu_pins") or ()]
-            out.append("| %s | %s | %s on %s | %s GiB in %s pages | %s | %s |" % (
+            out.append("| %s | %s | %s on %s | %s GiB in %s pages | %s | %s | %s |" % (
                 _md_cell(tenant["name"]), tenant["node"], tenant.get("vcpus"),
                 format_cpulist(pins), tenant.get("memory_gib"),
                 _size_name(tenant.get("hugepage_size_kib") or 1048576),
                 ", ".join(g["address"] for g in tenant.get("gpus") or ()) or "none",
-                (tenant.get("vf") or {}).get("address") or "none"))
+                (tenant.get("vf") or {}).get("address") or "none",
+                _md_cell(iothread_text(tenant))))
         out.append("")
     for node in _node_keys(plan, layout):
         out += ["## NUMA node %s" % node, "",
