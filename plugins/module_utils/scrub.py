@@ -219,3 +219,9 @@ def _vf_steps(plan, writer, vf, runner):
                "address": address, "settings": dict(SCRUBBED_VF),
                "changed": bool(sriov_plan.settings_changed)}
     plan.skipped.extend(sriov_plan.skipped)
+
+
+def ledger_held_message(name, err):
+    """The message of a failed scrub: what failed, and that the tenant stays held."""
+    return "%s; tenant %s stays in the ledger (not released) until a scrub succeeds" % (
+        err.msg if isinstance(err, GpuhostError) else str(err), name)
