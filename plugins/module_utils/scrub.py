@@ -140,8 +140,8 @@ def _function_refusal(writer, functions, address, own, allow_no_reset, plan):
     if capability.usable is False:
         if allow_no_reset:
             entry["action"] = "not reset (%s)" % ALLOW_NO_RESET
-            plan.warnings.append("%s; not reset, allowed by %s" % (capability.reason,
-                                                                  ALLOW_NO_RESET))
+            plan.warnings.append("%s; not reset, allowed by %s"
+                                 % (capability.reason, ALLOW_NO_RESET))
             return None
         return ("%s, so what the tenant left in it would reach the next tenant"
                 % capability.reason), ALLOW_NO_RESET

@@ -27,7 +27,7 @@ description:
     (a domain still runs), one whose C(reset) file is a symbolic link, one that only a
     bus reset can reset while other devices share its bus (they would be reset too),
     and one without a usable reset method (unless O(allow_no_reset)).
-  - A tenant the ledger does not hold has nothing to scrub (RV(changed=false)).
+  - A tenant the ledger does not hold has nothing to scrub (C(changed=false)).
 author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
@@ -54,7 +54,7 @@ options:
     default: false
 notes:
   - A reset cannot be undone, so a scrub always resets (every run reports
-    RV(changed=true) for a tenant with a GPU). A VF step that fails after the resets sets
+    C(changed=true) for a tenant with a GPU). A VF step that fails after the resets sets
     the VF's old settings back; the resets stay done and are listed in RV(reset).
   - With O(root) other than C(/), the VF settings are not read or set (iproute2 works on
     the live host only); RV(skipped_actions) says so.
@@ -197,8 +197,8 @@ class TenantScrub(object):
     @property
     def result(self):
         plan = self.plan
-        result = {"changed": bool(plan and plan.changes and (self.applied or plan.reset or
-                                                            self.module.check_mode)),
+        done = self.applied or self.module.check_mode or bool(plan and plan.reset)
+        result = {"changed": bool(plan and plan.changes and done),
                   "tenant": self.params["name"], "in_ledger": self.in_ledger,
                   "devices": list(plan.devices) if plan else [],
                   "reset": list(plan.reset) if plan else [],
