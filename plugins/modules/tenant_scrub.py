@@ -143,6 +143,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.scrub import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.transaction import (
     ChangeSet, HostWriter)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
 
 
 def build_module():
@@ -174,9 +175,10 @@ class TenantScrub(object):
         params = self.params
         validate_tenant_name(params["name"], field="name")
         validate_root(params["root"])
+        path = absolute_path(params["ledger_path"], "ledger_path", kind="ledger file")
         # a shared lock: an onboarding writing the ledger now is waited for
-        with locked(params["ledger_path"], read_only=True):
-            entry = tenant_entry(read_ledger(params["ledger_path"]), params["name"])
+        with locked(path, read_only=True):
+            entry = tenant_entry(read_ledger(path), params["name"])
         self.in_ledger = entry is not None
         if entry is None:
             self.plan = ScrubPlan(params["name"], ChangeSet())
