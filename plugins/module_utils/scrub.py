@@ -31,6 +31,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import Refusal
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import open_users
 from ansible_collections.gpuhost.kvm.plugins.module_utils.pci import (
@@ -63,17 +64,17 @@ def no_reset_functions(functions, addresses):
     return found
 
 
-def check_reset_methods(spec, topo, report, allow_no_reset=False, refusal_class=None):
-    """The gate of libvirt_pinned_domain: a GPU function (the GPU and its HDA) without a
-    usable reset method is refused for a tenant unless ``allow_no_reset``, which turns
-    the refusal into a warning. ``report`` is a domain.preflight.PreflightReport and
-    ``refusal_class`` its Refusal (passed in, so this file needs no domain import)."""
+def check_reset_methods(spec, topo, report, allow_no_reset=False):
+    """The gate of libvirt_pinned_domain, run after its preflight: a GPU function (the
+    GPU and its HDA) without a usable reset method is refused for a tenant unless
+    ``allow_no_reset``, which turns the refusal into a warning. ``report`` is the
+    preflight's PreflightReport; the refusal joins the others there."""
     addresses = [a for gpu in spec.gpus for a in gpu.functions]
     for capability in no_reset_functions(topo.pci, addresses):
         if allow_no_reset:
             report.warnings.append("%s; allowed by %s" % (capability.reason, ALLOW_NO_RESET))
             continue
-        report.refusals.append(refusal_class(
+        report.refusals.append(Refusal(
             ALLOW_NO_RESET,
             "refusing to give %s to a tenant: %s, so it cannot be wiped when the tenant "
             "leaves" % (capability.address, capability.reason),

@@ -550,7 +550,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.lifecycle impor
     defined_domains, existing_domain, inactive_xml, lookup_domain, set_autostart,
     set_run_state, state_name, undefine_domain)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
-    Refusal, preflight_from_params)
+    preflight_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
     check_float_options, domain_spec_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.storage import DomainStorage
@@ -684,7 +684,7 @@ class PinnedDomain:
             if spec.hostdev_addresses() else None
         report = preflight_from_params(spec, topo, defined_domains(self.conn), self.params,
                                        context)
-        check_reset_methods(spec, topo, report, self.params["allow_no_reset"], Refusal)
+        check_reset_methods(spec, topo, report, self.params["allow_no_reset"])
         self.warnings = report.warnings
         report.raise_if_refused()
 

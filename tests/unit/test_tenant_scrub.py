@@ -301,3 +301,14 @@ def test_gate_lets_a_resettable_gpu_through(tmp_path):
     result = env.run(**gpu_domain())
     assert env.names() == ["tenant-x"]
     assert not any("reset" in w for w in result["warnings_preflight"])
+
+
+def test_a_topology_not_read_from_sysfs_is_not_refused_for_an_unknown_reset():
+    # the topology option's dict form (topology_to_dict of a literal topology) does not
+    # say whether the reset file exists: unknown is not "no reset", and is not refused
+    from test_domain_xml_support import RUNBOOK_GPU, runbook_topology
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.scrub import (
+        no_reset_functions)
+    topo = runbook_topology()
+    assert topo.pci[RUNBOOK_GPU].reset_file is None
+    assert no_reset_functions(topo.pci, [RUNBOOK_GPU]) == []
