@@ -330,7 +330,7 @@ def reset_capability(function, functions):
         home = bus_of(function.address)
         same_bus = {a for a in functions if a != function.address and bus_of(a) == home}
         siblings = tuple(a for a in functions if a in same_bus or any(
-            p in same_bus for p in getattr(functions[a], "parents", ()) or ()))
+            p in same_bus for p in functions[a].parents))
     bus_only = bool(methods) and all(m in BUS_RESET_METHODS for m in methods)
     return ResetCapability(function.address, function.reset_file, methods, unknown, usable,
                            reason, bus_only, siblings)
