@@ -163,3 +163,20 @@ def test_iommu_groups_facts_module_returns_reset_facts(host, capsys):
         "unknown_reset_methods": [], "usable": True, "reason": None, "bus_only": False,
         "bus_siblings": [GPU]}
     assert [f["address"] for f in facts["reset_findings"]] == [GPU]
+
+
+def test_a_bus_reset_reaches_devices_below_a_bridge_on_the_same_bus(tmp_path):
+    root = str(tmp_path / "host")
+    tree = TreeBuilder(root)
+    tree.cpus(online="0-3")
+    tree.iommu()
+    tree.pci("0000:00:02.0", 0x060400, driver="pcieport", iommu_group=1)
+    tree.pci("0000:05:00.0", 0x030200, driver="vfio-pci", iommu_group=2,
+             parent="0000:00:02.0", reset_method="bus")
+    tree.pci("0000:05:01.0", 0x060400, driver="pcieport", iommu_group=3,
+             parent="0000:00:02.0")
+    tree.pci("0000:06:00.0", 0x020000, driver="igb", iommu_group=4, parent="0000:05:01.0")
+    functions = read_pci_functions(root)
+    capability = reset_capability(functions["0000:05:00.0"], functions)
+    assert capability.bus_only is True
+    assert capability.bus_siblings == ("0000:05:01.0", "0000:06:00.0")
