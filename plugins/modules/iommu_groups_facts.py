@@ -195,6 +195,29 @@ ansible_facts:
               type: list
               elements: str
               sample: [flr, bus]
+            reset_methods:
+              description:
+                - How each function of the GPU (the GPU first, then its companions) can
+                  be reset between tenants, from its C(reset) file (present only when the
+                  kernel can reset it) and C(reset_method) (kernel 5.15 and later).
+                - C(usable) is false without a C(reset) file, or when C(reset_method)
+                  lists no method the kernel knows (resets disabled by writing an empty
+                  string); null when unknown. C(reason) says why it is not usable.
+                - C(bus_siblings) are the other functions a bus reset (C(bus),
+                  C(cxl_bus)) resets too; C(bus_only) is true when no other method is
+                  listed. C(unknown_reset_methods) are words of C(reset_method) no kernel
+                  prints.
+              type: list
+              elements: dict
+              sample:
+                - address: "0000:65:00.0"
+                  reset_file: true
+                  reset_methods: [flr, bus]
+                  unknown_reset_methods: []
+                  usable: true
+                  reason: null
+                  bus_only: false
+                  bus_siblings: ["0000:65:00.1"]
             driver:
               description: The driver bound now, null when none.
               type: str
@@ -264,6 +287,24 @@ ansible_facts:
                   netdevs: [ens1f0v0]
                   settings: {mac: "52:54:00:6c:00:01", vlan: 100, spoofchk: true,
                              trust: false, link_state: auto}
+        reset_findings:
+          description:
+            - Per GPU function, C(gpu_no_reset) (severity high) when it has no usable
+              reset method, so a tenant's data in it would reach the next tenant
+              (gpuhost.kvm.tenant_scrub and gpuhost.kvm.libvirt_pinned_domain refuse it
+              unless C(allow_no_reset)), and C(gpu_bus_reset_only) (medium) when only a
+              bus reset can reset it and other devices share its bus (C(siblings)).
+            - Each has id, severity, gpu, address, msg and fix.
+          type: list
+          elements: dict
+          returned: always
+          sample:
+            - id: gpu_no_reset
+              severity: high
+              gpu: "0000:65:00.0"
+              address: "0000:65:00.1"
+              msg: 0000:65:00.1 has no reset file ...
+              fix: put the GPU in a slot or on firmware where it supports FLR ...
         security_findings:
           description: >-
             Settings that weaken isolation, each with id, severity, msg and fix

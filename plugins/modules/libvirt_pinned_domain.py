@@ -50,6 +50,10 @@ description:
     the default route or of the SSH connection, or the PF of such a VF, only with
     O(allow_host_critical); the boot VGA with an active console only with
     O(allow_boot_vga)."
+  - "A GPU function (the GPU or its HDA) without a usable reset method (no C(reset)
+    file in sysfs, or a C(reset_method) that lists no method) is refused unless
+    O(allow_no_reset): the host could not wipe it when the tenant leaves
+    (M(gpuhost.kvm.tenant_scrub)), so the next tenant would see what this one left."
 author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
@@ -391,6 +395,13 @@ options:
       override as M(gpuhost.kvm.vfio_bind)'s).
     type: bool
     default: false
+  allow_no_reset:
+    description:
+      - Give the tenant a GPU function that has no usable reset method (a warning
+        instead of a refusal). Whoever gets the GPU after this tenant may see what this
+        tenant left in it; the same override as M(gpuhost.kvm.tenant_scrub)'s.
+    type: bool
+    default: false
   remove_storage:
     description: With O(state=absent), delete the files this module created for the
       domain (the overlay and the seed it built), as recorded in O(state_dir).
@@ -597,6 +608,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt, libvirt_error_text,
     open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import check_reset_methods
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_from_dict)
 
@@ -674,6 +686,7 @@ def build_module():
             allow_unsafe_interrupts=dict(type="bool", default=False),
             allow_host_critical=dict(type="bool", default=False),
             allow_boot_vga=dict(type="bool", default=False),
+            allow_no_reset=dict(type="bool", default=False),
             remove_storage=dict(type="bool", default=False),
             state_dir=dict(type="path", default="/var/lib/gpuhost/domains"),
         ),
@@ -722,6 +735,7 @@ class PinnedDomain:
             if spec.hostdev_addresses() else None
         report = preflight_from_params(spec, topo, defined_domains(self.conn), self.params,
                                        context)
+        check_reset_methods(spec, topo, report, self.params["allow_no_reset"])
         self.warnings = report.warnings
         report.raise_if_refused()
 

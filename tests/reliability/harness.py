@@ -32,7 +32,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAdd
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     capacity_facts, fleet_place, fleet_report, host_facts, iommu_groups_facts, irq_affinity,
-    kserve_loadgen, libvirt_pinned_domain, numa_cpuset, sriov_vfs, tenant_ledger, vfio_bind)
+    kserve_loadgen, libvirt_pinned_domain, numa_cpuset, sriov_vfs, tenant_ledger,
+    tenant_scrub, vfio_bind)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INVENTORY = os.path.join(REPO, "inventories", "example", "hosts.yml")
@@ -311,6 +312,14 @@ def run_tenant_ledger(host, args, check_mode=False):
     return _go(worker)
 
 
+def run_tenant_scrub(host, args, check_mode=False):
+    args = _with_root(args, host)
+    args.setdefault("ledger_path", host.ledger)
+    worker = tenant_scrub.TenantScrub(_build(tenant_scrub, args, check_mode),
+                                      writer=host.kernel)
+    return _go(worker)
+
+
 def run_libvirt_pinned_domain(host, args, check_mode=False):
     """With ``uri`` given the module connects by itself; otherwise it gets the host's
     private test-driver connection."""
@@ -360,6 +369,7 @@ MODULE_RUNNERS = {
     "iommu_groups_facts": run_iommu_groups_facts,
     "host_facts": run_host_facts,
     "tenant_ledger": run_tenant_ledger,
+    "tenant_scrub": run_tenant_scrub,
     "libvirt_pinned_domain": run_libvirt_pinned_domain,
     "capacity_facts": run_capacity_facts,
     "fleet_place": run_fleet_place,

@@ -301,7 +301,9 @@ class _Builder:
         put("enable", "1\n")
         put("irq", "%d\n" % (self.next_irq if device.msi_names else 0))
         if device.reset_method:
+            # the kernel shows both files only for a device with a reset method
             put("reset_method", device.reset_method + "\n")
+            put("reset", "")
         if device.boot_vga is not None:
             put("boot_vga", "%d\n" % device.boot_vga)
         lines = []

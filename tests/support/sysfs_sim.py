@@ -12,6 +12,11 @@ and the kernel's documentation:
 * Documentation/ABI/testing/sysfs-bus-pci: sriov_numvfs, sriov_totalvfs,
   sriov_drivers_autoprobe, sriov_offset, sriov_stride, sriov_vf_device, driver_override,
   drivers_probe, the drivers' bind/unbind files;
+* Documentation/ABI/testing/sysfs-bus-pci, ``reset`` and ``reset_method``: the reset
+  file is present only when the device has a reset method and "writing 1 to this file
+  will perform reset" (drivers/pci/pci-sysfs.c reset_store: anything else is EINVAL); a
+  reset_method emptied by writing "" disables resets, and reset_store then fails with
+  ENOTTY (pci_reset_function finds no method). ``resets`` lists the resets done;
 * Documentation/PCI/pci-iov-howto.rst: "the number of VFs can only be changed by first
   writing 0";
 * Documentation/core-api/irq/irq-affinity.rst and Documentation/filesystems/proc.rst:
@@ -69,6 +74,7 @@ class SimulatedKernel(HostWriter):
         self.managed_irqs = set(int(i) for i in managed_irqs)
         self.writes = []                            # (host path, value) in order
         self.fail_on = {}                           # host path -> errno, to inject faults
+        self.resets = []                            # addresses reset through their reset file
 
     # -- reading helpers ---------------------------------------------------------------
     def _devices(self):
@@ -121,6 +127,8 @@ class SimulatedKernel(HostWriter):
                 raise _oserror(errno.ENOENT, host_path)
             if attr == "sriov_numvfs":
                 return self._sriov_numvfs(addr, text, host_path)
+            if attr == "reset":
+                return self._reset(addr, text, host_path)
             if attr == "sriov_drivers_autoprobe":
                 if text.strip() not in ("0", "1"):
                     raise _oserror(errno.EINVAL, host_path)
@@ -131,6 +139,19 @@ class SimulatedKernel(HostWriter):
                 name = text.split("\n", maxsplit=1)[0]
                 return self._set_attr(addr, attr, name if name else "(null)")
         return super().write(host_path, value)
+
+    # drivers/pci/pci-sysfs.c reset_store(): kstrtoul, "if (val != 1) return -EINVAL",
+    # then pci_reset_function(), -ENOTTY when no reset method is enabled.
+    def _reset(self, addr, text, host_path):
+        reset_file = os.path.join(self.device_dir(addr), "reset")
+        if not os.path.exists(reset_file):
+            raise _oserror(errno.ENOENT, host_path)
+        if text.strip() != "1":
+            raise _oserror(errno.EINVAL, host_path)
+        methods = self._attr(addr, "reset_method")
+        if methods is not None and not methods.split():
+            raise _oserror(errno.ENOTTY, host_path)
+        self.resets.append(addr)
 
     # drivers/base/bus.c: bind_store / unbind_store / drivers_probe
     def _bind(self, drv, addr, host_path):
@@ -444,10 +465,11 @@ class TreeBuilder:
     def pci(self, address, class_code, vendor=0x10de, device=0x1234, driver=None,
             numa_node=-1, iommu_group=None, parent=None, boot_vga=None, netdev=None,
             sriov_totalvfs=None, sriov_offset=1, sriov_stride=1, sriov_vf_device=None,
-            local_cpulist="", bus_dir=None):
+            local_cpulist="", bus_dir=None, reset_method="flr bus"):
         """One PCI function; ``parent`` is the bridge it sits behind (a PCI address), or
         ``bus_dir`` the root bus it sits on when that is not a host bridge's (see
-        pci_domain)."""
+        pci_domain). ``reset_method`` None: a device without reset (neither the reset
+        nor the reset_method file, as the kernel shows it)."""
         address = str(PciAddress.parse(address))
         if parent:
             base = os.path.relpath(os.path.realpath(self.p("/sys/bus/pci/devices/" + parent)),
@@ -460,8 +482,10 @@ class TreeBuilder:
         attrs = {"vendor": "0x%04x" % vendor, "device": "0x%04x" % device,
                  "class": "0x%06x" % class_code, "numa_node": "%d" % numa_node,
                  "local_cpulist": local_cpulist, "driver_override": "(null)", "enable": "1",
-                 "subsystem_vendor": "0x%04x" % vendor, "subsystem_device": "0x0000",
-                 "reset_method": "flr bus"}
+                 "subsystem_vendor": "0x%04x" % vendor, "subsystem_device": "0x0000"}
+        if reset_method is not None:
+            # reset is write-only (0200) on a real kernel; here an empty file
+            attrs.update({"reset_method": reset_method, "reset": ""})
         if boot_vga is not None:
             attrs["boot_vga"] = "1" if boot_vga else "0"
         if sriov_totalvfs is not None:

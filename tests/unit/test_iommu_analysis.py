@@ -151,5 +151,5 @@ def test_report_is_plain_data(tmp_path):
     assert set(data) == {"enabled", "vendor", "mode", "passthrough", "units",
                          "acpi_tables", "cmdline", "interrupt_remapping",
                          "interrupt_remapping_source", "groups", "gpus", "dirty_groups",
-                         "sriov_pfs", "security_findings"}
+                         "sriov_pfs", "security_findings", "reset_findings"}
     assert data["gpus"][0]["companions"] == [fixturegen.RUNBOOK_HDA]

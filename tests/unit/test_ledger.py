@@ -298,3 +298,29 @@ def test_a_corrupt_ledger_is_reported_under_path_with_the_recovery(eight_gpu, tm
         assert "(at %s" % where in err.message, err.message
     assert "do not delete it" in err.fix and "cp -p" in err.fix
     assert path.read_text() == before
+
+
+def test_a_released_tenants_gpu_cores_vf_and_hugepages_go_to_the_next_tenant(runbook):
+    # TENANT_A holds node 0's only GPU, all 30 of its non-housekeeping CPUs, a VF and
+    # 64 1 GiB pages; the next tenant asks for the same amounts.
+    held, plan_a = ledger.reserve(ledger.LedgerData(), runbook, [TENANT_A])[:2]
+    a = plan_a["tenants"][0]
+    nxt = {"name": "tenant-next", "gpus": 1, "vcpus": 30, "memory_gib": 64,
+           "hugepage_size": "1G", "nic_vf": True, "iothreads": 2,
+           "emulator_policy": "housekeeping"}
+    with pytest.raises(GpuhostError) as info:
+        ledger.reserve(held, runbook, [nxt])
+    assert "tenant-a100" in info.value.message      # named as the holder
+    rest = ledger.release(held, runbook, ["tenant-a100"])[0]
+    assert rest.tenants == []
+    after, plan_b, added = ledger.reserve(rest, runbook, [nxt])
+    assert added == ["tenant-next"]
+    b = plan_b["tenants"][0]
+    assert b["gpus"][0]["functions"] == a["gpus"][0]["functions"]
+    assert sorted(b["vcpu_pins"]) == sorted(a["vcpu_pins"])
+    assert b["dedicated_cpus"] == a["dedicated_cpus"]
+    assert b["vf"]["address"] == a["vf"]["address"]
+    assert b["hugepages"] == a["hugepages"] == {"0": 64}
+    # the host's page total counts the new tenant's pages alone, not the released ones
+    assert plan_b["hugepages"] == plan_a["hugepages"]
+    assert after.names() == ["tenant-next"]

@@ -44,7 +44,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file imp
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import interface_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (  # noqa: F401
-    FRESH_VF, parse_vfinfo, validate_flag, validate_mac, validate_vlan)
+    FRESH_VF, ZERO_MAC, parse_vfinfo, validate_flag, validate_mac, validate_vlan)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
     VFIO_PCI, current_driver, current_override, device_path, driver_loaded)
 
@@ -340,6 +340,31 @@ def _plan_vf_settings(plan, runner, settings, recreate):
                                       json.dumps(delta, sort_keys=True)))
         changes.add(" ".join(argv), lambda argv=argv: _run(runner, argv),
                     lambda u=ip_vf_argv(netdev, index, undo_values): _run(runner, u))
+
+
+# What a released tenant's VF is given back with (tenant_scrub): no MAC, no VLAN, spoof
+# checking on and not trusted, so nothing of the old tenant's network identity stays on
+# it; the next tenant's own settings are set when sriov_vfs places it.
+SCRUBBED_VF = {"mac": ZERO_MAC, "vlan": 0, "spoofchk": True, "trust": False}
+
+
+def plan_vf_scrub(writer, changes, pf, index, runner):
+    """Add to ``changes`` the ``ip link set dev <pf> vf <index> ...`` step that gives
+    the VF the SCRUBBED_VF settings: the same read-back and steps as sriov_vfs's per-VF
+    settings (only what differs is set; the undo sets the old values back). Returns the
+    SriovPlan, whose ``skipped`` says what a test root (no runner) could not do."""
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_VFS:
+        raise GpuhostError("VF index %r is not a whole number from 0 to %d" % (index, MAX_VFS),
+                           field="vf", fix="check the tenant's vf entry in the ledger")
+    address, netdev = resolve_pf(writer, pf)
+    if not netdev:
+        raise GpuhostError("%s has no network interface: its VF settings cannot be cleared"
+                           % address, field="vf",
+                           fix="load the PF's network driver (ip link must list it), then "
+                               "run again")
+    plan = SriovPlan(address, netdev, changes)
+    _plan_vf_settings(plan, runner, {index: dict(SCRUBBED_VF)}, recreate=False)
+    return plan
 
 
 def read_vf_settings(runner, netdev):

@@ -18,7 +18,8 @@ from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
-    PciAddress, class_name, format_class_code, format_vendor_device, normalize_address)
+    PciAddress, class_name, format_class_code, format_vendor_device, normalize_address,
+    reset_capability)
 
 # Functions that may share a group with a passed-through device: vfio accepts bridges
 # (bound to pcieport or to no driver), and a host bridge does no DMA of its own.
@@ -52,6 +53,8 @@ class GpuVerdict:
     class_name: Optional[str] = None
     numa_node_source: str = "unknown"
     boot_vga: Optional[bool] = None
+    # ResetCapability.as_dict() of the GPU and of each companion, GPU first
+    reset_methods: List[dict] = field(default_factory=list)
 
     def to_dict(self):
         return {
@@ -62,6 +65,7 @@ class GpuVerdict:
             "driver": self.driver, "iommu_group": self.iommu_group,
             "vendor_device": self.vendor_device, "class_code": self.class_code,
             "class_name": self.class_name, "boot_vga": self.boot_vga,
+            "reset_methods": [dict(r) for r in self.reset_methods],
         }
 
 
@@ -81,6 +85,7 @@ class IommuReport:
     dirty_groups: List[dict]
     sriov_pfs: List[dict]
     security_findings: List[dict]
+    reset_findings: List[dict] = field(default_factory=list)
 
     def to_dict(self):
         """The ``gpuhost_iommu`` fact: plain data only."""
@@ -93,6 +98,7 @@ class IommuReport:
             "groups": self.groups, "gpus": [g.to_dict() for g in self.gpus],
             "dirty_groups": self.dirty_groups, "sriov_pfs": self.sriov_pfs,
             "security_findings": self.security_findings,
+            "reset_findings": self.reset_findings,
         }
 
 
@@ -233,6 +239,36 @@ def _security_findings(iommu):
     return findings
 
 
+def reset_findings_of(gpu_address, capabilities):
+    """Findings about how a GPU's functions can be wiped between tenants.
+
+    ``gpu_no_reset``: a function of the GPU has no usable reset method, so what a tenant
+    left in it (video memory, firmware state) reaches the next tenant; tenant_scrub and
+    libvirt_pinned_domain refuse it unless allow_no_reset is set. ``gpu_bus_reset_only``:
+    the kernel can only reset it with a secondary bus reset, which resets every other
+    device behind the same bridge too (named in ``siblings``)."""
+    findings = []
+    for capability in capabilities:
+        if capability.usable is False:
+            findings.append({
+                "id": "gpu_no_reset", "severity": "high", "gpu": gpu_address,
+                "address": capability.address,
+                "msg": "%s; a tenant's data in it would reach the next tenant"
+                       % capability.reason,
+                "fix": "put the GPU in a slot or on firmware where it supports FLR or a "
+                       "bus reset (lspci -vv shows FLReset+ under DevCap), or give it to "
+                       "one tenant for good; assigning it anyway needs allow_no_reset"})
+        elif capability.bus_only and capability.bus_siblings:
+            findings.append({
+                "id": "gpu_bus_reset_only", "severity": "medium", "gpu": gpu_address,
+                "address": capability.address, "siblings": list(capability.bus_siblings),
+                "msg": "%s can only be reset by a bus reset, which resets %s too"
+                       % (capability.address, ", ".join(capability.bus_siblings)),
+                "fix": "keep the devices behind that bridge with the same tenant, or move "
+                       "the GPU to a slot of its own"})
+    return findings
+
+
 def analyse_iommu(topo, gpu_vendor=None):
     """The IOMMU report of a host: groups, GPU verdicts, dirty groups, SR-IOV PFs."""
     vendor_filter = parse_gpu_vendor(gpu_vendor)
@@ -250,6 +286,7 @@ def analyse_iommu(topo, gpu_vendor=None):
 
     gpus = []
     dirty = {}
+    reset_findings = []
     for address, function in pci.items():
         if not function.is_gpu or function.is_vf:
             continue
@@ -257,6 +294,7 @@ def analyse_iommu(topo, gpu_vendor=None):
             continue
         companions = tuple(a for a in by_slot[PciAddress.parse(address).slot_key]
                            if a != address)
+        capabilities = [reset_capability(pci[a], pci) for a in (address,) + companions]
         reasons = []
         if not iommu.enabled:
             reasons.append("the IOMMU is off: enable VT-d/AMD-Vi in the BIOS and boot "
@@ -281,7 +319,9 @@ def analyse_iommu(topo, gpu_vendor=None):
             iommu_group=function.iommu_group, vendor_device=format_vendor_device(function),
             class_code=format_class_code(function.class_code),
             class_name=class_name(function.class_code),
-            numa_node_source=function.numa_node_source, boot_vga=function.boot_vga))
+            numa_node_source=function.numa_node_source, boot_vga=function.boot_vga,
+            reset_methods=[c.as_dict() for c in capabilities]))
+        reset_findings.extend(reset_findings_of(address, capabilities))
 
     sriov_pfs = []
     for address, function in pci.items():
@@ -306,4 +346,5 @@ def analyse_iommu(topo, gpu_vendor=None):
         cmdline=dict(iommu.cmdline), interrupt_remapping=iommu.interrupt_remapping,
         interrupt_remapping_source=iommu.interrupt_remapping_source, groups=groups,
         gpus=gpus, dirty_groups=[dirty[g] for g in sorted(dirty, key=lambda g: (g is None, g))],
-        sriov_pfs=sriov_pfs, security_findings=_security_findings(iommu))
+        sriov_pfs=sriov_pfs, security_findings=_security_findings(iommu),
+        reset_findings=reset_findings)

@@ -130,7 +130,12 @@ class PciFunction:
     sriov_offset: Optional[int] = None
     sriov_stride: Optional[int] = None
     bars: Tuple[Bar, ...] = ()
-    reset_method: Tuple[str, ...] = ()
+    reset_method: Tuple[str, ...] = ()   # the kernel's reset methods, in order (known words)
+    # The ``reset`` file: present only when the kernel has a reset method for the
+    # function; None when the function was not read from sysfs (a topology from a dict).
+    reset_file: Optional[bool] = None
+    reset_method_listed: Optional[bool] = None   # the reset_method file exists (5.15+)
+    reset_method_unknown: Tuple[str, ...] = ()   # words of reset_method no kernel prints
     parents: Tuple[str, ...] = ()        # bridge chain, root port first, direct parent last
     netdevs: Tuple[str, ...] = ()
     msi_irqs: Tuple[int, ...] = ()
@@ -230,6 +235,105 @@ def format_vendor_device(function):
     if function.vendor_id is None or function.device_id is None:
         return None
     return "%04x:%04x" % (function.vendor_id, function.device_id)
+
+
+# Function reset (Documentation/ABI/testing/sysfs-bus-pci):
+# - /sys/bus/pci/devices/<bdf>/reset: "writing 1 to this file will perform reset"; the
+#   file is present only for devices that have a reset method, so a function without it
+#   cannot be reset by the host at all (what a tenant left in it stays there).
+# - /sys/bus/pci/devices/<bdf>/reset_method (since 5.15): the device's supported reset
+#   methods, space separated, in the order the kernel tries them; writing a subset
+#   restricts them and writing an empty string "will disable ability to reset the
+#   device", after which the file reads empty although ``reset`` is still there.
+# The names are the kernel's pci_reset_fn_methods[] (drivers/pci/pci.c).
+RESET_METHODS = ("device_specific", "acpi", "flr", "af_flr", "pm", "bus", "cxl_bus")
+# Methods that reset more than the function: a secondary bus reset of the parent bridge
+# resets every device behind that bridge (drivers/pci/pci.c pci_parent_bus_reset).
+BUS_RESET_METHODS = ("bus", "cxl_bus")
+# The kernel prints at most every method name once (about 50 characters); more is not
+# its output, and is neither parsed nor shown in full.
+RESET_METHOD_MAX_CHARS = 256
+
+
+def parse_reset_methods(text):
+    """(known methods in order, unknown words) from a ``reset_method`` file's text.
+
+    Unknown words (a newer kernel's method, or garbage) are returned apart, each cut to
+    32 characters, at most 8 of them; a text longer than RESET_METHOD_MAX_CHARS is not
+    the kernel's and yields no method at all. None or "" (no file, or resets disabled)
+    is ((), ())."""
+    if not text:
+        return (), ()
+    if len(text) > RESET_METHOD_MAX_CHARS:
+        return (), ("(%d characters, not a list the kernel prints)" % len(text),)
+    known, unknown = [], []
+    for word in text.split():
+        if word in RESET_METHODS:
+            if word not in known:
+                known.append(word)
+        elif len(unknown) < 8:
+            unknown.append(word[:32] if word.isprintable() else ascii(word)[:32])
+    return tuple(known), tuple(unknown)
+
+
+def bus_of(address):
+    """(domain, bus) of an address: the functions a bus reset of its bridge reaches."""
+    parsed = PciAddress.parse(address)
+    return parsed.domain, parsed.bus
+
+
+@dataclass(frozen=True)
+class ResetCapability:
+    """What the host can do to wipe one PCI function between tenants."""
+
+    address: str
+    reset_file: Optional[bool]           # None: unknown (not read from sysfs)
+    methods: Tuple[str, ...]
+    unknown_methods: Tuple[str, ...]
+    usable: Optional[bool]               # None: unknown
+    reason: Optional[str]                # why it is not usable (None when it is)
+    bus_only: bool                       # every method resets the whole bus
+    bus_siblings: Tuple[str, ...]        # other functions a bus reset resets too
+
+    def as_dict(self):
+        return {"address": self.address, "reset_file": self.reset_file,
+                "reset_methods": list(self.methods),
+                "unknown_reset_methods": list(self.unknown_methods),
+                "usable": self.usable, "reason": self.reason, "bus_only": self.bus_only,
+                "bus_siblings": list(self.bus_siblings)}
+
+
+def reset_capability(function, functions):
+    """The ResetCapability of ``function`` among the host's ``functions`` (address ->
+    PciFunction). Usable: the ``reset`` file exists and, where the kernel lists its
+    methods (5.15+), at least one known method is enabled."""
+    methods = tuple(function.reset_method)
+    unknown = tuple(function.reset_method_unknown or ())
+    reason = None
+    if function.reset_file is None:
+        usable = None
+    elif not function.reset_file:
+        usable = False
+        reason = ("%s has no reset file: the kernel knows no way to reset it (no FLR, "
+                  "PM or bus reset)" % function.address)
+    elif function.reset_method_listed and not methods:
+        usable = False
+        reason = ("%s has a reset file but reset_method lists %s" % (
+            function.address, "no method the kernel knows (%s)" % ", ".join(unknown)
+            if unknown else "no method: resets were disabled by writing an empty string"))
+    else:
+        usable = True
+    siblings = ()
+    if any(m in BUS_RESET_METHODS for m in methods):
+        # Everything on the function's bus, and below any bridge on it: the secondary
+        # bus reset of the parent bridge reaches all of it.
+        home = bus_of(function.address)
+        same_bus = {a for a in functions if a != function.address and bus_of(a) == home}
+        siblings = tuple(a for a in functions if a in same_bus or any(
+            p in same_bus for p in functions[a].parents))
+    bus_only = bool(methods) and all(m in BUS_RESET_METHODS for m in methods)
+    return ResetCapability(function.address, function.reset_file, methods, unknown, usable,
+                           reason, bus_only, siblings)
 
 
 PCI_DEVICES_DIR = "sys/bus/pci/devices"
@@ -410,8 +514,10 @@ def _read_function(root, address, dev_dir, node_cpus):
         function.sriov_stride = number("sriov_stride")
 
     function.bars = parse_resource(text("resource"))
-    reset = text("reset_method")
-    function.reset_method = tuple(reset.split()) if reset else ()
+    function.reset_file = "reset" in entries
+    function.reset_method_listed = "reset_method" in entries
+    function.reset_method, function.reset_method_unknown = parse_reset_methods(
+        text("reset_method"))
     function.parents = _parents(dev_dir, address)
     if "net" in entries:
         function.netdevs = tuple(sorted(sysfs.list_dir(os.path.join(dev_dir, "net"))))

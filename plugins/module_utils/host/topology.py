@@ -695,6 +695,7 @@ def topology_from_dict(data):
             distances=lambda m: _int_keys(m, int)))
         pci = {str(k): _build(
             PciFunction, f, local_cpus=_ints, virtfns=tuple, reset_method=tuple,
+            reset_method_unknown=tuple,
             parents=tuple, netdevs=tuple, msi_irqs=_ints,
             bars=lambda bars: tuple(_build(Bar, b) for b in bars or ()),
             extra=lambda e: dict(e or {}))

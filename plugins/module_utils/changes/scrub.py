@@ -1,0 +1,228 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Offboarding scrubs: wipe a released tenant's GPU and VF before another tenant can get
+them, and the reset-method gate that refuses to give away a GPU that cannot be wiped.
+
+A tenant leaves state in its devices: video memory, the GPU's firmware and engine state,
+its VF's MAC and VLAN. The host resets every function of the tenant's GPU through sysfs
+(``/sys/bus/pci/devices/<bdf>/reset``, "writing 1 to this file will perform reset",
+Documentation/ABI/testing/sysfs-bus-pci; the kernel tries the methods of the device's
+``reset_method`` in order) and gives the VF back without the tenant's network identity
+(sriov.SCRUBBED_VF, through sriov_vfs's own ``ip link set`` steps).
+
+The scrub runs after the tenant's domain is removed and before the ledger releases the
+tenant (playbooks/tenant_offboard.yml): a scrub that is refused or fails leaves the
+tenant in the ledger, so its GPU is never placed for anyone else. It refuses a function
+that is still in use (its /dev/vfio/<group> open, as by the QEMU of a domain that still
+runs) or not on vfio-pci (a host driver would be using the device while it is reset),
+and one whose reset file is a link (the one writer never writes through a link).
+
+A GPU function without a usable reset method (pci.reset_capability) cannot be wiped:
+the scrub and the domain gate (``check_reset_methods``, called by libvirt_pinned_domain)
+refuse it unless ``allow_no_reset`` is set. A function whose only methods are bus
+resets is refused when the bus holds other devices than the tenant's own, since the
+secondary bus reset would reset them under whoever uses them.
+"""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import Refusal
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import open_users
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
+    normalize_address, reset_capability)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov import (
+    SCRUBBED_VF, current_vfs, plan_vf_scrub)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
+    VFIO_PCI, current_driver, device_path)
+
+ALLOW_NO_RESET = "allow_no_reset"
+NO_RESET_FIX = ("put the GPU in a slot or on firmware where it supports FLR or a bus reset "
+                "(lspci -vv shows FLReset+ under DevCap), or keep it with one tenant for "
+                "good; set %s: true only when whoever gets the GPU next may see what the "
+                "last tenant left in it" % ALLOW_NO_RESET)
+
+
+def no_reset_functions(functions, addresses):
+    """The ResetCapability of each of ``addresses`` (address -> PciFunction in
+    ``functions``) that has no usable reset method; unknown ones (a topology that was not
+    read from sysfs) are not counted."""
+    found = []
+    for address in addresses:
+        function = functions.get(normalize_address(address))
+        if function is None:
+            continue
+        capability = reset_capability(function, functions)
+        if capability.usable is False:
+            found.append(capability)
+    return found
+
+
+def check_reset_methods(spec, topo, report, allow_no_reset=False):
+    """The gate of libvirt_pinned_domain, run after its preflight: a GPU function (the
+    GPU and its HDA) without a usable reset method is refused for a tenant unless
+    ``allow_no_reset``, which turns the refusal into a warning. ``report`` is the
+    preflight's PreflightReport; the refusal joins the others there."""
+    addresses = [a for gpu in spec.gpus for a in gpu.functions]
+    for capability in no_reset_functions(topo.pci, addresses):
+        if allow_no_reset:
+            report.warnings.append("%s; allowed by %s" % (capability.reason, ALLOW_NO_RESET))
+            continue
+        report.refusals.append(Refusal(
+            ALLOW_NO_RESET,
+            "refusing to give %s to a tenant: %s, so it cannot be wiped when the tenant "
+            "leaves" % (capability.address, capability.reason),
+            NO_RESET_FIX, override=ALLOW_NO_RESET, kind="no_reset"))
+
+
+@dataclass
+class ScrubPlan:
+    tenant: str
+    changes: ChangeSet
+    devices: List[dict] = field(default_factory=list)   # address, reset_methods, action
+    vf: Optional[dict] = None
+    reset: List[str] = field(default_factory=list)      # functions reset so far
+    skipped: List[str] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+
+
+def tenant_entry(ledger_data, name):
+    """The ledger entry of tenant ``name``, None when the ledger does not hold it."""
+    for entry in ledger_data.tenants:
+        if entry.get("name") == name:
+            return entry
+    return None
+
+
+def tenant_functions(entry):
+    """Every PCI function of the tenant's GPUs, canonical, in the ledger's order."""
+    found = []
+    for position, gpu in enumerate(entry.get("gpus") or []):
+        if not isinstance(gpu, dict):
+            raise GpuhostError("gpus[%d] of tenant %s in the ledger is not a mapping"
+                               % (position, entry.get("name")), field="name",
+                               fix="check the ledger (tenant_ledger shows it)")
+        for address in gpu.get("functions") or [gpu.get("address")]:
+            canonical = normalize_address(address, field="name")
+            if canonical not in found:
+                found.append(canonical)
+    return found
+
+
+def _function_refusal(writer, functions, address, own, allow_no_reset, plan):
+    """(why ``address`` cannot be reset now, the option that overrides it or None), or
+    None when it can, or when it has no reset method and allow_no_reset is set (then
+    with a warning)."""
+    function = functions.get(address)
+    if function is None:
+        return "%s is not on this host any more" % address, None
+    driver = current_driver(writer, address)
+    if driver != VFIO_PCI:
+        return ("%s is on %s, not vfio-pci: a host driver would use the device while it "
+                "is reset" % (address, driver or "no driver")), None
+    if function.iommu_group is not None:
+        node = "/dev/vfio/%d" % function.iommu_group
+        users = open_users(writer.root, [node])
+        if users:
+            return "%s is still in use: %s holds %s open (a domain still runs?)" % (
+                address, ", ".join("PID %d (%s)" % (pid, comm)
+                                   for pid, (comm, _nodes) in sorted(users.items())),
+                node), None
+    capability = reset_capability(function, functions)
+    entry = {"address": address, "reset_methods": list(capability.methods),
+             "action": "reset"}
+    plan.devices.append(entry)
+    if capability.usable is False:
+        if allow_no_reset:
+            entry["action"] = "not reset (%s)" % ALLOW_NO_RESET
+            plan.warnings.append("%s; not reset, allowed by %s"
+                                 % (capability.reason, ALLOW_NO_RESET))
+            return None
+        return ("%s, so what the tenant left in it would reach the next tenant"
+                % capability.reason), ALLOW_NO_RESET
+    others = [a for a in capability.bus_siblings if a not in own]
+    if capability.bus_only and others:
+        return ("%s can only be reset by a bus reset, which would reset %s too"
+                % (address, ", ".join(others))), None
+    mode = writer.stat(device_path(address, "reset"))
+    if mode is not None and stat.S_ISLNK(mode.st_mode):
+        return ("%s is a symbolic link: gpuhost.kvm never writes through a link"
+                % device_path(address, "reset")), None
+    return None
+
+
+def plan_scrub(writer, functions, entry, allow_no_reset=False, runner=None):
+    """Decide the scrub of a released tenant's ledger ``entry``: a reset of every
+    function of its GPUs, then its VF's settings back to SCRUBBED_VF. Every refusal is
+    collected first and raised together, before anything is written."""
+    name = entry.get("name")
+    own = tenant_functions(entry)
+    plan = ScrubPlan(name, ChangeSet())
+    refusals = []
+    for address in own:
+        refused = _function_refusal(writer, functions, address, own, allow_no_reset, plan)
+        if refused:
+            refusals.append({"address": address, "reason": refused[0],
+                             "override": refused[1]})
+    if refusals:
+        raise GpuhostError(
+            "refusing to scrub tenant %s: %s; its ledger entry stays held, so nobody gets "
+            "these devices" % (name, "; ".join(r["reason"] for r in refusals)),
+            field=ALLOW_NO_RESET if all(r["override"] for r in refusals) else "name",
+            fix="stop and remove the tenant's domain first (libvirt_pinned_domain "
+                "state=absent) and bind its devices to vfio-pci (vfio_bind); for a GPU "
+                "without a reset method: %s" % NO_RESET_FIX,
+            details={"refusals": refusals})
+    for device in plan.devices:
+        if device["action"] == "reset":
+            _reset_step(plan, writer, device["address"])
+    vf = entry.get("vf")
+    if vf:
+        _vf_steps(plan, writer, vf, runner)
+    return plan
+
+
+def _reset_step(plan, writer, address):
+    path = device_path(address, "reset")
+
+    def reset():
+        writer.write(path, "1")
+        plan.reset.append(address)
+    # A reset cannot be undone: a later step's failure leaves it done, and the result
+    # lists it under ``reset``.
+    plan.changes.value_changes.append((path, "(the tenant's state)", "1 (reset)"))
+    plan.changes.add("write 1 to %s" % path, reset)
+
+
+def _vf_steps(plan, writer, vf, runner):
+    if not isinstance(vf, dict) or not vf.get("pf"):
+        raise GpuhostError("the ledger's vf entry of tenant %s names no PF" % plan.tenant,
+                           field="name", fix="check the ledger (tenant_ledger shows it)")
+    index = vf.get("index")
+    address = vf.get("address")
+    if index is None and address:
+        # A plan written before VF indices: find the index through the PF's virtfn links.
+        pf = normalize_address(vf["pf"], field="name")
+        by_address = {a: i for i, a in current_vfs(writer, pf).items()}
+        index = by_address.get(normalize_address(address, field="name"))
+    if index is None:
+        raise GpuhostError("VF %s of tenant %s is not a VF of %s any more"
+                           % (address, plan.tenant, vf["pf"]), field="name",
+                           fix="check the PF's VFs (sriov_vfs) and the ledger")
+    sriov_plan = plan_vf_scrub(writer, plan.changes, vf["pf"], index, runner)
+    plan.vf = {"pf": sriov_plan.pf, "netdev": sriov_plan.netdev, "index": index,
+               "address": address, "settings": dict(SCRUBBED_VF),
+               "changed": bool(sriov_plan.settings_changed)}
+    plan.skipped.extend(sriov_plan.skipped)
+
+
+def ledger_held_message(name, err):
+    """The message of a failed scrub: what failed, and that the tenant stays held."""
+    return "%s; tenant %s stays in the ledger (not released) until a scrub succeeds" % (
+        err.msg if isinstance(err, GpuhostError) else str(err), name)

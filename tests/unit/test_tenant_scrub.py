@@ -1,0 +1,314 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""tenant_scrub against the sysfs simulator (tests/support/sysfs_sim.py): the resets of a
+released tenant's GPU functions, its VF's settings through a stand-in for iproute2 (an
+SR-IOV NIC cannot run here), the refusals that write nothing, a failure mid-scrub, and
+the reset-method gate of libvirt_pinned_domain."""
+
+import errno
+import os
+
+import pytest
+import yaml
+from ansible.module_utils.testing import patch_module_args
+
+from support.sysfs_sim import SimulatedKernel, TreeBuilder, run_module, snapshot
+from test_sriov_vfs import FakeIproute
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.modules import tenant_scrub
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GPU, HDA = "0000:41:00.0", "0000:41:00.1"
+PF, VF0 = "0000:03:00.0", "0000:03:00.2"
+OTHER_GPU = "0000:42:00.0"
+TENANT = "tenant-b"
+# What the tenant's VF carries when it leaves: its MAC, VLAN 100, trusted, no spoof check
+TENANT_VF = [{"vf": 0, "address": "52:54:00:6c:00:01", "vlan_list": [{"vlan": 100}],
+              "spoofchk": False, "trust": True, "link_state": "auto"},
+             {"vf": 1, "address": "00:00:00:00:00:00", "spoofchk": True, "trust": False,
+              "link_state": "auto"}]
+
+
+def build_host(root, hda_reset="flr bus"):
+    """Two GPUs (each with its HDA) on vfio-pci behind root ports, and a NIC PF eno1
+    with two VFs; a released tenant held GPU 41:00.0 and VF 0."""
+    tree = TreeBuilder(root)
+    tree.cpus(online="0-3")
+    tree.iommu()
+    for port, group in (("0000:00:02.0", 10), ("0000:00:03.0", 11), ("0000:00:05.0", 12)):
+        tree.pci(port, 0x060400, vendor=0x8086, driver="pcieport", iommu_group=group)
+    tree.pci(GPU, 0x030200, driver="vfio-pci", iommu_group=2, parent="0000:00:02.0")
+    tree.pci(HDA, 0x040300, driver="vfio-pci", iommu_group=2, parent="0000:00:02.0",
+             reset_method=hda_reset)
+    tree.pci(OTHER_GPU, 0x030200, driver="vfio-pci", iommu_group=3, parent="0000:00:03.0")
+    tree.pci(PF, 0x020000, vendor=0x15b3, device=0x101d, driver="mlx5_core",
+             iommu_group=5, parent="0000:00:05.0", netdev="eno1", sriov_totalvfs=8,
+             sriov_offset=2, sriov_stride=1)
+    sim = SimulatedKernel(root, vf_drivers={PF: "mlx5_core"})
+    sim.write("/sys/bus/pci/devices/%s/sriov_numvfs" % PF, "2")
+    sim.writes.clear()
+    return sim
+
+
+def write_ledger(path, tenants):
+    ledger_core.write_ledger(path, ledger_core.LedgerData(tenants=tenants))
+
+
+def tenant(name=TENANT, gpus=((GPU, HDA),), vf=True):
+    return {"name": name,
+            "gpus": [{"address": g[0], "functions": list(g)} for g in gpus],
+            "vf": {"pf": PF, "address": VF0, "index": 0, "mac": "52:54:00:6c:00:01",
+                   "vlan": 100, "spoofchk": False, "trust": True} if vf else None}
+
+
+@pytest.fixture
+def env(tmp_path):
+    sim = build_host(str(tmp_path / "host"))
+    path = str(tmp_path / "state" / "ledger.json")
+    write_ledger(path, [tenant(), tenant("tenant-c", gpus=((OTHER_GPU,),), vf=False)])
+    return sim, path
+
+
+def scrub(sim, path, check_mode=False, runner=None, **args):
+    args = dict({"name": TENANT, "root": sim.root, "ledger_path": path}, **args)
+    return run_module(tenant_scrub, "TenantScrub", args, sim, check_mode=check_mode,
+                      runner=runner).result
+
+
+def refused(sim, path, **args):
+    before = snapshot(sim.root)
+    with pytest.raises(GpuhostError) as info:
+        scrub(sim, path, **args)
+    assert snapshot(sim.root) == before and sim.writes == []
+    return info.value
+
+
+def test_check_mode_reports_the_resets_and_writes_nothing(env):
+    sim, path = env
+    before = snapshot(sim.root)
+    ip = FakeIproute(TENANT_VF)
+    result = scrub(sim, path, check_mode=True, runner=ip)
+    assert result["changed"] is True and result["reset"] == []
+    assert result["steps"] == [
+        "write 1 to /sys/bus/pci/devices/%s/reset" % GPU,
+        "write 1 to /sys/bus/pci/devices/%s/reset" % HDA,
+        "ip link set dev eno1 vf 0 mac 00:00:00:00:00:00 vlan 0 trust off spoofchk on"]
+    kernel = result["diff"][0]
+    assert "/sys/bus/pci/devices/%s/reset = 1 (reset)" % GPU in kernel["after"]
+    assert snapshot(sim.root) == before and sim.writes == [] and sim.resets == []
+    assert all(call[:3] != ["ip", "link", "set"] for call in ip.calls)
+
+
+def test_scrub_resets_every_function_and_clears_the_vf(env):
+    sim, path = env
+    ip = FakeIproute(TENANT_VF)
+    result = scrub(sim, path, runner=ip)
+    assert sim.resets == [GPU, HDA] and result["reset"] == [GPU, HDA]
+    assert [w for w in sim.writes if w[0].endswith("/reset")] == [
+        ("/sys/bus/pci/devices/%s/reset" % GPU, "1"),
+        ("/sys/bus/pci/devices/%s/reset" % HDA, "1")]
+    assert ip.calls[-1] == ["ip", "link", "set", "dev", "eno1", "vf", "0", "mac",
+                            "00:00:00:00:00:00", "vlan", "0", "trust", "off", "spoofchk",
+                            "on"]
+    assert result["vf"]["settings"] == {"mac": "00:00:00:00:00:00", "vlan": 0,
+                                        "spoofchk": True, "trust": False}
+    assert [d["action"] for d in result["devices"]] == ["reset", "reset"]
+    assert result["changed"] is True
+    # the scrub leaves the ledger alone: releasing is tenant_ledger's step
+    assert TENANT in ledger_core.read_ledger(path).names()
+
+
+def test_a_test_root_skips_the_vf_settings_and_says_so(env):
+    sim, path = env
+    result = scrub(sim, path)
+    assert sim.resets == [GPU, HDA]
+    assert any("VF(s) 0 on eno1" in s for s in result["skipped_actions"])
+
+
+def test_tenant_not_in_the_ledger_has_nothing_to_scrub(env):
+    sim, path = env
+    result = scrub(sim, path, name="tenant-z")
+    assert result["changed"] is False and result["in_ledger"] is False
+    assert sim.writes == []
+
+
+def test_a_function_off_vfio_pci_is_refused(env):
+    sim, path = env
+    os.unlink(os.path.join(sim.device_dir(HDA), "driver"))
+    err = refused(sim, path)
+    assert "%s is on no driver, not vfio-pci" % HDA in err.message
+    assert "stays held" in err.message and err.field == "name"
+
+
+def test_a_group_still_open_is_refused_naming_the_process(env):
+    sim, path = env
+    tree = TreeBuilder(sim.root)
+    tree.write("/dev/vfio/2", "")
+    tree.open_fd(4242, 31, "/dev/vfio/2", comm="qemu-system-x86")
+    err = refused(sim, path)
+    assert "PID 4242 (qemu-system-x86) holds /dev/vfio/2 open" in err.message
+    assert err.details["refusals"][0]["address"] == GPU
+
+
+def test_no_reset_method_is_refused_then_allowed_by_the_override(tmp_path):
+    sim = build_host(str(tmp_path / "host"), hda_reset=None)
+    path = str(tmp_path / "ledger.json")
+    write_ledger(path, [tenant()])
+    err = refused(sim, path)
+    assert err.field == "allow_no_reset"
+    assert "%s has no reset file" % HDA in err.message and "next tenant" in err.message
+    result = scrub(sim, path, allow_no_reset=True)
+    assert sim.resets == [GPU]
+    assert [d["action"] for d in result["devices"]] == ["reset",
+                                                        "not reset (allow_no_reset)"]
+    assert "allowed by allow_no_reset" in result["warnings_scrub"][0]
+
+
+@pytest.mark.parametrize("text", ["\n", "bogus\n", "flr " * 5000])
+def test_hostile_reset_method_is_no_usable_reset(env, text):
+    sim, path = env
+    with open(os.path.join(sim.device_dir(GPU), "reset_method"), "w") as handle:
+        handle.write(text)
+    err = refused(sim, path)
+    assert err.field == "allow_no_reset" and GPU in err.message
+    assert len(err.message) < 2000
+
+
+def test_a_reset_file_that_is_a_link_is_refused(env, tmp_path):
+    sim, path = env
+    target = str(tmp_path / "elsewhere")
+    open(target, "w").close()
+    reset = os.path.join(sim.device_dir(GPU), "reset")
+    os.unlink(reset)
+    os.symlink(target, reset)
+    err = refused(sim, path)
+    assert "reset is a symbolic link" in err.message
+
+
+def test_bus_only_reset_shared_with_another_device_is_refused(tmp_path):
+    root = str(tmp_path / "host")
+    tree = TreeBuilder(root)
+    tree.cpus(online="0-3")
+    tree.iommu()
+    tree.pci("0000:00:02.0", 0x060400, driver="pcieport", iommu_group=1)
+    tree.pci("0000:05:00.0", 0x030200, driver="vfio-pci", iommu_group=2,
+             parent="0000:00:02.0", reset_method="bus")
+    tree.pci("0000:05:01.0", 0x010802, driver="nvme", iommu_group=3,
+             parent="0000:00:02.0", reset_method="flr")
+    sim = SimulatedKernel(root)
+    path = str(tmp_path / "ledger.json")
+    write_ledger(path, [tenant(gpus=(("0000:05:00.0",),), vf=False)])
+    err = refused(sim, path)
+    assert "only be reset by a bus reset, which would reset 0000:05:01.0 too" in err.message
+
+
+def test_failure_mid_scrub_names_what_was_reset_and_keeps_the_ledger(env):
+    sim, path = env
+    sim.fail_on["/sys/bus/pci/devices/%s/reset" % HDA] = errno.EIO
+    ledger_before = open(path).read()
+    args = {"name": TENANT, "root": sim.root, "ledger_path": path,
+            "_ansible_check_mode": False, "_ansible_diff": False}
+    with patch_module_args(args):
+        module = tenant_scrub.build_module()
+    worker = tenant_scrub.TenantScrub(module, writer=sim, runner=FakeIproute(TENANT_VF))
+    with pytest.raises(GpuhostError) as info:
+        worker.run()
+    assert sim.resets == [GPU]
+    assert info.value.details["reset"] == [GPU]
+    assert info.value.details["failed_step"] == "write 1 to /sys/bus/pci/devices/%s/reset" % HDA
+    assert "stays in the ledger (not released)" in info.value.message
+    assert worker.result["reset"] == [GPU] and worker.result["changed"] is True
+    assert open(path).read() == ledger_before
+
+
+def test_kernel_refuses_a_reset_when_resets_are_disabled(env):
+    # the simulator's reset_store: an emptied reset_method leaves no method (ENOTTY)
+    sim, _path = env
+    with open(os.path.join(sim.device_dir(GPU), "reset_method"), "w") as handle:
+        handle.write("\n")
+    with pytest.raises(OSError) as info:
+        sim.write("/sys/bus/pci/devices/%s/reset" % GPU, "1")
+    assert info.value.errno == errno.ENOTTY
+    with pytest.raises(OSError) as info:
+        sim.write("/sys/bus/pci/devices/%s/reset" % HDA, "2")
+    assert info.value.errno == errno.EINVAL and sim.resets == []
+
+
+@pytest.mark.parametrize("name", ["../x", "tenant\nb", "a" * 300])
+def test_hostile_tenant_names_are_refused(env, name):
+    sim, path = env
+    err = refused(sim, path, name=name)
+    assert err.field == "name"
+
+
+def test_offboard_playbook_scrubs_after_the_domain_and_before_the_ledger():
+    with open(os.path.join(REPO, "playbooks", "tenant_offboard.yml")) as handle:
+        play = yaml.safe_load(handle)[0]
+    modules = [next((k for k in task if k.startswith("gpuhost.kvm.")), None)
+               for task in play["tasks"]]
+    domain = modules.index("gpuhost.kvm.libvirt_pinned_domain")
+    scrub_at = modules.index("gpuhost.kvm.tenant_scrub")
+    ledger = modules.index("gpuhost.kvm.tenant_ledger")
+    assert domain < scrub_at < ledger
+
+
+# -- the gate: libvirt_pinned_domain refuses a GPU that cannot be wiped ----------------
+
+def gate_env(tmp_path, remove_reset_of=()):
+    """libvirt_pinned_domain's Env (libvirt's test driver) on the simulated host, with
+    the reset and reset_method files of ``remove_reset_of`` removed."""
+    pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
+    from support.sysfs_sim import build_sim_host
+    from test_libvirt_pinned_domain import Env
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
+        read_host_topology)
+    root = build_sim_host(str(tmp_path / "host"))
+    for address in remove_reset_of:
+        folder = os.path.realpath(os.path.join(root, "sys/bus/pci/devices", address))
+        for name in ("reset", "reset_method"):
+            os.unlink(os.path.join(folder, name))
+    env = Env(tmp_path, topology=read_host_topology(root, with_irqs=False))
+    env.root = root
+    return env
+
+
+def gpu_domain(**extra):
+    args = dict(name="tenant-x", vcpus=2, vcpu_pins=[5, 6], memory_gib=1,
+                hugepage_size="none", memory_nodes="1", gpus=[GPU])
+    args.update(extra)
+    return args
+
+
+def test_gate_refuses_a_gpu_without_reset_then_the_override_allows_it(tmp_path):
+    env = gate_env(tmp_path, remove_reset_of=(HDA,))
+    err = env.fail(**gpu_domain())
+    assert err.field == "allow_no_reset"
+    assert ("refusing to give %s to a tenant: %s has no reset file" % (HDA, HDA)
+            in err.message)
+    assert "cannot be wiped when the tenant leaves" in err.message
+    assert err.details["refusals"][0]["kind"] == "no_reset"
+    assert env.names() == []
+    result = env.run(**gpu_domain(allow_no_reset=True))
+    assert env.names() == ["tenant-x"]
+    assert any("allowed by allow_no_reset" in w for w in result["warnings_preflight"])
+
+
+def test_gate_lets_a_resettable_gpu_through(tmp_path):
+    env = gate_env(tmp_path)
+    result = env.run(**gpu_domain())
+    assert env.names() == ["tenant-x"]
+    assert not any("reset" in w for w in result["warnings_preflight"])
+
+
+def test_a_topology_not_read_from_sysfs_is_not_refused_for_an_unknown_reset():
+    # the topology option's dict form (topology_to_dict of a literal topology) does not
+    # say whether the reset file exists: unknown is not "no reset", and is not refused
+    from support.domain_xml import RUNBOOK_GPU, runbook_topology
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
+        no_reset_functions)
+    topo = runbook_topology()
+    assert topo.pci[RUNBOOK_GPU].reset_file is None
+    assert no_reset_functions(topo.pci, [RUNBOOK_GPU]) == []
