@@ -8,13 +8,13 @@ change of firmware is a definition change that restarts a running tenant; and th
 preflight reads the firmware descriptors below a root and refuses a UEFI tenant on a
 host without OVMF.
 
-The descriptor trees are written the way the packages install them. Debian's ovmf
-(its README.Debian: OVMF_CODE_4M.fd with OVMF_VARS_4M.fd for plain UEFI,
-OVMF_CODE_4M.ms.fd, a link to OVMF_CODE_4M.secboot.fd, with OVMF_VARS_4M.ms.fd for
-Secure Boot with the Microsoft keys); RHEL's edk2-ovmf
-(/usr/share/edk2/ovmf/OVMF_CODE.secboot.fd with OVMF_VARS.secboot.fd, as Red Hat's
-tp-libvirt firmware tests name them). The JSON follows QEMU's
-docs/interop/firmware.json; the descriptor file names are the packages' style."""
+The Debian tree is Debian 12's ovmf package itself: its three descriptors as the
+package installs them and its file list (tests/fixtures/firmware/debian-12-ovmf), with
+stand-ins for the .fd images and the package's links as links (OVMF_CODE_4M.ms.fd ->
+OVMF_CODE_4M.secboot.fd). The RHEL tree (edk2-ovmf) is written in the same JSON shape
+(QEMU's docs/interop/firmware.json) with the file names Red Hat's tp-libvirt firmware
+tests use, /usr/share/edk2/ovmf/OVMF_CODE.secboot.fd with OVMF_VARS.secboot.fd; its
+descriptor file names are illustrative."""
 
 import json
 import os
@@ -31,19 +31,11 @@ from test_domain_xml_support import (private_connection, runbook_tenant, runbook
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
 
-X86_Q35 = [{"architecture": "x86_64", "machines": ["pc-i440fx-*", "pc-q35-*"]}]
-DEBIAN_DESCRIPTORS = {
-    "40-edk2-x86_64-secure-enrolled.json": (
-        "/usr/share/OVMF/OVMF_CODE_4M.ms.fd", "/usr/share/OVMF/OVMF_VARS_4M.ms.fd",
-        ["acpi-s3", "amd-sev", "enrolled-keys", "requires-smm", "secure-boot",
-         "verbose-dynamic"]),
-    "50-edk2-x86_64-secure.json": (
-        "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd",
-        ["acpi-s3", "amd-sev", "requires-smm", "secure-boot", "verbose-dynamic"]),
-    "60-edk2-x86_64.json": (
-        "/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd",
-        ["acpi-s3", "amd-sev", "verbose-dynamic"]),
-}
+DEBIAN_OVMF = os.path.join(os.path.dirname(__file__), "..", "fixtures", "firmware",
+                           "debian-12-ovmf")
+DEBIAN_DESCRIPTORS = ("40-edk2-x86_64-secure-enrolled.json", "50-edk2-x86_64-secure.json",
+                      "60-edk2-x86_64.json")
+X86_Q35 = [{"architecture": "x86_64", "machines": ["pc-q35-*"]}]
 RHEL_DESCRIPTORS = {
     "30-edk2-ovmf-x64-sb-enrolled.json": (
         "/usr/share/edk2/ovmf/OVMF_CODE.secboot.fd", "/usr/share/edk2/ovmf/OVMF_VARS.secboot.fd",
@@ -64,25 +56,45 @@ def descriptor_json(code, variables, features, targets=None):
         "targets": targets or X86_Q35, "features": features, "tags": []}, indent=4)
 
 
-def install_firmware(root, descriptors=DEBIAN_DESCRIPTORS, code_files=True):
-    """The firmware package below ``root``: its descriptors and (``code_files``) the
-    code and variable files they name, Debian's .ms.fd as the package's relative link."""
+def _stand_in(root, path):
+    target = os.path.join(str(root), path.lstrip("/"))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "wb") as out:
+        out.write(b"\0" * 64)
+
+
+def install_debian_ovmf(root, descriptors=DEBIAN_DESCRIPTORS, images=True):
+    """Debian 12's ovmf below ``root``: the package's ``descriptors`` and (``images``)
+    every other file of its list, the .fd images as stand-ins, links as links."""
     folder = os.path.join(str(root), "usr/share/qemu/firmware")
     os.makedirs(folder, exist_ok=True)
-    for name, (code, variables, features) in descriptors.items():
+    for name in descriptors:
+        with open(os.path.join(DEBIAN_OVMF, name), "rb") as source, \
+                open(os.path.join(folder, name), "wb") as out:
+            out.write(source.read())
+    with open(os.path.join(DEBIAN_OVMF, "FILES"), encoding="utf-8") as listing:
+        entries = [line.strip().split(" -> ") for line in listing if line.strip()]
+    for entry in entries:
+        if not images or entry[0].startswith("usr/share/qemu/firmware/"):
+            continue
+        if len(entry) == 2:
+            link = os.path.join(str(root), entry[0])
+            os.makedirs(os.path.dirname(link), exist_ok=True)
+            os.symlink(entry[1], link)
+        else:
+            _stand_in(root, entry[0])
+    return str(root)
+
+
+def install_rhel_ovmf(root, images=True):
+    folder = os.path.join(str(root), "usr/share/qemu/firmware")
+    os.makedirs(folder, exist_ok=True)
+    for name, (code, variables, features) in RHEL_DESCRIPTORS.items():
         with open(os.path.join(folder, name), "w") as out:
             out.write(descriptor_json(code, variables, features))
-        if not code_files:
-            continue
-        for path in (code, variables):
-            target = os.path.join(str(root), path.lstrip("/"))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            if path.endswith("OVMF_CODE_4M.ms.fd"):
-                if not os.path.lexists(target):
-                    os.symlink("OVMF_CODE_4M.secboot.fd", target)
-                continue
-            with open(target, "wb") as out:
-                out.write(b"\0" * 64)
+        if images:
+            _stand_in(root, code)
+            _stand_in(root, variables)
     return str(root)
 
 
@@ -260,16 +272,16 @@ def firmware_refusals(firmware, root):
     return [r for r in report.refusals if r.field == "firmware"]
 
 
-@pytest.mark.parametrize("descriptors", [DEBIAN_DESCRIPTORS, RHEL_DESCRIPTORS],
+@pytest.mark.parametrize("install", [install_debian_ovmf, install_rhel_ovmf],
                          ids=["debian-ovmf", "rhel-edk2-ovmf"])
 @pytest.mark.parametrize("firmware", ["efi", "efi-secure"])
-def test_a_host_with_ovmf_passes(descriptors, firmware, tmp_path):
-    root = install_firmware(tmp_path, descriptors)
+def test_a_host_with_ovmf_passes(install, firmware, tmp_path):
+    root = install(tmp_path)
     assert firmware_refusals(firmware, root) == []
 
 
 def test_the_descriptors_are_read_with_what_they_offer(tmp_path):
-    found = pf.read_firmware_descriptors(install_firmware(tmp_path))
+    found = pf.read_firmware_descriptors(install_debian_ovmf(tmp_path))
     assert found.unreadable == []
     by_name = {os.path.basename(d.path): d for d in found.descriptors}
     assert sorted(by_name) == sorted(DEBIAN_DESCRIPTORS)
@@ -309,15 +321,14 @@ def test_a_host_without_ovmf_is_refused_with_the_package_to_install(firmware, tm
 
 
 def test_descriptors_whose_code_files_are_missing_are_refused_by_name(tmp_path):
-    root = install_firmware(tmp_path, code_files=False)
+    root = install_debian_ovmf(tmp_path, images=False)
     refusal, = firmware_refusals("efi", root)
     assert "/usr/share/OVMF/OVMF_CODE_4M.fd in /usr/share/qemu/firmware/60-edk2-x86_64.json" \
         in refusal.msg
 
 
 def test_only_plain_uefi_on_the_host_refuses_secure_boot(tmp_path):
-    root = install_firmware(tmp_path, {"60-edk2-x86_64.json": DEBIAN_DESCRIPTORS[
-        "60-edk2-x86_64.json"]})
+    root = install_debian_ovmf(tmp_path, ["60-edk2-x86_64.json"])
     assert firmware_refusals("efi", root) == []
     refusal, = firmware_refusals("efi-secure", root)
     assert "with Secure Boot and enrolled keys" in refusal.msg
@@ -325,11 +336,10 @@ def test_only_plain_uefi_on_the_host_refuses_secure_boot(tmp_path):
 
 
 def test_an_empty_file_in_etc_hides_the_descriptor_as_for_libvirt(tmp_path):
-    root = install_firmware(tmp_path)
+    root = install_debian_ovmf(tmp_path)
     masks = os.path.join(root, "etc/qemu/firmware")
     os.makedirs(masks)
-    for name in ("60-edk2-x86_64.json",):
-        open(os.path.join(masks, name), "w").close()
+    open(os.path.join(masks, "60-edk2-x86_64.json"), "w").close()
     assert firmware_refusals("efi-secure", root) == []
     refusal, = firmware_refusals("efi", root)
     assert "60-edk2-x86_64.json" not in refusal.msg
@@ -337,8 +347,7 @@ def test_an_empty_file_in_etc_hides_the_descriptor_as_for_libvirt(tmp_path):
 
 def test_a_code_link_is_followed_inside_the_root_only(tmp_path):
     """An absolute link in the tree points into the root, not the running host's /usr."""
-    root = install_firmware(tmp_path, {"60-edk2-x86_64.json": DEBIAN_DESCRIPTORS[
-        "60-edk2-x86_64.json"]}, code_files=False)
+    root = install_debian_ovmf(tmp_path, ["60-edk2-x86_64.json"], images=False)
     code = os.path.join(root, "usr/share/OVMF/OVMF_CODE_4M.fd")
     os.makedirs(os.path.dirname(code))
     os.symlink("/usr/share/OVMF/real-code.fd", code)
@@ -363,8 +372,7 @@ def test_a_code_link_is_followed_inside_the_root_only(tmp_path):
 ], ids=["broken", "list", "string", "null", "no-filename", "relative", "nul", "wrong-types",
         "huge", "undecodable"])
 def test_a_file_that_is_no_descriptor_is_named_never_a_traceback(content, tmp_path):
-    root = install_firmware(tmp_path, {"60-edk2-x86_64.json": DEBIAN_DESCRIPTORS[
-        "60-edk2-x86_64.json"]})
+    root = install_debian_ovmf(tmp_path, ["60-edk2-x86_64.json"])
     folder = os.path.join(root, "usr/share/qemu/firmware")
     with open(os.path.join(folder, "10-odd.json"), "w", errors="surrogateescape") as out:
         out.write(content)
@@ -406,7 +414,7 @@ def test_the_module_reads_descriptors_only_for_uefi_on_a_real_driver(tmp_path):
     assert pf.preflight_from_params(spec("bios"), topo, [], params, None).refusals == []
     assert pf.preflight_from_params(spec("efi", domain_type="test"), topo, [], params,
                                     None).refusals == []
-    install_firmware(tmp_path)
+    install_debian_ovmf(tmp_path)
     assert pf.preflight_from_params(spec("efi-secure"), topo, [], params,
                                     None).refusals == []
 
