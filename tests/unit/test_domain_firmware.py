@@ -384,6 +384,28 @@ def test_a_file_that_is_no_descriptor_is_named_never_a_traceback(content, tmp_pa
     assert "not firmware descriptors: /usr/share/qemu/firmware/10-odd.json" in refusal.msg
 
 
+def test_a_descriptor_link_is_read_inside_the_root_and_odd_files_never_block(tmp_path):
+    """An absolute descriptor link (as /etc/qemu/firmware overrides often are) points
+    into the root, never at the running host's file of that name; a FIFO, a directory
+    or a dangling link named *.json is named as no descriptor, and reading never
+    blocks."""
+    root = install_debian_ovmf(tmp_path, ["60-edk2-x86_64.json"])
+    etc = os.path.join(root, "etc/qemu/firmware")
+    os.makedirs(etc)
+    os.symlink("/usr/share/qemu/firmware/60-edk2-x86_64.json",
+               os.path.join(etc, "60-edk2-x86_64.json"))
+    os.mkfifo(os.path.join(etc, "20-fifo.json"))
+    os.mkdir(os.path.join(etc, "21-directory.json"))
+    os.symlink("/nowhere/at/all.json", os.path.join(etc, "22-dangling.json"))
+    found = pf.read_firmware_descriptors(root)
+    assert [d.path for d in found.descriptors] == ["/etc/qemu/firmware/60-edk2-x86_64.json"]
+    assert found.descriptors[0].executable == "/usr/share/OVMF/OVMF_CODE_4M.fd"
+    assert found.unreadable == ["/etc/qemu/firmware/20-fifo.json",
+                                "/etc/qemu/firmware/21-directory.json",
+                                "/etc/qemu/firmware/22-dangling.json"]
+    assert firmware_refusals("efi", root) == []
+
+
 def test_descriptors_for_other_machines_or_architectures_do_not_count(tmp_path):
     folder = os.path.join(str(tmp_path), "usr/share/qemu/firmware")
     os.makedirs(folder)

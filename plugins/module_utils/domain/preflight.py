@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
@@ -546,15 +547,31 @@ def parse_firmware_descriptor(text, path, root="/"):
         executable=filename, executable_present=os.path.isfile(below_root))
 
 
+def _read_regular_file(path, limit):
+    """Up to ``limit`` bytes of the regular file at ``path`` (links already resolved
+    inside the root), or None: a FIFO must not block the run, nor a directory or a
+    device pass for a descriptor."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        return os.read(descriptor, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+
+
 def read_firmware_descriptors(root="/"):
     """The firmware descriptors below ``root`` (FIRMWARE_DESCRIPTOR_DIRS)."""
     found = FirmwareDescriptors()
     for _name, path in _descriptor_files(root):
         shown = "/" + os.path.relpath(path, root or "/")
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_DESCRIPTOR_BYTES + 1)
-        except OSError:
+        data = _read_regular_file(resolve_dir(root, path), MAX_DESCRIPTOR_BYTES + 1)
+        if data is None:
             found.unreadable.append(shown)
             continue
         if not data.strip():
