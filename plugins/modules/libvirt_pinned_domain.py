@@ -298,7 +298,8 @@ options:
         libvirt fills in are not a difference on the next run."
       - Needs machine q35 and the firmware package on the host, C(ovmf) on Debian and
         C(edk2-ovmf) on RHEL; the preflight refuses V(efi) or V(efi-secure) when no
-        descriptor below O(root) offers it with its code file present.
+        descriptor below O(root) offers it with its code file present (not for
+        O(domain_type=test), whose driver runs no firmware).
       - A change of firmware is a new definition; a running tenant reports
         RV(restart_required). The guest keeps its NVRAM file, so a guest moved to
         V(efi-secure) gets the enrolled keys only with a fresh one (C(virsh start
