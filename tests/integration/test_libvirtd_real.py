@@ -338,7 +338,9 @@ def test_uefi_tcg_domain_boots_ovmf_and_a_rerun_changes_nothing(hugepages, libvi
 
     rerun = module(uri, images, **args)
     assert not rerun["changed"], (rerun["changed_elements"], rerun["actions"])
-    back = module(uri, images, check=True, **dict(args, firmware="bios"))
+    bios = dict(args)
+    bios["firmware"] = "bios"
+    back = module(uri, images, check=True, **bios)
     assert back["changed_elements"] == ["os"] and back["restart_required"] is True
 
     gone = module(uri, images, name=NAME, state="absent")
