@@ -316,6 +316,27 @@ options:
       bits:
         description: The width for V(emulate).
         type: int
+  firmware:
+    description:
+      - The guest firmware. V(bios) writes no firmware (SeaBIOS), as before this option.
+      - V(efi) boots UEFI (OVMF) without Secure Boot, the runbook's fix for a GPU the
+        guest driver stops with Code 43. V(efi-secure) boots OVMF with Secure Boot on
+        and the Microsoft keys enrolled, and turns on SMM, which that firmware needs.
+      - "Both use libvirt's firmware auto-selection: C(<os firmware='efi'>) with the
+        C(secure-boot) and C(enrolled-keys) features, which libvirt matches against the
+        firmware descriptors in C(/usr/share/qemu/firmware). The loader and NVRAM paths
+        libvirt fills in are not a difference on the next run."
+      - Needs machine q35 and the firmware package on the host, C(ovmf) on Debian and
+        C(edk2-ovmf) on RHEL; the preflight refuses V(efi) or V(efi-secure) when no
+        descriptor below O(root) offers it with its code file present (not for
+        O(domain_type=test), whose driver runs no firmware).
+      - A change of firmware is a new definition; a running tenant reports
+        RV(restart_required). The guest keeps its NVRAM file, so a guest moved to
+        V(efi-secure) gets the enrolled keys only with a fresh one (C(virsh start
+        --reset-nvram)).
+    type: str
+    choices: [bios, efi, efi-secure]
+    default: bios
   cpu_mode:
     description:
       - V(host-passthrough) (the runbook's) or V(maximum) for QEMU without KVM (TCG
@@ -504,6 +525,12 @@ EXAMPLES = r"""
       - device: gpus
         bar: "off"
     state: present
+- name: Boot tenant-a100 with UEFI (OVMF) instead of SeaBIOS
+  gpuhost.kvm.libvirt_pinned_domain:
+    name: tenant-a100
+    plan: "{{ placement.plan.tenants[0] }}"
+    firmware: efi
+    state: running
 
 - name: Offboard tenant-a100 and delete the overlay and seed this module created
   gpuhost.kvm.libvirt_pinned_domain:
@@ -582,8 +609,9 @@ details:
       the wording. C(hugepages_short) means the node has too few free hugepages.
       C(vf_missing) means the tenant's planned VF does not exist (yet).
       C(hostdev_missing) means another passthrough function does not exist.
-      C(no_interrupt_remapping) means the host's interrupt remapping is off. It is null
-      for the rest.
+      C(no_interrupt_remapping) means the host's interrupt remapping is off.
+      C(firmware_missing) means no firmware package offers the O(firmware) asked for.
+      It is null for the rest.
   returned: on a preflight refusal
   type: dict
 """
@@ -672,6 +700,7 @@ def build_module():
                 mode=dict(type="str", default="auto",
                           choices=["auto", "emulate", "passthrough", "none"]),
                 bits=dict(type="int"))),
+            firmware=dict(type="str", default="bios", choices=list(dx.FIRMWARE_CHOICES)),
             cpu_mode=dict(type="str", default="host-passthrough",
                           choices=["host-passthrough", "maximum"]),
             lock_memory=dict(type="bool", default=True),

@@ -22,8 +22,12 @@ import sys
 import tempfile
 import time
 import uuid
+import xml.etree.ElementTree as ET
 
 import pytest
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
+    descriptor_offers, read_firmware_descriptors)
 
 from support.helpers import ansible_env, run_tool
 
@@ -299,3 +303,45 @@ def test_tcg_domain_define_start_idempotent_readback_undefine(hugepages, libvirt
         [args["disk"]["path"], args["cloud_init"]["seed_path"]])
     assert NAME not in virsh(uri, "list", "--all", "--name").split()
     assert os.path.exists(base)
+
+
+def test_uefi_tcg_domain_boots_ovmf_and_a_rerun_changes_nothing(hugepages, libvirtd, images):
+    """firmware efi on the real QEMU driver (issue 23): libvirt's auto-selection picks the
+    installed OVMF's plain UEFI descriptor, QEMU gets its code and the guest's own NVRAM
+    as pflash, the stored definition stays what the module wrote (a rerun changes
+    nothing), a change back to BIOS is one restart-requiring change, and state=absent
+    removes the NVRAM. Needs the OVMF package (ovmf, edk2-ovmf) on this machine."""
+    offered = [d for d in read_firmware_descriptors("/").descriptors
+               if descriptor_offers(d, "efi") and d.executable_present]
+    if not offered:
+        pytest.skip("REAL LIBVIRTD UEFI TEST NOT RUN: no firmware descriptor in "
+                    "/usr/share/qemu/firmware offers plain UEFI (install ovmf or edk2-ovmf)")
+    uri = libvirtd.uri
+    args = dict(plan=tcg_plan(), state="running", network={"type": "none"},
+                lock_memory=_can_raise_memlock(), firmware="efi")
+    applied = module(uri, images, **args)
+    assert applied["changed"] and applied["state"] == "running", json.dumps(applied, indent=1)
+    stored = ET.fromstring(virsh(uri, "dumpxml", "--inactive", NAME))
+    assert stored.find("os").get("firmware") == "efi"
+    live = ET.fromstring(virsh(uri, "dumpxml", NAME))
+    loader, nvram = live.find("os/loader"), live.find("os/nvram")
+    assert loader is not None and nvram is not None, virsh(uri, "dumpxml", NAME)
+    # libvirt takes the first matching descriptor by file name, as the preflight lists them
+    assert loader.text == offered[0].executable, (loader.text, offered)
+    assert (loader.get("type"), loader.get("readonly")) == ("pflash", "yes")
+    assert os.path.getsize(nvram.text) > 0
+    with open("/run/libvirt/qemu/%s.pid" % NAME) as handle:
+        pid = handle.read().strip()
+    with open("/proc/%s/cmdline" % pid, "rb") as handle:
+        cmdline = handle.read().replace(b"\0", b" ").decode()
+    assert loader.text in cmdline and nvram.text in cmdline and "pflash0=" in cmdline, cmdline
+
+    rerun = module(uri, images, **args)
+    assert not rerun["changed"], (rerun["changed_elements"], rerun["actions"])
+    bios = dict(args)
+    bios["firmware"] = "bios"
+    back = module(uri, images, check=True, **bios)
+    assert back["changed_elements"] == ["os"] and back["restart_required"] is True
+
+    gone = module(uri, images, name=NAME, state="absent")
+    assert gone["changed"] and not os.path.exists(nvram.text)

@@ -15,18 +15,23 @@ the host cannot live without (the root filesystem's chain, a bridge).
 
 from __future__ import annotations
 
+import fnmatch
+import json
+import os
+import stat
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import (
-    hostdev_origins, pci_source_key, parse_xml)
+    FIRMWARE_FEATURES, hostdev_origins, pci_source_key, parse_xml)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     PASS_THROUGH, host_refusals, refusal_fix)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import resolve_dir
 
 
 @dataclass
@@ -509,15 +514,181 @@ def _size_text(size_kib):
     return "%dK" % size_kib
 
 
+# --------------------------------------------------------------------------------------
+# firmware
+
+# Where QEMU's firmware descriptors are (QEMU's docs/interop/firmware.json), in
+# libvirt's order: a file in /etc overrides the one of the same name in /usr/share, and
+# an empty one there hides it.
+FIRMWARE_DESCRIPTOR_DIRS = ("etc/qemu/firmware", "usr/share/qemu/firmware")
+FIRMWARE_PACKAGES = "ovmf on Debian, edk2-ovmf on RHEL"
+# A descriptor is a few hundred bytes; anything far larger is not one.
+MAX_DESCRIPTOR_BYTES = 1 << 16
+# A machine name each q35 descriptor glob (pc-q35-*) matches: libvirt expands q35 to
+# pc-q35-<QEMU version>.
+Q35_MACHINE_SAMPLE = "pc-q35-9.0"
+
+
+@dataclass
+class FirmwareDescriptor:
+    """One QEMU firmware descriptor as the preflight needs it."""
+
+    path: str                              # below the root
+    interfaces: Tuple[str, ...] = ()       # interface-types: uefi, bios
+    targets: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()   # (architecture, machine globs)
+    features: Tuple[str, ...] = ()         # secure-boot, enrolled-keys, requires-smm...
+    executable: str = ""                   # the code file, as the host names it
+    executable_present: bool = False       # found below the root
+
+
+@dataclass
+class FirmwareDescriptors:
+    """What read_firmware_descriptors found: the descriptors, and the files it could
+    not read as one (named in a refusal, so a broken file is not a silent miss)."""
+
+    descriptors: List[FirmwareDescriptor] = field(default_factory=list)
+    unreadable: List[str] = field(default_factory=list)
+
+
+def _descriptor_files(root):
+    """(name, path) of every descriptor libvirt would read, /etc first."""
+    chosen = {}
+    for directory in FIRMWARE_DESCRIPTOR_DIRS:
+        base = os.path.join(root or "/", directory)
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".json") and name not in chosen:
+                chosen[name] = os.path.join(base, name)
+    return sorted(chosen.items())
+
+
+def _text_list(value):
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def parse_firmware_descriptor(text, path, root="/"):
+    """A FirmwareDescriptor from a descriptor's JSON text; None when it is not one."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    mapping = data.get("mapping") if isinstance(data.get("mapping"), dict) else {}
+    executable = mapping.get("executable")
+    filename = executable.get("filename") if isinstance(executable, dict) \
+        else mapping.get("filename")
+    if not isinstance(filename, str) or not filename.startswith("/") or "\x00" in filename:
+        return None
+    targets = []
+    for target in data.get("targets") if isinstance(data.get("targets"), list) else ():
+        if isinstance(target, dict) and isinstance(target.get("architecture"), str):
+            targets.append((target["architecture"], _text_list(target.get("machines"))))
+    below_root = resolve_dir(root, os.path.join(root or "/", filename.lstrip("/")))
+    return FirmwareDescriptor(
+        path=path, interfaces=_text_list(data.get("interface-types")),
+        targets=tuple(targets), features=_text_list(data.get("features")),
+        executable=filename, executable_present=os.path.isfile(below_root))
+
+
+def _read_regular_file(path, limit):
+    """Up to ``limit`` bytes of the regular file at ``path`` (links already resolved
+    inside the root), or None: a FIFO must not block the run, nor a directory or a
+    device pass for a descriptor."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        return os.read(descriptor, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def read_firmware_descriptors(root="/"):
+    """The firmware descriptors below ``root`` (FIRMWARE_DESCRIPTOR_DIRS)."""
+    found = FirmwareDescriptors()
+    for _name, path in _descriptor_files(root):
+        shown = "/" + os.path.relpath(path, root or "/")
+        data = _read_regular_file(resolve_dir(root, path), MAX_DESCRIPTOR_BYTES + 1)
+        if data is None:
+            found.unreadable.append(shown)
+            continue
+        if not data.strip():
+            continue                      # an empty file hides the descriptor
+        descriptor = None
+        if len(data) <= MAX_DESCRIPTOR_BYTES:
+            descriptor = parse_firmware_descriptor(data.decode("utf-8", "replace"),
+                                                   shown, root)
+        if descriptor is None:
+            found.unreadable.append(shown)
+        else:
+            found.descriptors.append(descriptor)
+    return found
+
+
+def descriptor_offers(descriptor, firmware, arch="x86_64", machine=Q35_MACHINE_SAMPLE):
+    """Whether libvirt's auto-selection could pick ``descriptor`` for ``firmware``
+    (FIRMWARE_FEATURES): UEFI, for this architecture and machine, with every feature
+    enabled 'yes' and none enabled 'no'."""
+    if "uefi" not in descriptor.interfaces:
+        return False
+    if not any(target_arch == arch and any(fnmatch.fnmatchcase(machine, glob)
+                                           for glob in globs)
+               for target_arch, globs in descriptor.targets):
+        return False
+    for name, enabled in FIRMWARE_FEATURES[firmware]:
+        if (name in descriptor.features) != (enabled == "yes"):
+            return False
+    return True
+
+
+def check_firmware(spec, descriptors, report):
+    """A UEFI tenant needs a descriptor that offers its firmware and whose code file is
+    on the host: without one, libvirt refuses the start ("Unable to find any firmware to
+    satisfy 'efi'") after the define succeeded. ``descriptors``: None skips the check
+    (BIOS, or libvirt's test driver, which runs no firmware)."""
+    if descriptors is None or spec.firmware not in FIRMWARE_FEATURES:
+        return
+    offering = [d for d in descriptors.descriptors if descriptor_offers(d, spec.firmware)]
+    if any(d.executable_present for d in offering):
+        return
+    if offering:
+        why = "the descriptors that offer it name code files that are missing (%s)" % (
+            ", ".join("%s in %s" % (d.executable, d.path) for d in offering))
+    elif descriptors.descriptors:
+        why = "none of the %d firmware descriptors offers it (%s)" % (
+            len(descriptors.descriptors), ", ".join(d.path for d in descriptors.descriptors))
+    else:
+        why = "there is no firmware descriptor in /%s" % " or /".join(
+            FIRMWARE_DESCRIPTOR_DIRS)
+    if descriptors.unreadable:
+        why += "; not firmware descriptors: %s" % ", ".join(descriptors.unreadable)
+    report.refusals.append(Refusal(
+        "firmware", "firmware %s needs OVMF for x86_64 q35%s, but %s" % (
+            spec.firmware, " with Secure Boot and enrolled keys"
+            if spec.firmware == "efi-secure" else " without Secure Boot", why),
+        "install the firmware package (%s; the vm role does when a tenant uses efi), "
+        "or set firmware: bios" % FIRMWARE_PACKAGES, kind="firmware_missing"))
+
+
 def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node=False,
                   allow_vcpu_emulator_overlap=False, host_context=None, host_overrides=None,
-                  hostdev_origins=None, allow_unsafe_interrupts=False):
+                  hostdev_origins=None, allow_unsafe_interrupts=False, firmware_descriptors=None):
     """All checks; ``defined`` lists every domain libvirt has (this one included, if
     defined). ``host_context`` (host_safety.read_context) turns on the host-safety
     policy, with ``host_overrides`` ({allow_host_critical: bool, ...}) and
-    ``hostdev_origins`` (address -> option, for the refusals). Returns a
-    PreflightReport; call raise_if_refused() on it. ``allow_unsafe_interrupts`` accepts
-    host devices on a host whose interrupt remapping is off."""
+    ``hostdev_origins`` (address -> option, for the refusals). ``allow_unsafe_interrupts``
+    accepts host devices on a host whose interrupt remapping is off.
+    ``firmware_descriptors`` (read_firmware_descriptors) turns on the firmware check.
+    Returns a PreflightReport; call raise_if_refused() on it."""
     report = PreflightReport()
     current = None
     others = []
@@ -536,6 +707,7 @@ def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node
     check_vcpu_helper_overlap(spec, report, allow_vcpu_emulator_overlap)
     check_nodes(spec, topo, report, allow_cross_node=allow_cross_node)
     check_hugepages(spec, topo, report, current=current)
+    check_firmware(spec, firmware_descriptors, report)
     return report
 
 
@@ -551,6 +723,8 @@ def preflight_from_params(spec, topo, defined, params, host_context):
         allow_unsafe_interrupts=params["allow_unsafe_interrupts"],
         host_context=host_context,
         host_overrides={o: params[o] for o in PASS_THROUGH.overrides},
+        firmware_descriptors=read_firmware_descriptors(params["root"])
+        if spec.firmware in FIRMWARE_FEATURES and spec.domain_type != "test" else None,
         hostdev_origins=hostdev_origins(
             spec, from_plan=params["plan"] is not None,
             vf_option_given=bool((params["network"] or {}).get("vf_address"))))

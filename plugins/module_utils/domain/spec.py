@@ -132,6 +132,7 @@ def _spec_of_shape(params, topo):
         memory_access="shared" if params["shared_memory"] else None,
         vcpusched=params["vcpusched"], locked=params["lock_memory"],
     )
+    common["firmware"] = params["firmware"]
     if params["maxphysaddr"]:
         common["maxphysaddr_mode"] = params["maxphysaddr"]["mode"]
         common["maxphysaddr_bits"] = params["maxphysaddr"]["bits"]

@@ -50,6 +50,28 @@ QEMU_DEFAULT_PHYS_BITS = 40
 MAX_PHYS_BITS = 52
 # The first PCIe root port this module adds for the GPUs; index 0 is pcie-root.
 FIRST_GPU_ROOT_PORT = 1
+# The guest firmware (the firmware option). efi and efi-secure use libvirt's firmware
+# auto-selection (<os firmware='efi'> with <firmware><feature/>), not explicit
+# <loader>/<nvram> paths: libvirt matches the features against the JSON descriptors the
+# firmware package installs in /usr/share/qemu/firmware (Debian's ovmf ships them, its
+# README.Debian says libvirt pairs OVMF_CODE_4M.ms.fd with OVMF_VARS_4M.ms.fd through
+# them; RHEL's edk2-ovmf ships its own), so one XML serves both OS families and a
+# firmware update or a renamed file needs no change here. Each feature is
+# (name, enabled), in the order libvirt writes them back (enrolled-keys first), since
+# the comparison keeps the order of <os>'s children.
+#   efi:        UEFI without Secure Boot (Debian: OVMF_CODE_4M.fd + OVMF_VARS_4M.fd);
+#               the runbook's fix for Code 43 on q35.
+#   efi-secure: Secure Boot on, Microsoft keys enrolled (Debian: OVMF_CODE_4M.ms.fd +
+#               OVMF_VARS_4M.ms.fd); needs SMM, written as <smm state='on'/>.
+FIRMWARE_CHOICES = ("bios", "efi", "efi-secure")
+FIRMWARE_FEATURES = {
+    "efi": (("enrolled-keys", "no"), ("secure-boot", "no")),
+    "efi-secure": (("enrolled-keys", "yes"), ("secure-boot", "yes")),
+}
+# What libvirt's auto-selection writes into <os> (the chosen code and the guest's own
+# variable store) when it expands <os firmware='efi'>; not a difference from the wanted
+# XML, which names only the features.
+AUTOSELECTED_OS_CHILDREN = {"loader", "nvram"}
 
 
 @dataclass
@@ -131,6 +153,7 @@ class DomainSpec:
     cpu_mode: str = "host-passthrough"
     maxphysaddr_mode: str = "auto"                   # auto, emulate, passthrough, none
     maxphysaddr_bits: Optional[int] = None
+    firmware: str = "bios"                           # FIRMWARE_CHOICES
     uuid: Optional[str] = None
     # What the spec's parts are called among the module's options (OPTION_NAMES or
     # PLAN_OPTION_NAMES), so that every error names what the user set.
@@ -401,6 +424,7 @@ def validate_spec(spec):
     if spec.maxphysaddr_mode == "passthrough" and spec.cpu_mode != "host-passthrough":
         raise GpuhostError("maxphysaddr passthrough needs cpu mode host-passthrough",
                            field="maxphysaddr.mode", fix="use auto or emulate")
+    validate_firmware(spec)
     if spec.network.kind == "bridge" and not spec.network.bridge:
         raise GpuhostError("network type bridge without a bridge name",
                            field="network.bridge", fix="give the host bridge, e.g. br0")
@@ -425,6 +449,24 @@ def validate_spec(spec):
             raise GpuhostError("%s is passed through twice" % canonical, field=where,
                                fix="list every host PCI function once")
         seen[canonical] = True
+
+
+def validate_firmware(spec):
+    """Refuse a firmware choice the machine cannot boot: OVMF is x86_64 firmware for
+    q35 (its descriptors name pc-q35-* machines), and Secure Boot needs SMM, which
+    i440fx lacks."""
+    if spec.firmware not in FIRMWARE_CHOICES:
+        raise GpuhostError("firmware %r" % (spec.firmware,), field="firmware",
+                           fix="use one of %s" % ", ".join(FIRMWARE_CHOICES))
+    if spec.firmware == "bios":
+        return
+    machine = spec.machine or ""
+    if not (machine == "q35" or MACHINE_ALIASES["q35"].match(machine)) \
+            or spec.arch != "x86_64":
+        raise GpuhostError(
+            "firmware %s needs an x86_64 q35 machine, not %s %s"
+            % (spec.firmware, spec.arch, machine), field="firmware",
+            fix="use machine q35 (the runbook's), or firmware bios for an i440fx guest")
 
 
 # --------------------------------------------------------------------------------------
@@ -527,14 +569,15 @@ def build_domain_xml(spec):
         nodeset = format_cpulist(spec.memory_nodeset)
         _sub(numatune, "memory", mode=spec.numa_mode, nodeset=nodeset)
         _sub(numatune, "memnode", cellid=0, mode=spec.numa_mode, nodeset=nodeset)
-    os_element = _sub(domain, "os")
-    _sub(os_element, "type", "hvm", arch=spec.arch, machine=spec.machine)
-    _sub(os_element, "boot", dev="hd")
+    _build_os(domain, spec)
     features = _sub(domain, "features")
     _sub(features, "acpi")
     _sub(features, "apic")
     if spec.hide_kvm:
         _sub(_sub(features, "kvm"), "hidden", state="on")
+    if spec.firmware == "efi-secure":
+        # Secure Boot firmware (requires-smm in its descriptor) stops without SMM
+        _sub(features, "smm", state="on")
     _build_cpu(domain, spec)
     _sub(domain, "clock", offset="utc")
     _sub(domain, "on_poweroff", "destroy")
@@ -542,6 +585,20 @@ def build_domain_xml(spec):
     _sub(domain, "on_crash", "destroy")
     _build_devices(domain, spec)
     return domain
+
+
+def _build_os(domain, spec):
+    """<os>: BIOS (nothing named, SeaBIOS) or the auto-selected UEFI of FIRMWARE_FEATURES;
+    children in libvirt's order (type, firmware, boot)."""
+    efi = spec.firmware in FIRMWARE_FEATURES
+    os_element = _sub(domain, "os", firmware="efi" if efi else None)
+    _sub(os_element, "type", "hvm", arch=spec.arch, machine=spec.machine)
+    if efi:
+        firmware = _sub(os_element, "firmware")
+        for name, enabled in FIRMWARE_FEATURES[spec.firmware]:
+            _sub(firmware, "feature", enabled=enabled, name=name)
+    _sub(os_element, "boot", dev="hd")
+    return os_element
 
 
 def _build_cputune(domain, spec):
@@ -780,6 +837,8 @@ def _project(actual, wanted):
         if pattern and pattern.match(actual.get("machine") or ""):
             actual.set("machine", alias)
     assigned = set(ASSIGNED_CHILDREN.get(actual.tag, set()))
+    if actual.tag == "os" and wanted.get("firmware"):
+        assigned |= AUTOSELECTED_OS_CHILDREN
     if actual.tag in DEVICE_TAGS:
         assigned |= ASSIGNED_CHILDREN["*device"]
     for child, partner in _pair(list(actual), list(wanted)):

@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vm role's firmware choice (issue 23): UEFI by default for a tenant with a GPU, the
+inventory's firmware key per tenant over it, and the OVMF package of the OS family
+installed only when a tenant in scope boots UEFI. The role's own expressions, read from
+roles/vm, are rendered with ansible-core's Templar, so this is the role's text, not a
+copy of it; no play runs (the plan, the host and libvirt are not needed for the choice)."""
+
+import os
+
+import pytest
+import yaml
+
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+
+ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "vm")
+
+
+def _yaml(*parts):
+    with open(os.path.join(ROLE, *parts), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+TASKS = _yaml("tasks", "main.yml")
+INSTALL = next(t for t in TASKS if t["name"].startswith("Install QEMU"))
+DEFINE = next(t for t in TASKS if "gpuhost.kvm.libvirt_pinned_domain" in t)
+DEFAULTS = _yaml("defaults", "main.yml")
+SPECS = _yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+
+GPU = [{"address": "0000:65:00.0", "functions": ["0000:65:00.0", "0000:65:00.1"]}]
+
+
+def _templar(variables):
+    return Templar(loader=DataLoader(), variables=variables)
+
+
+def role_vars(family, tenants, definitions, installed=(), **overrides):
+    """The variables the role's tasks see: its defaults, the family's vars file, the
+    plan's tenants in scope (``tenants``) and the inventory's (``definitions``)."""
+    variables = dict(DEFAULTS)
+    variables.update(_yaml("vars", "%s.yml" % family))
+    variables.update(gpuhost_tenants=definitions, __vm_tenants=tenants,
+                     __vm_packages_missing=[],
+                     ansible_facts={"packages": {name: [{}] for name in installed}})
+    variables.update(overrides)
+    for name, expression in INSTALL["vars"].items():
+        variables[name] = trust_as_template(expression)
+    return variables
+
+
+def packages_installed(family, tenants, definitions, **kwargs):
+    variables = role_vars(family, tenants, definitions, **kwargs)
+    return _templar(variables).template(trust_as_template("{{ __vm_install }}"))
+
+
+def firmware_defined(family, tenant, definitions, **kwargs):
+    """The firmware option the define task passes for ``tenant``."""
+    variables = role_vars(family, [tenant], definitions, **kwargs)
+    definition = next((d for d in definitions if d["name"] == tenant["name"]), {})
+    variables.update(item=tenant, __vm_def=definition)
+    expression = DEFINE["gpuhost.kvm.libvirt_pinned_domain"]["firmware"]
+    return _templar(variables).template(trust_as_template(expression))
+
+
+def test_the_defaults_and_the_argument_spec_agree_with_the_module():
+    assert DEFAULTS["vm_gpu_firmware"] == "efi" and DEFAULTS["vm_firmware"] == "bios"
+    for name in ("vm_gpu_firmware", "vm_firmware"):
+        assert SPECS[name]["default"] == DEFAULTS[name]
+        assert SPECS[name]["choices"] == list(dx.FIRMWARE_CHOICES)
+
+
+@pytest.mark.parametrize("family, package", [("Debian", "ovmf"), ("RedHat", "edk2-ovmf")])
+def test_a_gpu_tenant_boots_uefi_and_the_family_firmware_is_installed(family, package):
+    tenant = {"name": "tenant-a100", "gpus": GPU}
+    definitions = [{"name": "tenant-a100"}]
+    assert firmware_defined(family, tenant, definitions) == "efi"
+    assert packages_installed(family, [tenant], definitions) == [package]
+    # already installed: nothing to install
+    assert packages_installed(family, [tenant], definitions, installed=[package]) == []
+
+
+def test_a_tenant_without_a_gpu_keeps_bios_and_installs_nothing():
+    tenant = {"name": "cpu-only", "gpus": []}
+    assert firmware_defined("Debian", tenant, [{"name": "cpu-only"}]) == "bios"
+    assert packages_installed("Debian", [tenant], [{"name": "cpu-only"}]) == []
+    # unless the role is told otherwise for such tenants
+    assert firmware_defined("Debian", tenant, [{"name": "cpu-only"}],
+                            vm_firmware="efi") == "efi"
+    assert packages_installed("Debian", [tenant], [{"name": "cpu-only"}],
+                              vm_firmware="efi") == ["ovmf"]
+
+
+@pytest.mark.parametrize("choice", ["bios", "efi-secure"])
+def test_the_inventory_chooses_the_firmware_per_tenant(choice):
+    tenant = {"name": "tenant-a100", "gpus": GPU}
+    definitions = [{"name": "tenant-a100", "firmware": choice}]
+    assert firmware_defined("Debian", tenant, definitions) == choice
+    assert packages_installed("Debian", [tenant], definitions) == (
+        [] if choice == "bios" else ["ovmf"])
+
+
+def test_an_empty_firmware_key_means_the_default_for_the_choice_and_the_install():
+    tenant = {"name": "tenant-a100", "gpus": GPU}
+    definitions = [{"name": "tenant-a100", "firmware": None}]
+    assert firmware_defined("Debian", tenant, definitions) == "efi"
+    assert packages_installed("Debian", [tenant], definitions) == ["ovmf"]
+
+
+def test_vm_gpu_firmware_bios_turns_uefi_off_for_the_host():
+    tenant = {"name": "tenant-a100", "gpus": GPU}
+    assert firmware_defined("Debian", tenant, [{"name": "tenant-a100"}],
+                            vm_gpu_firmware="bios") == "bios"
+    assert packages_installed("Debian", [tenant], [{"name": "tenant-a100"}],
+                              vm_gpu_firmware="bios") == []
+
+
+def test_only_tenants_in_scope_decide_the_install():
+    """A UEFI tenant defined in the inventory but outside this run's scope (another
+    tenant being onboarded) installs nothing for a BIOS tenant in scope."""
+    in_scope = {"name": "tenant-b", "gpus": GPU}
+    definitions = [{"name": "tenant-a", "firmware": "efi"},
+                   {"name": "tenant-b", "firmware": "bios"}]
+    assert packages_installed("Debian", [in_scope], definitions) == []
