@@ -428,7 +428,7 @@ def test_the_module_reads_descriptors_only_for_uefi_on_a_real_driver(tmp_path):
     params = {"allow_cpu_overlap": False, "allow_cross_node": False,
               "allow_vcpu_emulator_overlap": False, "plan": runbook_tenant(),
               "network": None, "root": str(tmp_path), "allow_host_critical": False,
-              "allow_boot_vga": False}
+              "allow_boot_vga": False, "allow_unsafe_interrupts": False}
     topo = runbook_topology()
     kinds = [r.kind for r in pf.preflight_from_params(spec("efi"), topo, [], params,
                                                       None).refusals]
