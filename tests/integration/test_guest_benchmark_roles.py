@@ -89,6 +89,10 @@ def test_benchmark_role_reports_then_fails_the_gate_on_purpose(server, tmp_path)
     jitter = [c for c in report["gate"]["checks"] if c["option"] == "benchmark_cyclictest_max_us"]
     assert len(jitter) == 1 and jitter[0]["passed"] and jitter[0]["measured"] > 0
     assert (tenant_dir / "benchmark.svg").read_text().startswith("<svg")
+    # No NVIDIA GPU here: the GPU health after the load is reported as not read, and gates nothing.
+    assert report["gpu_health"]["read"] is False and "nvidia-smi" in report["gpu_health"]["error"]
+    assert not [c for c in report["gate"]["checks"] if c["option"].startswith("benchmark_gpu_")]
+    assert "## GPU health after the load" in (tenant_dir / "benchmark.md").read_text()
     assert "Tenant tenant-lab meets its benchmark targets" in first.stdout
 
     # A ceiling below the P95 just measured (the model sleeps 10 ms, so P95 >= 10 ms).
@@ -110,7 +114,7 @@ def test_guest_role_check_mode_skips_nvidia_steps_and_says_so(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "SKIPPING the NVIDIA driver, CUDA and nvidia-container-toolkit steps on tenant guest localhost" in proc.stdout
     assert "check mode" in proc.stdout
-    for task in ("Install the NVIDIA driver", "Install the NVIDIA container toolkit", "Check that the driver sees the GPU"):
+    for task in ("Install the NVIDIA driver", "Install the NVIDIA container toolkit", "Read the GPU health and hold it to the limits"):
         assert re.search(r"%s\] \*+\nskipping: \[localhost\]" % re.escape(task), proc.stdout), task
     # The unit that would be written binds Triton to cell 0.
     assert "--cpunodebind=0 --membind=0" in proc.stdout and "--cpuset-mems=0" in proc.stdout

@@ -217,3 +217,44 @@ def test_a_mode_that_is_neither_is_refused_derived():
     text = derived(T4, "<current_ecc>Enabled</current_ecc>", "<current_ecc>Maybe</current_ecc>")
     with pytest.raises(GpuhostError, match="not Enabled or Disabled"):
         gpu_health.parse_nvidia_smi_xml(text)
+
+
+# The validate report's check, from what the guest and benchmark stages publish.
+
+def guest_result(name, **limits):
+    health = gpu_health.parse_nvidia_smi_xml(published(name))
+    findings = gpu_health.health_findings(health, **limits)
+    summary = gpu_health.health_summary(health, findings)
+    return {"passed": summary["passed"], "detail": "", "health": {
+        "driver_version": health["driver_version"], "gpus": health["gpus"], "findings": findings}}
+
+
+def test_validate_gpu_health_fails_on_mig_and_passes_a_healthy_t4():
+    from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation
+    check = validation.check_gpu_health({"tenant-a100": guest_result(A100_MIG),
+                                         "tenant-t4": guest_result(T4, max_temperature_c=85)})
+    assert check["id"] == "gpu_health" and check["status"] == "fail"
+    assert check["detail"].startswith("tenant-a100 (guest stage): 00000000:01:00.0 (NVIDIA A100-SXM4-80GB): MIG is on")
+    assert "tenant-t4 (guest stage): 1 GPU(s), 00000000:00:1E.0 40 C, 26.78 W" in check["detail"]
+    healthy = validation.check_gpu_health({"tenant-t4": guest_result(T4, max_temperature_c=85)})
+    assert healthy["status"] == "pass"
+
+
+def test_validate_gpu_health_reads_the_benchmark_after_the_guest():
+    """The benchmark's read, after the load, is the newer one: it decides."""
+    from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_report, validation
+    hot = guest_result(T4, max_temperature_c=39)
+    section = bench_report.gpu_health_section({"health": gpu_health.parse_nvidia_smi_xml(published(T4)),
+                                               "findings": hot["health"]["findings"]})
+    check = validation.check_gpu_health({"tenant-t4": guest_result(T4, max_temperature_c=85)},
+                                        {"tenant-t4": {"passed": False, "detail": "", "gpu_health": section}})
+    assert check["status"] == "fail" and "tenant-t4 (after the benchmark)" in check["detail"]
+    assert "40 C above the 39 C limit" in check["detail"]
+
+
+def test_validate_gpu_health_not_run_without_a_read():
+    from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation
+    check = validation.check_gpu_health({"tenant-lab": {"passed": False, "detail": "NVIDIA steps skipped",
+                                                        "health": None}},
+                                        {"tenant-lab": {"passed": True, "gpu_health": {"read": False}}})
+    assert check["status"] == "not_run"
