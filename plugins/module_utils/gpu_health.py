@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 from xml.parsers import expat
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

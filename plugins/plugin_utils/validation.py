@@ -225,11 +225,14 @@ def check_evidence(check_id, title, evidence):
     return _check(check_id, title, PASS, ", ".join(sorted(evidence)))
 
 
+def _figure(value):
+    return "?" if value is None else "%g" % value
+
+
 def _health_line(tenant, source, health):
     gpus = health.get("gpus") or []
     figures = ", ".join("%s %s C, %s W" % (gpu.get("pci_bus_id") or gpu.get("index"),
-                                          "?" if gpu.get("temperature_c") is None else "%g" % gpu["temperature_c"],
-                                          "?" if gpu.get("power_draw_w") is None else "%g" % gpu["power_draw_w"])
+                                           _figure(gpu.get("temperature_c")), _figure(gpu.get("power_draw_w")))
                         for gpu in gpus)
     return "%s (%s): %d GPU(s)%s" % (tenant, source, len(gpus), ", " + figures if figures else "")
 
@@ -251,8 +254,8 @@ def check_gpu_health(guest_results, benchmark_results=None):
         if section and section.get("read"):
             reads[name] = ("after the benchmark", section)
     if not reads:
-        return _check("gpu_health", title, NOT_RUN, "no GPU health read (no NVIDIA GPU in a guest, or the guest "
-                                                     "stage has not run)")
+        return _check("gpu_health", title, NOT_RUN,
+                      "no GPU health read (no NVIDIA GPU in a guest, or the guest stage has not run)")
     problems, passed = [], []
     for name, (source, health) in sorted(reads.items()):
         failing = [f["detail"] for f in health.get("findings") or () if not f.get("passed")]

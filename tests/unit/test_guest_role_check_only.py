@@ -182,8 +182,8 @@ def test_check_only_rhel9_runfile_driver_is_not_locked():
 
 def test_check_only_persistenced_enabled_with_the_repo_driver_and_gated():
     service = task("tasks/main.yml", "Enable nvidia-persistenced")
-    assert service["ansible.builtin.systemd_service"] == {"name": "nvidia-persistenced.service", "enabled": True,
-                                                         "state": "started"}
+    assert service["ansible.builtin.systemd_service"] == {
+        "name": "nvidia-persistenced.service", "enabled": True, "state": "started"}
     assert "guest_nvidia_driver_method == 'repo'" in service["when"]
     defaults = load("defaults/main.yml")
     for method, expected in (("repo", True), ("runfile", False)):
