@@ -113,7 +113,8 @@ def test_ngc_key_is_no_log():
 def render_native(expression, variables):
     from jinja2.nativetypes import NativeEnvironment
     env = NativeEnvironment(undefined=jinja2.StrictUndefined)
-    env.filters.update(CoreFilters().filters())
+    # Ansible's own default filter expects Ansible's undefined values; Jinja's takes Jinja's.
+    env.filters.update(dict((name, f) for name, f in CoreFilters().filters().items() if name not in ("default", "d")))
     return env.from_string(expression).render(**variables)
 
 
@@ -192,3 +193,34 @@ def test_check_only_persistenced_enabled_with_the_repo_driver_and_gated():
     # The health read comes after the service, so that persistence mode is on when read.
     names = [t["name"] for t in load("tasks/main.yml")]
     assert names.index("Enable nvidia-persistenced") < names.index("Read the GPU health and hold it to the limits")
+
+
+def test_mocked_gpu_health_result_renders_into_gpuhost_guest_results_for_validate():
+    """The publish task's expression, rendered with what gpu_health returns for a
+    published T4 report (no GPU here), is what validate's gpu_health check reads."""
+    from ansible_collections.gpuhost.kvm.plugins.module_utils import gpu_health
+    from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "published",
+                           "nvidia_smi_q_x_tesla_t4_passthrough_515_105_01.xml")) as handle:
+        health = gpu_health.parse_nvidia_smi_xml(handle.read())
+    findings = gpu_health.health_findings(health, max_temperature_c=85, max_uncorrected_ecc=0,
+                                          persistence_must_be_on=True)
+    summary = gpu_health.health_summary(health, findings)
+    module_result = {"changed": False, "health": health, "findings": findings, "passed": summary["passed"],
+                     "failures": summary["failures"]}
+    publish = task("tasks/main.yml", "Publish the guest's GPU health, for the validate stage")
+    expression = publish["ansible.builtin.set_fact"]["gpuhost_guest_results"]
+    results = render_native(expression, {"__guest_name": "tenant-t4", "__guest_nvidia_active": True,
+                                         "__guest_gpu_health": module_result, "ansible_check_mode": False,
+                                         "gpuhost_guest_results": {}})
+    tenant = results["tenant-t4"]
+    # Persistence mode is Disabled in that report: the one failure, named.
+    assert tenant["passed"] is False and "persistence mode off" in tenant["detail"]
+    assert tenant["health"]["driver_version"] == "515.105.01" and len(tenant["health"]["findings"]) == 4
+    check = validation.check_gpu_health(results)
+    assert check["status"] == "fail" and "tenant-t4 (guest stage)" in check["detail"]
+    skipped = render_native(expression, {"__guest_name": "tenant-lab", "__guest_nvidia_active": False,
+                                         "__guest_gpu_health": {"skipped": True}, "ansible_check_mode": False,
+                                         "gpuhost_guest_results": {}})
+    assert skipped["tenant-lab"] == {"passed": False, "detail": "NVIDIA steps skipped: no NVIDIA GPU visible",
+                                     "health": None}
