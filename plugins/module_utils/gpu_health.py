@@ -9,8 +9,9 @@ Why the XML report and not ``--query-gpu=... --format=csv``: one run gives every
 and a field the GPU or driver lacks is an element that says ``N/A``, where the CSV form
 fails the whole query on a field name that driver does not know. Field names changed
 across schema versions (v11 ``power_readings``/``power_limit``, v12 ``gpu_power_readings``/
-``current_power_limit``; ``sram_uncorrectable`` split into ``_parity``/``_secded`` in 555),
-so each value is looked up under every name it has had. Tested on published reports
+``current_power_limit``; ``sram_uncorrectable`` split into ``_parity``/``_secded`` in 555;
+v13 ``average_power_draw``/``instant_power_draw`` in 570), so each value is looked up
+under every name it has had. Tested on published reports
 (tests/fixtures/published/README.md names each one).
 
 Missing or unavailable values (``N/A``, ``[N/A]``, ``[Not Supported]``, any bracketed
@@ -36,7 +37,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 # is hundreds of GPUs, and still a bound a hostile or broken tool cannot get past.
 MAX_XML_BYTES = 16 * 1024 * 1024
 # What the driver and the nvidia-smi that reads it print for "no value".
-_NOT_AVAILABLE = frozenset(("", "N/A", "NA", "None", "Not Supported", "Unknown Error"))
+_NOT_AVAILABLE = frozenset(("", "N/A", "NA", "None", "Not Supported", "Unknown Error",
+                            # Driver 590 (schema v13) in place of fields it dropped.
+                            "Requested functionality has been deprecated"))
 # A number as nvidia-smi prints it: digits, an optional fraction, an optional unit. The
 # bound on digits keeps an absurd value from passing as a reading.
 _NUMBER = re.compile(r"(?P<number>-?[0-9]{1,12}(?:\.[0-9]{1,6})?)\s*(?P<unit>[A-Za-z%/()]*)")
@@ -44,7 +47,10 @@ _TEXT_MAX = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 # Each value under every element path it has had, newest schema first.
-_POWER_DRAW = ("gpu_power_readings/power_draw", "power_readings/power_draw")
+# v13 (driver 570 on) prints an average over a second and an instant reading instead of
+# power_draw; the average is the one a limit is compared with.
+_POWER_DRAW = ("gpu_power_readings/power_draw", "gpu_power_readings/average_power_draw", "power_readings/power_draw")
+_POWER_DRAW_INSTANT = ("gpu_power_readings/instant_power_draw",)
 _POWER_LIMIT = ("gpu_power_readings/current_power_limit", "power_readings/enforced_power_limit",
                 "power_readings/power_limit")
 _UNCORRECTABLE = ("sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded",
@@ -232,6 +238,7 @@ def _gpu(element, driver_version, index):
         "temperature_slowdown_c": _number(element, "temperature/gpu_temp_slow_threshold", field, ("C",)),
         "temperature_shutdown_c": _number(element, "temperature/gpu_temp_max_threshold", field, ("C",)),
         "power_draw_w": _number(element, _POWER_DRAW, field, ("W",)),
+        "power_draw_instant_w": _number(element, _POWER_DRAW_INSTANT, field, ("W",)),
         "power_limit_w": _number(element, _POWER_LIMIT, field, ("W",)),
         "ecc_enabled": _mode(element, "ecc_mode/current_ecc", field),
         "ecc_pending_enabled": _mode(element, "ecc_mode/pending_ecc", field),
@@ -302,7 +309,7 @@ def health_findings(health, max_temperature_c=None, max_uncorrected_ecc=None,
             passed = temp is not None and temp <= max_temperature_c
             findings.append(_finding(gpu, "temperature", passed, (
                 "%s: temperature not reported, limit %s C" % (label, _plain(max_temperature_c)) if temp is None
-                else "%s: %s C %s the %s C limit (guest_gpu_max_temperature_c)" % (
+                else "%s: %s C %s the %s C limit" % (
                     label, _plain(temp), "within" if passed else "above", _plain(max_temperature_c))),
                 max_temperature_c, temp))
         if max_uncorrected_ecc is not None:

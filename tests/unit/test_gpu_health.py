@@ -258,3 +258,32 @@ def test_validate_gpu_health_not_run_without_a_read():
                                                         "health": None}},
                                         {"tenant-lab": {"passed": True, "gpu_health": {"read": False}}})
     assert check["status"] == "not_run"
+
+
+DUAL_A5000_V13 = "nvidia_smi_q_x_dual_rtx_a5000_v13_590_44_01.xml"
+
+
+def test_two_rtx_a5000_schema_v13_driver_590():
+    """Schema v13 dropped power_draw for an average and an instant reading, and prints
+    "Requested functionality has been deprecated" for fields it retired."""
+    health = gpu_health.parse_nvidia_smi_xml(published(DUAL_A5000_V13))
+    assert health["driver_version"] == "590.44.01" and health["cuda_version"] == "13.1"
+    assert [g["pci_bus_id"] for g in health["gpus"]] == ["00000000:81:00.0", "00000000:C1:00.0"]
+    first, second = health["gpus"]
+    assert first["name"] == second["name"] == "NVIDIA RTX A5000"
+    assert first["temperature_c"] == 13.0 and second["temperature_c"] == 15.0
+    assert first["power_draw_w"] == 6.41 and first["power_draw_instant_w"] == 6.52
+    assert second["power_draw_w"] == 13.6 and second["power_limit_w"] == 230.0
+    assert first["persistence_enabled"] is True and first["ecc_enabled"] is False
+    # ECC off: every counter N/A, so None, and the ECC limit has nothing to hold.
+    assert first["ecc_volatile_uncorrected"] is None and first["ecc_aggregate_uncorrected"] is None
+    assert second["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+    findings = gpu_health.health_findings(health, max_temperature_c=85, max_uncorrected_ecc=0,
+                                          persistence_must_be_on=True)
+    assert len(findings) == 8 and all(f["passed"] for f in findings)
+    assert [f["gpu"] for f in findings if f["check"] == "ecc"] == ["00000000:81:00.0", "00000000:C1:00.0"]
+    assert "ECC is disabled" in by_check(findings)["ecc"]["detail"]
+
+
+def test_older_drivers_have_no_instant_power_reading():
+    assert gpu_health.parse_nvidia_smi_xml(published(T4))["gpus"][0]["power_draw_instant_w"] is None
