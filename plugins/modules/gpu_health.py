@@ -103,8 +103,8 @@ health:
       description:
         - One entry per GPU, with C(index), C(name), C(uuid), C(pci_bus_id),
           C(driver_version), C(virtualization_mode), C(temperature_c),
-          C(temperature_slowdown_c), C(temperature_shutdown_c), C(power_draw_w),
-          C(power_limit_w), C(ecc_enabled), C(ecc_pending_enabled),
+          C(temperature_slowdown_c), C(temperature_shutdown_c), C(power_draw_w) (drivers 570 and
+          later, the one-second average), C(power_draw_instant_w) (570 and later), C(power_limit_w), C(ecc_enabled), C(ecc_pending_enabled),
           C(ecc_volatile_uncorrected), C(ecc_volatile_corrected),
           C(ecc_aggregate_uncorrected), C(ecc_aggregate_corrected), C(mig_enabled),
           C(mig_pending_enabled), C(mig_devices), C(persistence_enabled),
