@@ -37,6 +37,7 @@ class FilterModule(object):
             "validate_realized": validation.check_realized,
             "validate_irqs": validation.check_irqs,
             "validate_evidence": validation.check_evidence,
+            "validate_gpu_health": validation.check_gpu_health,
             "validate_report": validation.report,
             "validate_report_markdown": validation.report_markdown,
             "validate_report_json": validation.report_json,

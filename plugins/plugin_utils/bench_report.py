@@ -36,9 +36,55 @@ def _lookup(result, path):
     return value
 
 
+# gpu_health's checks, as the gate names them: (label, the benchmark role's option, unit).
+_HEALTH_CHECKS = {
+    "gpu_present": ("GPU listed by nvidia-smi", "benchmark_gpu_health", "GPUs"),
+    "temperature": ("GPU temperature", "benchmark_gpu_max_temperature_c", "C"),
+    "ecc": ("GPU uncorrected ECC errors", "benchmark_gpu_max_uncorrected_ecc", "errors"),
+    "mig_off": ("GPU MIG mode", "benchmark_gpu_mig_must_be_off", "mode"),
+    "persistence": ("GPU persistence mode", "benchmark_gpu_persistence_must_be_on", "mode"),
+}
+
+
+def gpu_health_section(gpu_health):
+    """The report's view of a gpu_health module result (registered with failed_when
+    false): ``read`` and, when read, each GPU's figures and the findings; when not read
+    (no nvidia-smi: a guest without an NVIDIA GPU), the module's message. None: the
+    health was not asked for."""
+    if not gpu_health or gpu_health.get("skipped"):
+        return None
+    health = gpu_health.get("health")
+    if not health:
+        return {"read": False, "error": gpu_health.get("msg") or "nvidia-smi gave no report",
+                "driver_version": None, "gpus": [], "findings": []}
+    keys = ("index", "name", "pci_bus_id", "temperature_c", "power_draw_w", "power_limit_w", "ecc_enabled",
+            "ecc_volatile_uncorrected", "ecc_aggregate_uncorrected", "mig_enabled", "mig_pending_enabled",
+            "persistence_enabled")
+    return {"read": True, "error": None, "driver_version": health.get("driver_version"),
+            "gpus": [dict((key, gpu.get(key)) for key in keys) for gpu in health.get("gpus") or ()],
+            "findings": list(gpu_health.get("findings") or ())}
+
+
+def _health_checks(tenant, section):
+    checks, failures = [], []
+    for finding in (section or {}).get("findings") or ():
+        label, option, unit = _HEALTH_CHECKS.get(finding["check"], (finding["check"], "benchmark_gpu_health", ""))
+        checks.append({"figure": "%s (%s)" % (label, finding.get("gpu")) if finding.get("gpu") else label,
+                       "option": option, "limit": finding.get("limit"), "measured": finding.get("measured"),
+                       "unit": unit, "passed": finding["passed"]})
+        if not finding["passed"]:
+            failures.append("%s: %s" % (tenant, finding["detail"]))
+    return checks, failures
+
+
 def evaluate_gate(tenant, result, p95_ms_max=None, p99_ms_max=None, min_throughput=None,
-                  max_error_ratio=0.0):
-    """{"passed", "checks", "failures"}: every figure with its limit and verdict."""
+                  max_error_ratio=0.0, gpu_health=None):
+    """{"passed", "checks", "failures"}: every figure with its limit and verdict.
+
+    ``gpu_health``: the gpu_health module's result, read right after the load (runbook
+    section 14: temperature and power within bounds under load); each finding is a
+    check. A health that could not be read (no nvidia-smi) adds none: the report says
+    why, and the guest stage already failed a GPU guest whose driver does not answer."""
     limits = {"p95_ms_max": p95_ms_max, "p99_ms_max": p99_ms_max, "min_throughput": min_throughput}
     checks = []
     failures = []
@@ -72,6 +118,9 @@ def evaluate_gate(tenant, result, p95_ms_max=None, p99_ms_max=None, min_throughp
             kinds = ", ".join("%s x%d" % item for item in sorted((result.get("errors") or {}).items()))
             failures.append("%s: %d of %d requests failed (%s), above benchmark_max_error_ratio %s"
                             % (tenant, failed, sent, kinds, max_error_ratio))
+    health_checks, health_failures = _health_checks(tenant, gpu_health_section(gpu_health))
+    checks += health_checks
+    failures += health_failures
     return {"passed": not failures, "checks": checks, "failures": failures}
 
 
@@ -96,8 +145,9 @@ def compare(current, previous):
             "previous_passed": previous.get("gate", {}).get("passed"), "figures": rows}
 
 
-def build_report(tenant, host, result, gate, run_at, settings=None, previous=None):
-    """The JSON report of one tenant's run (a plain dict)."""
+def build_report(tenant, host, result, gate, run_at, settings=None, previous=None, gpu_health=None):
+    """The JSON report of one tenant's run (a plain dict); ``gpu_health`` as for
+    evaluate_gate, reported under ``gpu_health`` (see gpu_health_section)."""
     return {
         "report_version": REPORT_VERSION,
         "tenant": tenant,
@@ -108,6 +158,7 @@ def build_report(tenant, host, result, gate, run_at, settings=None, previous=Non
         "result": result,
         "gate": gate,
         "comparison": compare(result, previous),
+        "gpu_health": gpu_health_section(gpu_health),
     }
 
 
@@ -161,6 +212,7 @@ def report_markdown(report):
     for failure in gate["failures"]:
         lines.append("")
         lines.append("- " + failure)
+    lines += _health_markdown(report.get("gpu_health"))
     comparison = report.get("comparison")
     lines += ["", "## Compared with the previous run", ""]
     if comparison:
@@ -175,6 +227,33 @@ def report_markdown(report):
         lines.append("No previous report of this tenant.")
     lines += ["", "Latency plot: benchmark.svg."]
     return "\n".join(lines) + "\n"
+
+
+def _mode_cell(enabled, pending=None):
+    text = {True: "on", False: "off"}.get(enabled, "-")
+    if pending is not None and pending != enabled:
+        text += " (pending %s)" % {True: "on", False: "off"}[pending]
+    return text
+
+
+def _health_markdown(section):
+    if section is None:
+        return []
+    lines = ["", "## GPU health after the load", ""]
+    if not section["read"]:
+        return lines + ["Not read: %s" % str(section["error"]).replace("|", "\\|")]
+    lines += ["Driver %s." % (section["driver_version"] or "version not reported"), "",
+              "| GPU | Temperature (C) | Power (W) | Uncorrected ECC (volatile/aggregate) | MIG | Persistence |",
+              "|---|---|---|---|---|---|"]
+    for gpu in section["gpus"]:
+        power = "%s / %s" % (_cell(gpu["power_draw_w"]), _cell(gpu["power_limit_w"]))
+        ecc = ("off" if gpu["ecc_enabled"] is False else
+               "%s / %s" % (_cell(gpu["ecc_volatile_uncorrected"]), _cell(gpu["ecc_aggregate_uncorrected"])))
+        lines.append("| %s %s | %s | %s | %s | %s | %s |" % (
+            _cell(gpu["pci_bus_id"]), str(gpu["name"] or "").replace("|", "\\|"), _cell(gpu["temperature_c"]),
+            power, ecc, _mode_cell(gpu["mig_enabled"], gpu["mig_pending_enabled"]),
+            _mode_cell(gpu["persistence_enabled"])))
+    return lines
 
 
 def report_svg(report, width=720, height=360):

@@ -225,6 +225,49 @@ def check_evidence(check_id, title, evidence):
     return _check(check_id, title, PASS, ", ".join(sorted(evidence)))
 
 
+def _figure(value):
+    return "?" if value is None else "%g" % value
+
+
+def _health_line(tenant, source, health):
+    gpus = health.get("gpus") or []
+    figures = ", ".join("%s %s C, %s W" % (gpu.get("pci_bus_id") or gpu.get("index"),
+                                           _figure(gpu.get("temperature_c")), _figure(gpu.get("power_draw_w")))
+                        for gpu in gpus)
+    return "%s (%s): %d GPU(s)%s" % (tenant, source, len(gpus), ", " + figures if figures else "")
+
+
+def check_gpu_health(guest_results, benchmark_results=None):
+    """Each tenant's GPU health (runbook section 14: nvidia-smi healthy, temperature and
+    power within bounds; item 3: MIG off on a whole-GPU tenant), from the guest stage's
+    read (``gpuhost_guest_results[tenant].health``: the gpu_health module's findings)
+    and, newer, the benchmark stage's read after the load
+    (``gpuhost_benchmark_results[tenant].gpu_health``). The latest read of each tenant
+    decides; a failing finding fails the check with its detail."""
+    title = "Guest GPU health (temperature, ECC, MIG off, persistence)"
+    reads = {}
+    for name, result in sorted((guest_results or {}).items()):
+        if (result or {}).get("health"):
+            reads[name] = ("guest stage", result["health"])
+    for name, result in sorted((benchmark_results or {}).items()):
+        section = (result or {}).get("gpu_health")
+        if section and section.get("read"):
+            reads[name] = ("after the benchmark", section)
+    if not reads:
+        return _check("gpu_health", title, NOT_RUN,
+                      "no GPU health read (no NVIDIA GPU in a guest, or the guest stage has not run)")
+    problems, passed = [], []
+    for name, (source, health) in sorted(reads.items()):
+        failing = [f["detail"] for f in health.get("findings") or () if not f.get("passed")]
+        if failing:
+            problems.append("%s (%s): %s" % (name, source, "; ".join(failing)))
+        else:
+            passed.append(_health_line(name, source, health))
+    if problems:
+        return _check("gpu_health", title, FAIL, "; ".join(problems + passed))
+    return _check("gpu_health", title, PASS, "; ".join(passed))
+
+
 def report(host, checks):
     failed = [c["id"] for c in checks if c["status"] == FAIL]
     return {"host": host, "passed": not failed, "failed": failed, "checks": checks}

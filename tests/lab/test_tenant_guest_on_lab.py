@@ -74,6 +74,10 @@ def test_tenant_guest_scenario_serves_and_gates_the_tenant(lab, tmp_path):
     assert any("P95 latency" in failure for failure in report["gate"]["failures"])
     assert report["comparison"]["previous_passed"] is True
     assert report["result"]["requests_succeeded"] > 0 and report["result"]["requests_failed"] == 0
+    # The lab's guest has no NVIDIA GPU, so no nvidia-smi: the GPU health after the load is
+    # reported as not read, and gates nothing (the P95 failure above is the only one).
+    assert report["gpu_health"]["read"] is False and "nvidia-smi" in report["gpu_health"]["error"]
+    assert not [c for c in report["gate"]["checks"] if c["option"].startswith("benchmark_gpu_")]
     assert "## Compared with the previous run" in (tenant_dir / "benchmark.md").read_text()
 
     # The harness's own look at the lab, apart from the scenario's verify: the server runs

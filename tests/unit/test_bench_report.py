@@ -102,3 +102,65 @@ def test_jitter_ceiling():
     assert jitter["failures"] == ["t: host jitter 1046 us on CPUs 0-1 is above the 100 us ceiling "
                                   "(benchmark_cyclictest_max_us)"]
     assert bench_report.evaluate_jitter("t", parsed, 2000, "0-1")["passed"]
+
+
+PUBLISHED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "published")
+
+
+def gpu_health_result(name, **limits):
+    """What the gpu_health module returns for a published nvidia-smi report."""
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import gpu_health
+    with open(os.path.join(PUBLISHED, name)) as handle:
+        health = gpu_health.parse_nvidia_smi_xml(handle.read())
+    findings = gpu_health.health_findings(health, **limits)
+    summary = gpu_health.health_summary(health, findings)
+    return {"changed": False, "health": health, "findings": findings, "passed": summary["passed"],
+            "failures": summary["failures"]}
+
+
+def test_gate_with_the_gpu_health_of_a_published_t4_report():
+    health = gpu_health_result("nvidia_smi_q_x_tesla_t4_passthrough_515_105_01.xml", max_temperature_c=85,
+                               max_uncorrected_ecc=0, persistence_must_be_on=True)
+    gate = bench_report.evaluate_gate("tenant-t4", builtin_result(), p95_ms_max=8.0, gpu_health=health)
+    options = [c["option"] for c in gate["checks"]]
+    assert options[:2] == ["benchmark_p95_ms_max", "benchmark_max_error_ratio"]
+    assert options[2:] == ["benchmark_gpu_max_temperature_c", "benchmark_gpu_max_uncorrected_ecc",
+                           "benchmark_gpu_mig_must_be_off", "benchmark_gpu_persistence_must_be_on"]
+    temperature = gate["checks"][2]
+    assert temperature["measured"] == 40.0 and temperature["limit"] == 85 and temperature["passed"]
+    # The T4 report says persistence mode Disabled: the only failure.
+    assert not gate["passed"] and len(gate["failures"]) == 1
+    assert gate["failures"][0].startswith("tenant-t4: 00000000:00:1E.0 (Tesla T4): persistence mode off")
+    report = bench_report.build_report("tenant-t4", "hk-gpu-01", builtin_result(), gate, "2026-12-03T05:40:00Z",
+                                       gpu_health=health)
+    section = report["gpu_health"]
+    assert section["read"] and section["driver_version"] == "515.105.01"
+    assert section["gpus"][0]["power_draw_w"] == 26.78 and section["gpus"][0]["power_limit_w"] == 70.0
+    markdown = bench_report.report_markdown(report)
+    assert "## GPU health after the load" in markdown
+    assert "| 00000000:00:1E.0 Tesla T4 | 40 | 26.78 / 70 | 0 / 0 | - | off |" in markdown
+    assert json.loads(bench_report.report_json(report))["gpu_health"]["findings"][3]["check"] == "persistence"
+
+
+def test_gate_fails_on_mig_enabled_in_a_published_a100_report():
+    health = gpu_health_result("nvidia_smi_q_x_a100_sxm4_mig_535_54_03.xml")
+    gate = bench_report.evaluate_gate("tenant-a100", builtin_result(), p95_ms_max=8.0, gpu_health=health)
+    assert not gate["passed"] and "MIG is on (pending on, 4 MIG device(s))" in gate["failures"][0]
+    report = bench_report.build_report("tenant-a100", "hk-gpu-01", builtin_result(), gate, "t", gpu_health=health)
+    assert "| on |" in bench_report.report_markdown(report)
+
+
+def test_gpu_health_not_read_is_reported_and_does_not_gate():
+    """A guest without nvidia-smi (the lab's tenant): the module's message, no check."""
+    not_read = {"failed": True, "msg": "nvidia_smi: nvidia-smi is not installed (not on the PATH)"}
+    gate = bench_report.evaluate_gate("tenant-lab", builtin_result(), p95_ms_max=8.0, gpu_health=not_read)
+    assert gate["passed"]
+    assert [c["option"] for c in gate["checks"]] == ["benchmark_p95_ms_max", "benchmark_max_error_ratio"]
+    report = bench_report.build_report("tenant-lab", "h", builtin_result(), gate, "t", gpu_health=not_read)
+    assert report["gpu_health"] == {"read": False, "error": not_read["msg"], "driver_version": None,
+                                    "gpus": [], "findings": []}
+    assert "Not read: nvidia_smi: nvidia-smi is not installed" in bench_report.report_markdown(report)
+    # Not asked for (benchmark_gpu_health false: the task is skipped): no section at all.
+    skipped = bench_report.build_report("tenant-lab", "h", builtin_result(), gate, "t",
+                                        gpu_health={"skipped": True})
+    assert skipped["gpu_health"] is None and "GPU health" not in bench_report.report_markdown(skipped)

@@ -104,3 +104,123 @@ def test_ngc_key_is_no_log():
     assert login["no_log"] is True and login["ansible.builtin.command"]["stdin"] == "{{ guest_ngc_api_key }}"
     spec = load("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
     assert spec["guest_ngc_api_key"]["no_log"] is True
+
+
+# Pinned versions: the install requests, the held packages and the lock command, rendered
+# from the role's own expressions (tasks/main.yml's include vars, the task files) with
+# Ansible's filters. CHECK-ONLY: no apt/dpkg or dnf change runs on this machine.
+
+def render_native(expression, variables):
+    from jinja2.nativetypes import NativeEnvironment
+    env = NativeEnvironment(undefined=jinja2.StrictUndefined)
+    # Ansible's own default filter expects Ansible's undefined values; Jinja's takes Jinja's.
+    env.filters.update(dict((name, f) for name, f in CoreFilters().filters().items() if name not in ("default", "d")))
+    return env.from_string(expression).render(**variables)
+
+
+def task(path, name):
+    return [t for t in load(path) if t.get("name") == name][0]
+
+
+def pin_variables(os_family, method="repo", driver="", toolkit=""):
+    variables = dict(load("defaults/main.yml"))
+    variables.update(load("vars/%s.yml" % os_family))
+    variables.update(guest_nvidia_driver_method=method, guest_nvidia_driver_version=driver,
+                     guest_nvidia_container_toolkit_version=toolkit, guest_nvidia_driver_stream="550")
+    # Ansible templates a variable's value when it is used; the lists of packages hold
+    # templates (the RHEL stream) that are resolved here the same way.
+    for name in ("__guest_driver_packages",):
+        variables[name] = [render_native(item, variables) if "{{" in item else item for item in variables[name]]
+    driver_include = task("tasks/main.yml", "Install the NVIDIA driver")["vars"]
+    toolkit_include = task("tasks/main.yml", "Install the NVIDIA container toolkit")["vars"]
+    for name, expression in list(driver_include.items()) + list(toolkit_include.items()):
+        variables[name] = render_native(expression, variables)
+    return variables
+
+
+def test_check_only_debian12_pinned_driver_and_toolkit_render():
+    variables = pin_variables("Debian", driver="535.216.01-1~deb12u1", toolkit="1.17.3-1")
+    install = task("tasks/driver_repo_Debian.yml", "Install nvidia-driver from non-free")["ansible.builtin.apt"]
+    assert render_native(install["name"], variables) == [
+        "nvidia-driver=535.216.01-1~deb12u1", "nvidia-persistenced", "firmware-misc-nonfree"]
+    assert variables["__guest_ctk_install"] == ["nvidia-container-toolkit=1.17.3-1",
+                                                "nvidia-container-toolkit-base=1.17.3-1"]
+    hold = task("tasks/toolkit_Debian.yml", "Hold the NVIDIA driver and container toolkit at their installed versions")
+    assert hold["ansible.builtin.dpkg_selections"] == {"name": "{{ item }}", "selection": "hold"}
+    assert render_native(hold["loop"], variables) == [
+        "nvidia-driver", "nvidia-kernel-dkms", "nvidia-container-toolkit", "nvidia-container-toolkit-base"]
+    ctk = task("tasks/toolkit_Debian.yml", "Install nvidia-container-toolkit")["ansible.builtin.apt"]
+    assert render_native(ctk["name"], variables) == variables["__guest_ctk_install"]
+
+
+def test_check_only_debian12_unpinned_installs_current_and_still_holds():
+    variables = pin_variables("Debian")
+    install = task("tasks/driver_repo_Debian.yml", "Install nvidia-driver from non-free")["ansible.builtin.apt"]
+    assert render_native(install["name"], variables) == ["nvidia-driver", "nvidia-persistenced", "firmware-misc-nonfree"]
+    assert variables["__guest_ctk_install"] == ["nvidia-container-toolkit", "nvidia-container-toolkit-base"]
+    assert "nvidia-driver" in variables["__guest_nvidia_held_packages"]
+
+
+def test_check_only_rhel9_versionlock_render():
+    variables = pin_variables("RedHat", driver="550.90.07", toolkit="1.17.3")
+    install = task("tasks/driver_repo_RedHat.yml", "Install the NVIDIA driver module stream")["ansible.builtin.dnf"]
+    assert render_native(install["name"], variables) == ["@nvidia-driver:550", "nvidia-driver-550.90.07"]
+    ctk = task("tasks/toolkit_RedHat.yml", "Install nvidia-container-toolkit and dnf's versionlock plugin")
+    assert render_native(ctk["ansible.builtin.dnf"]["name"], variables) == [
+        "nvidia-container-toolkit-1.17.3", "nvidia-container-toolkit-base-1.17.3", "python3-dnf-plugin-versionlock"]
+    lock = task("tasks/toolkit_RedHat.yml", "Lock the NVIDIA driver and container toolkit at their installed versions")
+    assert render_native(lock["ansible.builtin.command"]["argv"], variables) == [
+        "dnf", "versionlock", "add", "--", "nvidia-driver", "nvidia-driver-libs", "nvidia-persistenced",
+        "nvidia-container-toolkit", "nvidia-container-toolkit-base"]
+    # "dnf versionlock add" prints this line for each package it locks, nothing for one already locked.
+    assert "Adding versionlock on" in lock["changed_when"]
+
+
+def test_check_only_rhel9_runfile_driver_is_not_locked():
+    variables = pin_variables("RedHat", method="runfile")
+    assert variables["__guest_nvidia_held_packages"] == ["nvidia-container-toolkit", "nvidia-container-toolkit-base"]
+
+
+def test_check_only_persistenced_enabled_with_the_repo_driver_and_gated():
+    service = task("tasks/main.yml", "Enable nvidia-persistenced")
+    assert service["ansible.builtin.systemd_service"] == {
+        "name": "nvidia-persistenced.service", "enabled": True, "state": "started"}
+    assert "guest_nvidia_driver_method == 'repo'" in service["when"]
+    defaults = load("defaults/main.yml")
+    for method, expected in (("repo", True), ("runfile", False)):
+        assert render_native(defaults["guest_gpu_persistence_must_be_on"],
+                             {"guest_nvidia_driver_method": method}) is expected
+    # The health read comes after the service, so that persistence mode is on when read.
+    names = [t["name"] for t in load("tasks/main.yml")]
+    assert names.index("Enable nvidia-persistenced") < names.index("Read the GPU health and hold it to the limits")
+
+
+def test_mocked_gpu_health_result_renders_into_gpuhost_guest_results_for_validate():
+    """The publish task's expression, rendered with what gpu_health returns for a
+    published T4 report (no GPU here), is what validate's gpu_health check reads."""
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import gpu_health
+    from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "published",
+                           "nvidia_smi_q_x_tesla_t4_passthrough_515_105_01.xml")) as handle:
+        health = gpu_health.parse_nvidia_smi_xml(handle.read())
+    findings = gpu_health.health_findings(health, max_temperature_c=85, max_uncorrected_ecc=0,
+                                          persistence_must_be_on=True)
+    summary = gpu_health.health_summary(health, findings)
+    module_result = {"changed": False, "health": health, "findings": findings, "passed": summary["passed"],
+                     "failures": summary["failures"]}
+    publish = task("tasks/main.yml", "Publish the guest's GPU health, for the validate stage")
+    expression = publish["ansible.builtin.set_fact"]["gpuhost_guest_results"]
+    results = render_native(expression, {"__guest_name": "tenant-t4", "__guest_nvidia_active": True,
+                                         "__guest_gpu_health": module_result, "ansible_check_mode": False,
+                                         "gpuhost_guest_results": {}})
+    tenant = results["tenant-t4"]
+    # Persistence mode is Disabled in that report: the one failure, named.
+    assert tenant["passed"] is False and "persistence mode off" in tenant["detail"]
+    assert tenant["health"]["driver_version"] == "515.105.01" and len(tenant["health"]["findings"]) == 4
+    check = validation.check_gpu_health(results)
+    assert check["status"] == "fail" and "tenant-t4 (guest stage)" in check["detail"]
+    skipped = render_native(expression, {"__guest_name": "tenant-lab", "__guest_nvidia_active": False,
+                                         "__guest_gpu_health": {"skipped": True}, "ansible_check_mode": False,
+                                         "gpuhost_guest_results": {}})
+    assert skipped["tenant-lab"] == {"passed": False, "detail": "NVIDIA steps skipped: no NVIDIA GPU visible",
+                                     "health": None}

@@ -65,7 +65,8 @@ def test_positive_ints_refuse_below_one_bools_and_fractions(value, message):
 
 # -- issue 20: one set of validators ------------------------------------------------------
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import validators, vf_settings  # noqa: E402
+from ansible_collections.gpuhost.kvm.plugins.module_utils import (
+    validators, vf_settings)  # noqa: E402
 
 
 def test_mac_and_vlan_validators_live_in_validators_and_vf_settings_uses_them():

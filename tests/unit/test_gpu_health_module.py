@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.kvm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The gpu_health module end to end. No NVIDIA GPU runs here, so nvidia-smi is a fake:
+a real executable script that prints a published report (tests/fixtures/published) or
+fails as the real tool does; the module runs it through run_command like the real one."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuhost.kvm.plugins.modules import gpu_health as gpu_health_module
+
+PUBLISHED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "published")
+A100_MIG = os.path.join(PUBLISHED, "nvidia_smi_q_x_a100_sxm4_mig_535_54_03.xml")
+T4 = os.path.join(PUBLISHED, "nvidia_smi_q_x_tesla_t4_passthrough_515_105_01.xml")
+# What nvidia-smi prints (on stdout, rc 9) when the kernel module is not loaded.
+NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+             "Make sure that the latest NVIDIA driver is installed and running.")
+
+
+def fake_nvidia_smi(tmp_path, report=None, rc=0, message=""):
+    """An executable that checks its arguments are -q -x and prints ``report``."""
+    script = tmp_path / "nvidia-smi"
+    body = ['#!/bin/sh', '[ "$1" = -q ] && [ "$2" = -x ] && [ $# -eq 2 ] || { echo "bad args: $*" >&2; exit 2; }']
+    if report:
+        body.append('cat "%s"' % report)
+    if message:
+        (tmp_path / "message").write_text(message + "\n")
+        body.append('cat "%s"' % (tmp_path / "message"))
+    body.append("exit %d" % rc)
+    script.write_text("\n".join(body) + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+def run(capsys, **args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exit_info:
+            gpu_health_module.main()
+    return exit_info.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_fake_nvidia_smi_t4_report_passes_the_limits(tmp_path, capsys):
+    code, result = run(capsys, nvidia_smi=fake_nvidia_smi(tmp_path, T4), max_temperature_c=85,
+                       max_uncorrected_ecc=0)
+    assert code == 0 and result["passed"] and not result["changed"]
+    assert result["health"]["gpus"][0]["name"] == "Tesla T4"
+    assert sorted(f["check"] for f in result["findings"]) == ["ecc", "mig_off", "temperature"]
+
+
+def test_fake_nvidia_smi_a100_with_mig_fails_when_told(tmp_path, capsys):
+    smi = fake_nvidia_smi(tmp_path, A100_MIG)
+    code, result = run(capsys, nvidia_smi=smi)
+    assert code == 0 and not result["passed"] and "MIG is on" in result["failures"][0]
+    code, result = run(capsys, nvidia_smi=smi, fail_on_findings=True)
+    assert code == 1 and result["failed"] and "MIG is on" in result["msg"]
+    assert result["findings"][0]["check"] == "mig_off"
+
+
+def test_fake_nvidia_smi_persistence_off_fails_when_required(tmp_path, capsys):
+    code, result = run(capsys, nvidia_smi=fake_nvidia_smi(tmp_path, T4), persistence_must_be_on=True)
+    assert code == 0 and not result["passed"]
+    assert any("nvidia-persistenced" in failure for failure in result["failures"])
+
+
+def test_fake_nvidia_smi_without_a_driver_fails_with_its_message(tmp_path, capsys):
+    code, result = run(capsys, nvidia_smi=fake_nvidia_smi(tmp_path, rc=9, message=NO_DRIVER))
+    assert code == 1 and result["field"] == "nvidia_smi"
+    assert "couldn't communicate with the NVIDIA driver" in result["msg"] and "lsmod" in result["msg"]
+
+
+def test_missing_nvidia_smi_names_the_fix(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, result = run(capsys)
+    assert code == 1 and result["field"] == "nvidia_smi"
+    assert "not installed" in result["msg"] and "install the NVIDIA driver" in result["msg"]
+
+
+@pytest.mark.parametrize("args, field", [
+    ({"max_temperature_c": float("nan")}, "max_temperature_c"),
+    ({"max_temperature_c": 1e9}, "max_temperature_c"),
+    ({"max_temperature_c": -5}, "max_temperature_c"),
+    ({"max_uncorrected_ecc": -1}, "max_uncorrected_ecc"),
+])
+def test_bad_limits_are_refused_before_nvidia_smi_runs(tmp_path, capsys, args, field):
+    # A fake that would fail the test if it ran: the limits are checked first.
+    code, result = run(capsys, nvidia_smi=fake_nvidia_smi(tmp_path, rc=3, message="ran"), **args)
+    assert code == 1 and result["field"] == field and "ran" not in result["msg"]
+
+
+def test_documentation_is_valid_yaml():
+    import yaml
+    for name in ("DOCUMENTATION", "EXAMPLES", "RETURN"):
+        assert yaml.safe_load(getattr(gpu_health_module, name))
