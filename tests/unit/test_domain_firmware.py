@@ -27,7 +27,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as d
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 from support.domain_xml import (private_connection, runbook_tenant, runbook_topology,
-                                     validate_domain_xml)
+                                validate_domain_xml)
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
 

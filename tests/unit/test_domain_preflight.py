@@ -17,7 +17,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import r
 from support import fixturegen
 from support import realtrees
 from support.domain_xml import (RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF, dirty_topology,
-                                     runbook_tenant, runbook_topology)
+                                runbook_tenant, runbook_topology)
 
 
 def spec(**tenant_changes):
