@@ -629,6 +629,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight impor
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
     check_float_options, domain_spec_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.storage import DomainStorage
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSetError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     PASS_THROUGH, read_module_context)
@@ -811,17 +812,22 @@ class PinnedDomain:
         self.xml = change.xml_to_define
 
     def apply(self, change, storage_steps, domain):
-        created = self.storage.apply(storage_steps)
+        """The storage steps and the define as one change set: a define libvirt refuses
+        undoes the overlay, the seed and the record made before it."""
+        changes = self.storage.changes(storage_steps)
+        newly_created = [s.path for s in storage_steps if s.path not in self.storage.record()["created"]]
+        defined = [domain]
+        if change.define:
+            changes.add("define the domain %s" % self.name,
+                        lambda: defined.append(self._define(change.xml_to_define)))
         try:
-            if change.define:
-                domain = self.conn.defineXML(change.xml_to_define)
-        except libvirt.libvirtError as exc:
-            self.storage.rollback(created)
-            self.created_files = [p for p in self.created_files if p not in created]
-            raise GpuhostError("libvirt refused the definition: %s" % libvirt_error_text(exc),
-                               field="name", fix="see the message; the XML is in the "
-                                                 "result's xml key",
-                               details={"xml": change.xml_to_define})
+            changes.apply()
+        except ChangeSetError as err:
+            self.created_files = [p for p in self.created_files if p not in newly_created]
+            if change.define and err.details.get("failed_step", "").startswith("define"):
+                err.details["xml"] = change.xml_to_define
+            raise
+        domain = defined[-1]
         self.storage.finish()
         self.uuid, self.run_state = domain.UUIDString(), state_name(domain)
         set_run_state(domain, change.run_state_action, self.params["state"], self.name)
@@ -830,6 +836,14 @@ class PinnedDomain:
         self.uuid, self.run_state = domain.UUIDString(), state_name(domain)
         if change.define:
             self.diff["after"] = dx.canonical_form(self.xml, change.wanted)[0]
+
+    def _define(self, xml):
+        try:
+            return self.conn.defineXML(xml)
+        except libvirt.libvirtError as exc:
+            raise GpuhostError("libvirt refused the definition: %s" % libvirt_error_text(exc),
+                               field="name", fix="see the message; the XML is in the "
+                                                 "result's xml key") from exc
 
     def run_absent(self, domain, existing):
         self.created_files = list(self.storage.record()["created"])

@@ -325,6 +325,30 @@ def test_a_seed_rebuild_keeps_its_backup_under_a_fresh_name_never_through_a_plan
         "seed.iso.gpuhost-previous"]
 
 
+
+def test_a_refused_define_puts_a_rebuilt_seed_and_its_record_back_refusal_injected(tmp_path, monkeypatch):
+    """Storage and the define are one change set: when libvirt refuses the define (the
+    refusal is injected into the test driver's connection), the rebuilt seed gets its old
+    bytes back, the record its old digest, and no kept copy stays behind."""
+    env = Env(tmp_path)
+    seed = tmp_path / "seed.iso"
+    args = plan_args(cloud_init={"seed_path": str(seed),
+                                 "user_data": "#cloud-config\nhostname: tenant-a100\n"})
+    env.run(**args)
+    record = os.path.join(env.state_dir, "tenant-a100.json")
+    seed_before, record_before = seed.read_bytes(), open(record).read()
+
+    def refuse(xml):
+        raise libvirt.libvirtError("injected refusal")
+    monkeypatch.setattr(env.conn, "defineXML", refuse)
+    args["cloud_init"]["user_data"] += "packages: [numactl]\n"
+    err = env.fail(**dict(args, hide_kvm=False))   # a definition change too: the define runs
+    assert "libvirt refused the definition" in err.msg and "rolled back" in err.msg
+    assert err.details["failed_step"].startswith("define") and "<domain" in err.details["xml"]
+    assert seed.read_bytes() == seed_before
+    assert open(record).read() == record_before
+    assert not [p for p in tmp_path.iterdir() if "gpuhost-previous" in p.name]
+
 # -- issue 20: host safety and tenant isolation, through the module --------------------
 
 def sim_env(tmp_path):
@@ -520,9 +544,9 @@ def test_the_storage_record_and_the_seed_go_through_the_shared_writer(tmp_path, 
     written = []
     real = HostWriter.write_file
 
-    def spy(self, host_path, content, mode=None, owner=None):
+    def spy(self, host_path, content, mode=None, owner=None, field=None):
         written.append(os.path.basename(host_path))
-        return real(self, host_path, content, mode, owner)
+        return real(self, host_path, content, mode, owner, field=field)
     monkeypatch.setattr(HostWriter, "write_file", spy)
     env = Env(tmp_path)
     seed = tmp_path / "seed.iso"

@@ -7,8 +7,10 @@ domain, so that state=absent remove_storage=true removes only what the module ma
 
 Every file goes through the collection's one writer (changes/writer.py HostWriter: temp file,
 fsync, rename; never through a link, never over what is not a regular file). ``plan``
-decides, ``apply`` acts; ``rollback`` takes back what ``apply`` did when the define
-that follows is refused, and ``finish`` drops the kept copies once it succeeded."""
+decides; ``changes`` turns the plan into steps of the collection's one ChangeSet
+(changes/changeset.py), which the module applies together with the define, so that a
+refused define undoes the files as any failed step undoes those before it; ``finish``
+drops the kept copies of rebuilt seeds once the whole set succeeded."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import List, Optional
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import qemu_img_size
@@ -150,7 +153,6 @@ class DomainStorage:
         self.cloud_init = cloud_init
         self.writer = writer or HostWriter("/")
         self._record = None
-        self._record_before = None
         self._replaced = []        # (seed path, its copy from before this run)
 
     @property
@@ -172,16 +174,6 @@ class DomainStorage:
                                    fix="repair or remove the file (it lists the files the "
                                        "module created for %s)" % self.name)
         return self._record
-
-    def save_record(self, record):
-        path = self.record_path
-        self._check_replaceable(path, "state_dir")
-        if not record["created"]:
-            self.writer.remove_file(path)
-            return
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        self.writer.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n",
-                               mode=0o600)
 
     def _check_replaceable(self, path, option):
         """Refuse now, naming ``option``, what the shared writer would refuse later: a
@@ -231,8 +223,11 @@ class DomainStorage:
         that were there."""
         record = self.record()
         removed = remove_files(paths)
-        record["created"] = [p for p in record["created"] if p not in paths]
-        self.save_record(record)
+        after = dict(record, created=[p for p in record["created"] if p not in paths])
+        changes = ChangeSet()
+        self._record_steps(changes, after)
+        changes.apply()
+        self._record = after
         return removed
 
     def files_after(self, steps):
@@ -240,37 +235,81 @@ class DomainStorage:
         files = list(self.record()["created"])
         return files + [step.path for step in steps if step.path not in files]
 
-    def apply(self, steps):
-        """Create the files; a seed that is rebuilt is kept aside until the define
-        succeeds (``finish``), so that a refused define can put it back. Returns the
-        paths newly recorded; on a failure it rolls itself back and raises."""
-        record = self.record()
-        self._record_before = copy.deepcopy(record)
-        self._replaced = []
-        done = []
-        try:
-            for step in steps:
-                if step.argv is None:
-                    self._check_replaceable(step.path, "cloud_init.seed_path")
-                    if os.path.exists(step.path):
-                        self._keep_copy(step.path)
-                    build_seed(self.module, self.writer, self.name, self.cloud_init, step.path)
-                    record["seed_digest"] = step.seed_digest
-                else:
-                    rc, out, err = self.module.run_command(step.argv)
-                    if rc != 0:
-                        raise GpuhostError("%s failed (rc %d): %s"
-                                           % (step.label, rc, (err or out).strip()),
-                                           field="disk", fix="check the base image and the "
-                                                             "directory's permissions")
-                if step.path not in record["created"]:
-                    record["created"].append(step.path)
-                    done.append(step.path)
-        except Exception:
-            self.rollback(done)
-            raise
-        self.save_record(record)
-        return done
+    def changes(self, steps):
+        """The shared ChangeSet that makes the files of ``steps`` and then updates the
+        record, to be applied with whatever follows (the define): a failure anywhere
+        undoes every step before it. An overlay's undo removes it; a rebuilt seed is
+        kept aside under a fresh name and put back by the undo, and ``finish`` drops the
+        kept copies once the whole set succeeded."""
+        changes = ChangeSet()
+        before = self.record()
+        after = copy.deepcopy(before)
+        for step in steps:
+            if step.argv is None:
+                changes.add(step.label, self._seed_apply(step), self._seed_undo(step))
+                after["seed_digest"] = step.seed_digest
+            else:
+                changes.add(step.label, self._overlay_apply(step), self._remove_undo(step.path))
+            if step.path not in after["created"]:
+                after["created"].append(step.path)
+        if after != before:
+            self._record_steps(changes, after)
+        return changes
+
+    def _overlay_apply(self, step):
+        def apply():
+            rc, out, err = self.module.run_command(step.argv)
+            if rc != 0:
+                raise GpuhostError("%s failed (rc %d): %s" % (step.label, rc, (err or out).strip()),
+                                   field="disk", fix="check the base image and the "
+                                                     "directory's permissions")
+        return apply
+
+    @staticmethod
+    def _remove_undo(path):
+        def undo():
+            remove_files([path])
+        return undo
+
+    def _seed_apply(self, step):
+        def apply():
+            self._check_replaceable(step.path, "cloud_init.seed_path")
+            if os.path.exists(step.path):
+                self._keep_copy(step.path)
+            build_seed(self.module, self.writer, self.name, self.cloud_init, step.path)
+        return apply
+
+    def _seed_undo(self, step):
+        def undo():
+            kept = [backup for path, backup in self._replaced if path == step.path]
+            if not kept:
+                remove_files([step.path])
+                return
+            self.writer.write_file(step.path, self.writer.read_bytes(kept[0]), mode=0o644)
+            remove_files(kept)
+            self._replaced = [pair for pair in self._replaced if pair[0] != step.path]
+        return undo
+
+    def _record_steps(self, changes, record):
+        """The record as one file of the change set (its undo puts the old one back),
+        in a state_dir of mode 0700 made first when it is missing."""
+        path = self.record_path
+        self._check_replaceable(path, "state_dir")
+        if not record["created"]:
+            changes.put_file(self.writer, path, None, field="state_dir")
+            return
+        folder = os.path.dirname(path)
+        if not os.path.isdir(folder):
+            made = []
+
+            def make_folder():
+                made[:] = self.writer.make_folder(folder, 0o700)
+
+            def remove_folder():
+                self.writer.remove_empty_folders(made)
+            changes.add("create %s" % folder, make_folder, remove_folder)
+        changes.put_file(self.writer, path, json.dumps(record, indent=2, sort_keys=True) + "\n",
+                         mode=0o600, field="state_dir")
 
     def _keep_copy(self, path):
         # A fresh name of our own (mkstemp, O_EXCL), never a fixed one: a link planted
@@ -286,16 +325,7 @@ class DomainStorage:
             raise
         self._replaced.append((path, backup))
 
-    def rollback(self, created):
-        """Remove what ``apply`` created, put rebuilt seeds and the record back."""
-        remove_files(created)
-        for path, backup in self._replaced:
-            self.writer.write_file(path, self.writer.read_bytes(backup), mode=0o644)
-            remove_files([backup])
-        self._replaced = []
-        self._record = self._record_before
-        self.save_record(self._record)
-
     def finish(self):
+        """After the whole change set succeeded: drop the kept copies of rebuilt seeds."""
         remove_files([backup for _path, backup in self._replaced])
         self._replaced = []
