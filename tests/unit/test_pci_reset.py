@@ -113,12 +113,24 @@ def test_facts_report_reset_methods_per_function(host):
 
 
 def test_facts_flag_a_gpu_without_reset(host):
+    # Its bus also holds another device (41:01.0, the host's), so vfio-pci cannot reset
+    # that bus either: nothing wipes the HDA.
+    TreeBuilder(host).pci("0000:41:01.0", 0x0c0330, driver="xhci_hcd", iommu_group=9,
+                          parent="0000:00:02.0", reset_method=None)
     _remove_reset(host, HDA)
     report = analyse_iommu(read_host_topology(host, with_irqs=False))
     findings = [f for f in report.reset_findings if f["id"] == "gpu_no_reset"]
     assert [(f["gpu"], f["address"]) for f in findings] == [(GPU, HDA)]
     assert findings[0]["severity"] == "high" and "allow_no_reset" in findings[0]["fix"]
     assert "next tenant" in findings[0]["msg"]
+
+
+def test_facts_say_vfio_resets_an_hda_without_reset_alone_on_the_gpus_bus(host):
+    # The lab's GPU: the HDA has no reset file, but its bus holds only the GPU's functions
+    _remove_reset(host, HDA)
+    report = analyse_iommu(read_host_topology(host, with_irqs=False))
+    assert [(f["id"], f["address"], f["severity"]) for f in report.reset_findings] == [
+        ("gpu_reset_by_vfio", HDA, "low")]
 
 
 def test_facts_say_a_bus_only_reset_resets_siblings(tmp_path):

@@ -24,6 +24,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 GPU, HDA = "0000:41:00.0", "0000:41:00.1"
 PF, VF0 = "0000:03:00.0", "0000:03:00.2"
 OTHER_GPU = "0000:42:00.0"
+STRANGER = "0000:41:01.0"
 TENANT = "tenant-b"
 # What the tenant's VF carries when it leaves: its MAC, VLAN 100, trusted, no spoof check
 TENANT_VF = [{"vf": 0, "address": "52:54:00:6c:00:01", "vlan_list": [{"vlan": 100}],
@@ -32,9 +33,11 @@ TENANT_VF = [{"vf": 0, "address": "52:54:00:6c:00:01", "vlan_list": [{"vlan": 10
               "link_state": "auto"}]
 
 
-def build_host(root, hda_reset="flr bus"):
+def build_host(root, hda_reset="flr bus", stranger_on_the_gpus_bus=False):
     """Two GPUs (each with its HDA) on vfio-pci behind root ports, and a NIC PF eno1
-    with two VFs; a released tenant held GPU 41:00.0 and VF 0."""
+    with two VFs; a released tenant held GPU 41:00.0 and VF 0. ``stranger_on_the_gpus_bus``
+    puts a USB controller the host uses (41:01.0, xhci_hcd) on the GPU's bus, so that
+    vfio-pci can no longer reset that bus."""
     tree = TreeBuilder(root)
     tree.cpus(online="0-3")
     tree.iommu()
@@ -43,6 +46,9 @@ def build_host(root, hda_reset="flr bus"):
     tree.pci(GPU, 0x030200, driver="vfio-pci", iommu_group=2, parent="0000:00:02.0")
     tree.pci(HDA, 0x040300, driver="vfio-pci", iommu_group=2, parent="0000:00:02.0",
              reset_method=hda_reset)
+    if stranger_on_the_gpus_bus:
+        tree.pci(STRANGER, 0x0c0330, driver="xhci_hcd", iommu_group=9, parent="0000:00:02.0",
+                 reset_method=None)
     tree.pci(OTHER_GPU, 0x030200, driver="vfio-pci", iommu_group=3, parent="0000:00:03.0")
     tree.pci(PF, 0x020000, vendor=0x15b3, device=0x101d, driver="mlx5_core",
              iommu_group=5, parent="0000:00:05.0", netdev="eno1", sriov_totalvfs=8,
@@ -154,7 +160,9 @@ def test_a_group_still_open_is_refused_naming_the_process(env):
 
 
 def test_no_reset_method_is_refused_then_allowed_by_the_override(tmp_path):
-    sim = build_host(str(tmp_path / "host"), hda_reset=None)
+    """An HDA function without a reset file, on a bus vfio-pci cannot reset (a USB
+    controller of the host's shares it): nothing wipes it, so the scrub refuses."""
+    sim = build_host(str(tmp_path / "host"), hda_reset=None, stranger_on_the_gpus_bus=True)
     path = str(tmp_path / "ledger.json")
     write_ledger(path, [tenant()])
     err = refused(sim, path)
@@ -165,6 +173,22 @@ def test_no_reset_method_is_refused_then_allowed_by_the_override(tmp_path):
     assert [d["action"] for d in result["devices"]] == ["reset",
                                                         "not reset (allow_no_reset)"]
     assert "allowed by allow_no_reset" in result["warnings_scrub"][0]
+
+
+def test_a_function_without_reset_alone_with_its_gpu_is_reset_by_vfio_on_release(tmp_path):
+    """The lab's GPU and most GeForce boards: the HDA function has no reset file (the
+    kernel offers a bus reset only to the one device on a bus), but its bus behind the
+    root port holds only the tenant's functions, all on vfio-pci, so vfio-pci resets the
+    bus when the domain lets them go. The scrub resets the GPU and says who resets the
+    HDA; nothing is refused."""
+    sim = build_host(str(tmp_path / "host"), hda_reset=None)
+    path = str(tmp_path / "ledger.json")
+    write_ledger(path, [tenant()])
+    result = scrub(sim, path)
+    assert sim.resets == [GPU]
+    assert [d["action"] for d in result["devices"]] == [
+        "reset", "reset by vfio-pci (its bus, when the domain let it go)"]
+    assert not result["warnings_scrub"]
 
 
 @pytest.mark.parametrize("text", ["\n", "bogus\n", "flr " * 5000])
@@ -257,15 +281,19 @@ def test_offboard_playbook_scrubs_after_the_domain_and_before_the_ledger():
 
 # -- the gate: libvirt_pinned_domain refuses a GPU that cannot be wiped ----------------
 
-def gate_env(tmp_path, remove_reset_of=()):
+def gate_env(tmp_path, remove_reset_of=(), stranger_on_the_gpus_bus=False):
     """libvirt_pinned_domain's Env (libvirt's test driver) on the simulated host, with
-    the reset and reset_method files of ``remove_reset_of`` removed."""
+    the reset and reset_method files of ``remove_reset_of`` removed, and with
+    ``stranger_on_the_gpus_bus`` a USB controller of the host's on the GPU's bus."""
     pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
     from support.sysfs_sim import build_sim_host
     from test_libvirt_pinned_domain import Env
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
         read_host_topology)
     root = build_sim_host(str(tmp_path / "host"))
+    if stranger_on_the_gpus_bus:
+        TreeBuilder(root).pci(STRANGER, 0x0c0330, driver="xhci_hcd", iommu_group=9,
+                              parent="0000:00:02.0", reset_method=None)
     for address in remove_reset_of:
         folder = os.path.realpath(os.path.join(root, "sys/bus/pci/devices", address))
         for name in ("reset", "reset_method"):
@@ -283,7 +311,7 @@ def gpu_domain(**extra):
 
 
 def test_gate_refuses_a_gpu_without_reset_then_the_override_allows_it(tmp_path):
-    env = gate_env(tmp_path, remove_reset_of=(HDA,))
+    env = gate_env(tmp_path, remove_reset_of=(HDA,), stranger_on_the_gpus_bus=True)
     err = env.fail(**gpu_domain())
     assert err.field == "allow_no_reset"
     assert ("refusing to give %s to a tenant: %s has no reset file" % (HDA, HDA)
@@ -294,6 +322,30 @@ def test_gate_refuses_a_gpu_without_reset_then_the_override_allows_it(tmp_path):
     result = env.run(**gpu_domain(allow_no_reset=True))
     assert env.names() == ["tenant-x"]
     assert any("allowed by allow_no_reset" in w for w in result["warnings_preflight"])
+
+
+def test_gate_lets_an_hda_without_reset_through_when_vfio_resets_its_bus(tmp_path):
+    # What the lab showed: QEMU's emulated HDA function has no reset file, but it shares
+    # its bus with its GPU only, so vfio-pci's bus reset on release wipes both.
+    env = gate_env(tmp_path, remove_reset_of=(HDA,))
+    result = env.run(**gpu_domain())
+    assert env.names() == ["tenant-x"]
+    assert not any("reset" in w for w in result["warnings_preflight"])
+
+
+def test_a_function_without_reset_on_a_root_bus_is_refused(tmp_path):
+    # A root bus has no bridge above it, so no secondary bus reset: nothing wipes it.
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
+        no_reset_functions)
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
+    root = str(tmp_path / "host")
+    tree = TreeBuilder(root)
+    tree.cpus(online="0-3")
+    tree.iommu()
+    tree.pci("0000:00:05.0", 0x030200, driver="vfio-pci", iommu_group=2, reset_method=None)
+    functions = read_pci_functions(root)
+    assert [c.address for c in no_reset_functions(functions, ["0000:00:05.0"])] == [
+        "0000:00:05.0"]
 
 
 def test_gate_lets_a_resettable_gpu_through(tmp_path):
@@ -312,3 +364,4 @@ def test_a_topology_not_read_from_sysfs_is_not_refused_for_an_unknown_reset():
     topo = runbook_topology()
     assert topo.pci[RUNBOOK_GPU].reset_file is None
     assert no_reset_functions(topo.pci, [RUNBOOK_GPU]) == []
+

@@ -20,7 +20,11 @@ and one whose reset file is a link (the one writer never writes through a link).
 
 A GPU function without a usable reset method (pci.reset_capability) cannot be wiped:
 the scrub and the domain gate (``check_reset_methods``, called by libvirt_pinned_domain)
-refuse it unless ``allow_no_reset`` is set. A function whose only methods are bus
+refuse it unless ``allow_no_reset`` is set, or unless vfio-pci resets it itself
+(pci.vfio_resets_on_release): a multi-function GPU without FLR (an HDA function,
+most GeForce boards) has no ``reset`` file of its own, since the kernel offers a bus reset
+only to the one device on a bus, yet vfio-pci resets its whole slot or bus once every
+device there is a vfio-pci device nobody holds open. A function whose only methods are bus
 resets is refused when the bus holds other devices than the tenant's own, since the
 secondary bus reset would reset them under whoever uses them.
 """
@@ -35,7 +39,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight impor
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import open_users
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
-    normalize_address, reset_capability)
+    normalize_address, reset_capability, vfio_resets_on_release)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov import (
     SCRUBBED_VF, current_vfs, plan_vf_scrub)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
@@ -51,15 +55,19 @@ NO_RESET_FIX = ("put the GPU in a slot or on firmware where it supports FLR or a
 
 def no_reset_functions(functions, addresses):
     """The ResetCapability of each of ``addresses`` (address -> PciFunction in
-    ``functions``) that has no usable reset method; unknown ones (a topology that was not
-    read from sysfs) are not counted."""
+    ``functions``) that has no usable reset method and that vfio-pci does not reset on
+    release either (the other ``addresses`` count as the tenant's own); unknown ones (a
+    topology that was not read from sysfs) are not counted."""
     found = []
-    for address in addresses:
-        function = functions.get(normalize_address(address))
+    canonical = [normalize_address(address) for address in addresses]
+    for address in canonical:
+        function = functions.get(address)
         if function is None:
             continue
         capability = reset_capability(function, functions)
-        if capability.usable is False:
+        if capability.usable is False and not (
+                capability.reset_file is False
+                and vfio_resets_on_release(function, functions, canonical)):
             found.append(capability)
     return found
 
@@ -138,6 +146,10 @@ def _function_refusal(writer, functions, address, own, allow_no_reset, plan):
     entry = {"address": address, "reset_methods": list(capability.methods),
              "action": "reset"}
     plan.devices.append(entry)
+    if capability.usable is False and capability.reset_file is False and \
+            vfio_resets_on_release(function, functions, own):
+        entry["action"] = "reset by vfio-pci (its bus, when the domain let it go)"
+        return None
     if capability.usable is False:
         if allow_no_reset:
             entry["action"] = "not reset (%s)" % ALLOW_NO_RESET

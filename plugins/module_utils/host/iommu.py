@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Tuple
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     PciAddress, class_name, format_class_code, format_vendor_device, normalize_address,
-    reset_capability)
+    reset_capability, vfio_resets_on_release)
 
 # Functions that may share a group with a passed-through device: vfio accepts bridges
 # (bound to pcieport or to no driver), and a host bridge does no DMA of its own.
@@ -239,17 +239,26 @@ def _security_findings(iommu):
     return findings
 
 
-def reset_findings_of(gpu_address, capabilities):
+def reset_findings_of(gpu_address, capabilities, reset_by_vfio=()):
     """Findings about how a GPU's functions can be wiped between tenants.
 
     ``gpu_no_reset``: a function of the GPU has no usable reset method, so what a tenant
     left in it (video memory, firmware state) reaches the next tenant; tenant_scrub and
     libvirt_pinned_domain refuse it unless allow_no_reset is set. ``gpu_bus_reset_only``:
     the kernel can only reset it with a secondary bus reset, which resets every other
-    device behind the same bridge too (named in ``siblings``)."""
+    device behind the same bridge too (named in ``siblings``). ``gpu_reset_by_vfio``: a
+    function in ``reset_by_vfio`` has no reset of its own, but vfio-pci resets its bus when
+    the tenant's domain lets the GPU's functions go (pci.vfio_resets_on_release)."""
     findings = []
     for capability in capabilities:
-        if capability.usable is False:
+        if capability.usable is False and capability.address in reset_by_vfio:
+            findings.append({
+                "id": "gpu_reset_by_vfio", "severity": "low", "gpu": gpu_address,
+                "address": capability.address,
+                "msg": "%s; vfio-pci resets its bus instead, since that bus holds only this "
+                       "GPU's functions" % capability.reason,
+                "fix": "none needed while the GPU's functions stay alone on their bus"})
+        elif capability.usable is False:
             findings.append({
                 "id": "gpu_no_reset", "severity": "high", "gpu": gpu_address,
                 "address": capability.address,
@@ -295,6 +304,8 @@ def analyse_iommu(topo, gpu_vendor=None):
         companions = tuple(a for a in by_slot[PciAddress.parse(address).slot_key]
                            if a != address)
         capabilities = [reset_capability(pci[a], pci) for a in (address,) + companions]
+        reset_by_vfio = {c.address for c in capabilities if c.reset_file is False
+                         and vfio_resets_on_release(pci[c.address], pci, (address,) + companions)}
         reasons = []
         if not iommu.enabled:
             reasons.append("the IOMMU is off: enable VT-d/AMD-Vi in the BIOS and boot "
@@ -321,7 +332,7 @@ def analyse_iommu(topo, gpu_vendor=None):
             class_name=class_name(function.class_code),
             numa_node_source=function.numa_node_source, boot_vga=function.boot_vga,
             reset_methods=[c.as_dict() for c in capabilities]))
-        reset_findings.extend(reset_findings_of(address, capabilities))
+        reset_findings.extend(reset_findings_of(address, capabilities, reset_by_vfio))
 
     sriov_pfs = []
     for address, function in pci.items():

@@ -555,3 +555,18 @@ def read_pci_function(address, root="/", node_cpus=None):
     if node_cpus is None:
         node_cpus = sysfs.read_node_cpus(root)
     return _read_function(root, canonical, dev_dir, node_cpus)
+
+
+def vfio_resets_on_release(function, functions, own):
+    """Whether vfio-pci resets ``function`` when the tenant's domain lets its devices go.
+
+    drivers/vfio/pci (vfio_pci_try_bus_reset, later vfio_pci_dev_set_try_reset) tries a
+    slot or bus reset when the last user of a device closes it, provided every device on
+    that slot or bus is bound to vfio-pci and none is still open. So a function without a
+    reset file of its own is wiped when it sits behind a bridge (a root bus has no
+    secondary bus reset) on a bus whose every function is in ``own``, the tenant's
+    devices (bound to vfio-pci for the domain)."""
+    if not function.parents:
+        return False
+    home = bus_of(function.address)
+    return all(address in own for address in functions if bus_of(address) == home)
