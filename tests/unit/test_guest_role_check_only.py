@@ -118,8 +118,19 @@ def render_native(expression, variables):
     return env.from_string(expression).render(**variables)
 
 
+def tasks(path):
+    """The task file's tasks, those of its blocks included (tasks/main.yml is one block,
+    whose vars hold the role's derived names)."""
+    return flatten(load(path))
+
+
+def flatten(entries):
+    for entry in entries:
+        yield from (flatten(entry["block"]) if "block" in entry else [entry])
+
+
 def task(path, name):
-    return [t for t in load(path) if t.get("name") == name][0]
+    return [t for t in tasks(path) if t.get("name") == name][0]
 
 
 def pin_variables(os_family, method="repo", driver="", toolkit=""):
@@ -191,7 +202,7 @@ def test_check_only_persistenced_enabled_with_the_repo_driver_and_gated():
         assert render_native(defaults["guest_gpu_persistence_must_be_on"],
                              {"guest_nvidia_driver_method": method}) is expected
     # The health read comes after the service, so that persistence mode is on when read.
-    names = [t["name"] for t in load("tasks/main.yml")]
+    names = [t["name"] for t in tasks("tasks/main.yml")]
     assert names.index("Enable nvidia-persistenced") < names.index("Read the GPU health and hold it to the limits")
 
 

@@ -47,8 +47,10 @@ def role_vars(family, tenants, definitions, installed=(), **overrides):
                      __vm_packages_missing=[],
                      ansible_facts={"packages": {name: [{}] for name in installed}})
     variables.update(overrides)
+    # The install task's own vars, less the ones pinned above: the tenants in scope and
+    # the missing base packages stand for what the plan and the package list give.
     for name, expression in INSTALL["vars"].items():
-        variables[name] = trust_as_template(expression)
+        variables.setdefault(name, trust_as_template(expression))
     return variables
 
 
