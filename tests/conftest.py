@@ -7,16 +7,14 @@ import time
 
 import pytest
 
-# The tests import what they share as the package ``support`` (tests/support/: one REPO,
-# the simulator, the fixture generators, the helpers), and a few unit tests import another
-# unit test's fixtures (test_placement, test_host_safety, ...). Plain pytest finds them
-# through its rootdir/basedir insertion; ansible-test units imports test files as
-# ansible_collections.gpuhost.kvm.tests.unit.* packages instead, so both directories are
-# put on the path here for either runner.
+# The tests import what they share from the package ``support`` (tests/support/: one
+# REPO, the simulator, the fixture generators, the literal hosts, the helpers), never
+# from another test file. ansible-test units imports test files as
+# ansible_collections.gpuhost.kvm.tests.unit.* packages, so tests/ is put on the path
+# here, for plain pytest and ansible-test alike.
 _TESTS = os.path.dirname(os.path.abspath(__file__))
-for _helpers_dir in (os.path.join(_TESTS, "unit"), _TESTS):
-    if _helpers_dir not in sys.path:
-        sys.path.insert(0, _helpers_dir)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
 
 from support import REPO  # noqa: E402
 

@@ -9,7 +9,7 @@ import json
 import os
 
 from support.helpers import REPO, run_tool
-from test_playbooks import INVENTORY, _point_hk_gpu_01_at
+from support.helpers import INVENTORY, point_hk_gpu_01_at
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
@@ -19,7 +19,7 @@ TENANT = {"name": "tenant-a100", "gpus": ["0000:65:00.0"], "vcpus": 4, "memory_g
 
 
 def test_a_refused_scrub_keeps_the_tenant_in_the_ledger(tmp_path):
-    host = _point_hk_gpu_01_at(tmp_path)
+    host = point_hk_gpu_01_at(tmp_path)
     path = host["vars"]["gpuhost_ledger_path"]
     data = ledger_core.reserve(ledger_core.LedgerData(),
                                read_host_topology(host["root"], with_irqs=False), [TENANT])[0]
@@ -60,7 +60,7 @@ def _to_vfio(root, address):
 
 
 def test_offboarding_scrubs_then_releases(tmp_path):
-    host = _point_hk_gpu_01_at(tmp_path)
+    host = point_hk_gpu_01_at(tmp_path)
     path = host["vars"]["gpuhost_ledger_path"]
     data = ledger_core.reserve(ledger_core.LedgerData(),
                                read_host_topology(host["root"], with_irqs=False), [TENANT])[0]

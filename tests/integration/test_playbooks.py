@@ -8,50 +8,22 @@ import glob
 import json
 import os
 import re
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from support import fixturegen
-from support.fixturegen import build_runbook_host
-from support.helpers import REPO, run_tool
+from support.helpers import INVENTORY, REPO, point_hk_gpu_01_at, run_tool
 
 PLAYBOOKS = ["site.yml"] + sorted(os.path.relpath(p, REPO) for p in
                                   glob.glob(os.path.join(REPO, "playbooks", "*.yml")))
-INVENTORY = os.path.join(REPO, "inventories", "example", "hosts.yml")
-
-
-def _point_hk_gpu_01_at(base, build=build_runbook_host, **overrides):
-    """Build a synthetic host below ``base`` and the extra vars that point hk-gpu-01 at
-    it (local connection, test:///default libvirt, state and ledger below ``base``)."""
-    root = str(base / "root")
-    build(root, **overrides)
-    image = str(base / "base.qcow2")
-    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", image, "1G"], check=True)
-    extra = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": sys.executable,
-        "gpuhost_sysfs_root": root,
-        "gpuhost_ledger_path": str(base / "ledger" / "ledger.json"),
-        "gpuhost_state_dir": str(base / "state"),
-        "gpuhost_libvirt_uri": "test:///default",
-        "plan_output_dir": str(base / "reports"),
-        "validate_report_dir": str(base / "reports"),
-        "vm_base_image": image,
-        "vm_image_dir": str(base / "images"),
-        "vm_domain_type": "test",
-    }
-    path = base / "extra.json"
-    path.write_text(json.dumps(extra))
-    return {"base": base, "root": root, "extra": "@%s" % path, "vars": extra}
 
 
 @pytest.fixture(scope="module")
 def runbook_host(tmp_path_factory):
     """The synthetic runbook host and the extra vars that point hk-gpu-01 at it."""
-    return _point_hk_gpu_01_at(tmp_path_factory.mktemp("runbook"))
+    return point_hk_gpu_01_at(tmp_path_factory.mktemp("runbook"))
 
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS)
@@ -160,7 +132,7 @@ def test_site_check_mode_before_the_vfs_exist_reports_instead_of_failing(tmp_pat
     # so every stage runs: sriov_irq leaves the VF it would create out of the IRQ pins,
     # the vm stage reports the domain it cannot preflight yet, and validate's report
     # names the function it could not check instead of the task failing.
-    host = _point_hk_gpu_01_at(tmp_path, devices=(
+    host = point_hk_gpu_01_at(tmp_path, devices=(
         fixturegen.gpu(fixturegen.RUNBOOK_GPU, 0)
         + fixturegen.sriov_pf(fixturegen.RUNBOOK_PF, 0, vfs=0, totalvfs=8)
         + fixturegen.endpoint("0000:b1:00.0", 1, 0x010802, 0x144D, 0xA80A, "nvme",

@@ -6,16 +6,23 @@
 Literal host topologies (the runbook's host, a dirty-group desktop), the schema check
 through the real ``virt-xml-validate``, and private libvirt test-driver connections:
 ``test:///<file>`` gives each connection its own state, while ``test:///default`` is
-shared by every connection of the process.
+shared by every connection of the process; ``write_libvirt_test_node`` writes one whose
+running domain holds a device. ``Env`` runs the module on such a connection, with a
+topology and a state_dir of the test's own.
 """
 
 import os
 import shutil
 import subprocess
 
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import Bar, PciFunction
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     Cpu, CpuState, HostTopology, HugepagePool, IommuState, NumaNode)
+from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
 
 GIB_KIB = 1024 * 1024
 RUNBOOK_GPU = "0000:65:00.0"
@@ -145,3 +152,72 @@ def private_connection(directory):
         with open(path, "w") as out:
             out.write(EMPTY_NODE_XML)
     return libvirt.open("test://" + os.path.abspath(path))
+
+
+def write_libvirt_test_node(tmp_path, address):
+    """A libvirt test-driver node file with one running domain holding ``address``."""
+    domain, rest = address.split(":", 1)
+    bus, rest = rest.split(":")
+    slot, function = rest.split(".")
+    node = tmp_path / "libvirt-node.xml"
+    node.write_text("""<node>
+  <domain type='test'>
+    <name>tenant-a</name>
+    <memory>1048576</memory>
+    <vcpu>1</vcpu>
+    <os><type>hvm</type></os>
+    <devices>
+      <hostdev mode='subsystem' type='pci' managed='yes'>
+        <source><address domain='0x%s' bus='0x%s' slot='0x%s' function='0x%s'/></source>
+      </hostdev>
+    </devices>
+  </domain>
+</node>
+""" % (domain, bus, slot, function))
+    return "test://%s" % node
+
+
+class Env:
+    """A private test-driver connection, a topology and a state_dir for one test."""
+
+    def __init__(self, tmp_path, topology=None):
+        self.tmp = tmp_path
+        self.conn = private_connection(tmp_path)
+        self.topology = topology or runbook_topology()
+        self.state_dir = str(tmp_path / "state")
+        # The host-safety check reads mounts and routes below root even when the
+        # topology is given: an empty tree keeps it off this machine's own devices.
+        self.root = str(tmp_path / "empty-root")
+        os.makedirs(self.root, exist_ok=True)
+
+    def run(self, check=False, **args):
+        args.setdefault("root", self.root)
+        args.setdefault("domain_type", "test")
+        args.setdefault("uri", "test:///unused-the-connection-is-given")
+        args.setdefault("state_dir", self.state_dir)
+        args.update(_ansible_check_mode=check, _ansible_diff=True)
+        with patch_module_args(args):
+            module = mod.build_module()
+        runner = mod.PinnedDomain(module, conn=self.conn, topology=self.topology)
+        runner.run()
+        result = runner.result
+        if result.get("xml"):
+            validate_domain_xml(result["xml"], self.tmp)
+        return result
+
+    def fail(self, **args):
+        with pytest.raises(GpuhostError) as err:
+            self.run(**args)
+        return err.value
+
+    def domain(self, name):
+        return self.conn.lookupByName(name)
+
+    def names(self):
+        return sorted(d.name() for d in self.conn.listAllDomains(0))
+
+
+def plan_args(name="tenant-a100", **extra):
+    args = dict(name=name, plan=runbook_tenant(name=name))
+    args.update(extra)
+    return args

@@ -6,6 +6,8 @@ import subprocess
 import sys
 
 from . import REPO
+from .fixturegen import build_runbook_host
+
 BIN = os.path.dirname(sys.executable)
 
 
@@ -40,3 +42,32 @@ def run_module_adhoc(module, args, python=sys.executable, check=False, timeout=3
     proc = run_tool("ansible", *argv, env=env, check=False, timeout=timeout)
     start = proc.stdout.index("{", proc.stdout.find("localhost | "))
     return proc, json.loads(proc.stdout[start:])
+
+
+# The example inventory, whose hk-gpu-01 the playbook tests point at a synthetic host.
+INVENTORY = os.path.join(REPO, "inventories", "example", "hosts.yml")
+
+
+def point_hk_gpu_01_at(base, build=build_runbook_host, **overrides):
+    """Build a synthetic host below ``base`` and the extra vars that point hk-gpu-01 at
+    it (local connection, test:///default libvirt, state and ledger below ``base``)."""
+    root = str(base / "root")
+    build(root, **overrides)
+    image = str(base / "base.qcow2")
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", image, "1G"], check=True)
+    extra = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "gpuhost_sysfs_root": root,
+        "gpuhost_ledger_path": str(base / "ledger" / "ledger.json"),
+        "gpuhost_state_dir": str(base / "state"),
+        "gpuhost_libvirt_uri": "test:///default",
+        "plan_output_dir": str(base / "reports"),
+        "validate_report_dir": str(base / "reports"),
+        "vm_base_image": image,
+        "vm_image_dir": str(base / "images"),
+        "vm_domain_type": "test",
+    }
+    path = base / "extra.json"
+    path.write_text(json.dumps(extra))
+    return {"base": base, "root": root, "extra": "@%s" % path, "vars": extra}

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module
-from test_state_file_links import _options, plant, refused
+from support.planted_links import _options, plant, refused
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import topology
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity

@@ -447,7 +447,7 @@ def test_the_module_switches_a_running_tenant_to_uefi_and_then_changes_nothing(t
     """libvirt_pinned_domain on the test driver: BIOS by default; firmware efi is one
     define that waits for a restart; the next run changes nothing; an unknown choice
     is refused by the option's choices."""
-    from test_libvirt_pinned_domain import Env, plan_args
+    from support.domain_xml import Env, plan_args
     env = Env(tmp_path)
     first = env.run(state="running", **plan_args())
     assert first["changed"] and "firmware" not in first["xml"]

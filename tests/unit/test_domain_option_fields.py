@@ -97,7 +97,7 @@ def fields_of(err):
 # -- through the module (libvirt's test driver) ------------------------------------------
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
-from test_libvirt_pinned_domain import Env  # noqa: E402
+from support.domain_xml import Env  # noqa: E402
 
 
 def small(**extra):

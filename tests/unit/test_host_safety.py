@@ -12,6 +12,7 @@ from support.sysfs_sim import TreeBuilder, build_sim_host
 from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
+from support.domain_xml import write_libvirt_test_node
 
 
 @pytest.fixture
@@ -109,29 +110,6 @@ def test_nvidia_minor_node(root):
 def test_running_domain_devices_from_libvirt_test_driver(tmp_path):
     uri = write_libvirt_test_node(tmp_path, "0000:41:00.0")
     assert host_safety.running_domain_devices(uri) == {"0000:41:00.0": ["tenant-a"]}
-
-
-def write_libvirt_test_node(tmp_path, address):
-    """A libvirt test-driver node file with one running domain holding ``address``."""
-    domain, rest = address.split(":", 1)
-    bus, rest = rest.split(":")
-    slot, function = rest.split(".")
-    node = tmp_path / "libvirt-node.xml"
-    node.write_text("""<node>
-  <domain type='test'>
-    <name>tenant-a</name>
-    <memory>1048576</memory>
-    <vcpu>1</vcpu>
-    <os><type>hvm</type></os>
-    <devices>
-      <hostdev mode='subsystem' type='pci' managed='yes'>
-        <source><address domain='0x%s' bus='0x%s' slot='0x%s' function='0x%s'/></source>
-      </hostdev>
-    </devices>
-  </domain>
-</node>
-""" % (domain, bus, slot, function))
-    return "test://%s" % node
 
 
 # -- issue 20: the root filesystem's whole chain, and VFs carrying the host -------------

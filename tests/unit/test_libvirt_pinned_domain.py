@@ -17,60 +17,13 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import topology_to_dict
 from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
 
-from support.domain_xml import (RUNBOOK_GPU, RUNBOOK_HDA, private_connection,
-                                runbook_tenant, runbook_topology, validate_domain_xml)
+from support.domain_xml import (Env, RUNBOOK_GPU, RUNBOOK_HDA, plan_args, runbook_tenant,
+                                runbook_topology)
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
-
-
-class Env:
-    """A private test-driver connection, a topology and a state_dir for one test."""
-
-    def __init__(self, tmp_path, topology=None):
-        self.tmp = tmp_path
-        self.conn = private_connection(tmp_path)
-        self.topology = topology or runbook_topology()
-        self.state_dir = str(tmp_path / "state")
-        # The host-safety check reads mounts and routes below root even when the
-        # topology is given: an empty tree keeps it off this machine's own devices.
-        self.root = str(tmp_path / "empty-root")
-        os.makedirs(self.root, exist_ok=True)
-
-    def run(self, check=False, **args):
-        args.setdefault("root", self.root)
-        args.setdefault("domain_type", "test")
-        args.setdefault("uri", "test:///unused-the-connection-is-given")
-        args.setdefault("state_dir", self.state_dir)
-        args.update(_ansible_check_mode=check, _ansible_diff=True)
-        with patch_module_args(args):
-            module = mod.build_module()
-        runner = mod.PinnedDomain(module, conn=self.conn, topology=self.topology)
-        runner.run()
-        result = runner.result
-        if result.get("xml"):
-            validate_domain_xml(result["xml"], self.tmp)
-        return result
-
-    def fail(self, **args):
-        with pytest.raises(GpuhostError) as err:
-            self.run(**args)
-        return err.value
-
-    def domain(self, name):
-        return self.conn.lookupByName(name)
-
-    def names(self):
-        return sorted(d.name() for d in self.conn.listAllDomains(0))
-
-
-def plan_args(name="tenant-a100", **extra):
-    args = dict(name=name, plan=runbook_tenant(name=name))
-    args.update(extra)
-    return args
 
 
 def test_check_apply_check_reports_changed_changed_unchanged(tmp_path):
@@ -325,7 +278,6 @@ def test_a_seed_rebuild_keeps_its_backup_under_a_fresh_name_never_through_a_plan
         "seed.iso.gpuhost-previous"]
 
 
-
 def test_a_refused_define_puts_a_rebuilt_seed_and_its_record_back_refusal_injected(tmp_path, monkeypatch):
     """Storage and the define are one change set: when libvirt refuses the define (the
     refusal is injected into the test driver's connection), the rebuilt seed gets its old
@@ -348,6 +300,7 @@ def test_a_refused_define_puts_a_rebuilt_seed_and_its_record_back_refusal_inject
     assert seed.read_bytes() == seed_before
     assert open(record).read() == record_before
     assert not [p for p in tmp_path.iterdir() if "gpuhost-previous" in p.name]
+
 
 # -- issue 20: host safety and tenant isolation, through the module --------------------
 

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from test_placement import runbook_host, tenant
+from support.hosts import runbook_host, tenant
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import plan_render
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

@@ -11,11 +11,12 @@ import subprocess
 import pytest
 
 from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
-from test_host_safety import write_libvirt_test_node
+from support.domain_xml import write_libvirt_test_node
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import sriov
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs
+from support.fakes import FakeIproute
 
 PF = "0000:03:00.0"       # eno1, mlx5_core, sriov_offset 2, stride 1
 
@@ -149,20 +150,6 @@ def test_failed_vf_bind_rolls_back_the_count(sim):
     assert snapshot(sim.root) == before
     assert "write 2 to /sys/bus/pci/devices/0000:03:00.0/sriov_numvfs" in \
         info.value.details["rolled_back"]
-
-
-class FakeIproute:
-    """Stands in for iproute2 on an SR-IOV NIC, which this machine does not have."""
-
-    def __init__(self, vfinfo):
-        self.vfinfo = vfinfo
-        self.calls = []
-
-    def __call__(self, argv):
-        self.calls.append(list(argv))
-        if argv[:3] == ["ip", "-j", "link"]:
-            return 0, json.dumps([{"ifname": "eno1", "vfinfo_list": self.vfinfo}]), ""
-        return 0, "", ""
 
 
 def test_per_vf_settings_with_fake_iproute(sim):

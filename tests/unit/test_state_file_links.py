@@ -9,12 +9,13 @@ import os
 
 import pytest
 
-from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
+from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_files
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity, sriov_vfs, vfio_bind
+from support.planted_links import plant, refused
 
 GPU = "0000:41:00.0"
 
@@ -22,39 +23,6 @@ GPU = "0000:41:00.0"
 @pytest.fixture
 def sim(tmp_path):
     return SimulatedKernel(build_sim_host(str(tmp_path / "host")))
-
-
-def _options(module_file, args):
-    from ansible.module_utils.testing import patch_module_args
-    with patch_module_args(args):
-        return set(module_file.build_module().argument_spec)
-
-
-def refused(sim, module_file, cls, args):
-    args = dict(args, root=sim.root)
-    before = snapshot(sim.root)
-    with pytest.raises(GpuhostError) as info:
-        run_module(module_file, cls, args, sim)
-    assert snapshot(sim.root) == before and sim.writes == []
-    err = info.value
-    assert err.field in _options(module_file, args), err.message
-    assert err.message.count("Fix:") == 1, err.message
-    return err
-
-
-def plant(sim, host_path, text="{not json"):
-    """A link at ``host_path`` to a file beside the root whose content, if it were read,
-    would give another error than the link's."""
-    outside = os.path.join(os.path.dirname(sim.root), "outside-%d" % len(os.listdir(
-        os.path.dirname(sim.root))))
-    with open(outside, "w") as handle:
-        handle.write(text)
-    full = sim.path(host_path)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    if os.path.lexists(full):
-        os.unlink(full)
-    os.symlink(outside, full)
-    return outside
 
 
 def test_vfio_state_file_link_is_refused_unread(sim):

@@ -14,13 +14,13 @@ import yaml
 from ansible.module_utils.testing import patch_module_args
 
 from support.sysfs_sim import SimulatedKernel, TreeBuilder, run_module, snapshot
-from test_sriov_vfs import FakeIproute
+from support import REPO
+from support.fakes import FakeIproute
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import tenant_scrub
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPU, HDA = "0000:41:00.0", "0000:41:00.1"
 PF, VF0 = "0000:03:00.0", "0000:03:00.2"
 OTHER_GPU = "0000:42:00.0"
@@ -287,7 +287,7 @@ def gate_env(tmp_path, remove_reset_of=(), stranger_on_the_gpus_bus=False):
     ``stranger_on_the_gpus_bus`` a USB controller of the host's on the GPU's bus."""
     pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
     from support.sysfs_sim import build_sim_host
-    from test_libvirt_pinned_domain import Env
+    from support.domain_xml import Env
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
         read_host_topology)
     root = build_sim_host(str(tmp_path / "host"))
@@ -364,4 +364,3 @@ def test_a_topology_not_read_from_sysfs_is_not_refused_for_an_unknown_reset():
     topo = runbook_topology()
     assert topo.pci[RUNBOOK_GPU].reset_file is None
     assert no_reset_functions(topo.pci, [RUNBOOK_GPU]) == []
-

@@ -9,8 +9,8 @@ import copy
 
 import pytest
 
-from test_placement import fails, runbook_host
-from test_placement import tenant as runbook_tenant_request
+from support.hosts import fails, runbook_host
+from support.hosts import tenant as runbook_tenant_request
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, validation
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
-from test_host_safety import write_libvirt_test_node
+from support.domain_xml import write_libvirt_test_node
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import read_context
