@@ -15,7 +15,9 @@ description:
     C-states), memory (/proc/meminfo and every node's hugepage pools), PCI functions
     (presence, NUMA node, SR-IOV counts, driver), every PCI function's IDs, class and
     driver (C(pci)), where each running domain of O(domains) really is (C(realized), its
-    QEMU threads' allowed CPUs and its memory per node, from /proc), matching kernel log
+    QEMU threads' allowed CPUs, its memory and hugepage mappings per node, the /dev/vfio
+    groups it holds (fd links, read and never followed) with their devices' drivers, and
+    those devices' vfio IRQs with their CPUs, from /proc and /sys), matching kernel log
     lines, tuned's profile, systemd units against the files they read, the initramfs
     images against their inputs, libvirt's running domains and vCPU pins, and the installed packages
     (as C(ansible.builtin.package_facts) gives them, in RV(ansible_facts.packages)); the
@@ -168,6 +170,10 @@ ansible_facts:
               emulator: [{tid: 4242, name: qemu-system-x86, cpus: [0, 1]}]
               memory_kib: {huge: {"0": 1048576}, other: {"0": 20480}}
               numa_maps_read: true
+              huge_mappings: [{address: 7f1c00000000, page_kib: 2048, pages: {"0": 512}}]
+              hugepages: {"0": {"2048": 512}}
+              vfio: {fds_read: true, groups: {"12": {"0000:65:00.0": vfio-pci, "0000:65:00.1": vfio-pci}}}
+              vfio_irqs: [{irq: 70, name: "vfio-msix[0](0000:65:00.0)", device: "0000:65:00.0", cpus: [0, 1], effective: [0]}]
         tuned: {active_profile: virtual-host}
         units:
           gpuhost-numa.service: {read: true, active: true, enabled: true,

@@ -20,7 +20,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils.plan_query import (
     passthrough_functions,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.realized import placement_findings
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.realized import realized_items, realized_ratio
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
     setting_mismatches,
     vf_settings,
@@ -145,28 +145,69 @@ def check_numa(plan, devices, domain_pins, pins_error=None):
     return _check("numa", title, PASS, "%d tenants pinned as planned" % checked)
 
 
-def check_realized(plan, realized_domains):
+def _tenant_functions(tenant):
+    functions = passthrough_functions({"tenants": [tenant]})
+    if tenant.get("vf"):
+        functions.append(tenant["vf"]["address"])
+    return functions
+
+
+def tenants_allowed_without_evidence(allow):
+    """``validate_allow_tenants_without_evidence``: true (every tenant), false, or a
+    list of tenant names -> a predicate on a tenant name."""
+    if isinstance(allow, bool):
+        return lambda name: allow
+    if allow is None:
+        return lambda name: False
+    if not isinstance(allow, (list, tuple)) or not all(isinstance(name, str) for name in allow):
+        raise ValueError("validate_allow_tenants_without_evidence must be true, false or a list of "
+                         "tenant names, got %r" % (allow,))
+    names = set(allow)
+    return lambda name: name in names
+
+
+def realized_tenant(plan, tenant, seen, free_before=None, free_after=None):
+    """One running tenant's realized items (realized.realized_items), with the tenant's
+    planned functions and its node's housekeeping CPUs from the plan."""
+    housekeeping = (plan.get("housekeeping") or {}).get(str(tenant.get("node")))
+    return realized_items(seen["placement"], tenant, _tenant_functions(tenant), housekeeping,
+                          free_before, free_after)
+
+
+def check_realized(plan, realized_domains, allow_without_evidence=False):
     """``realized_domains``: host_facts' ``realized`` subset (tenant -> {"running", "pid",
-    "placement"}). Every running tenant's QEMU threads and hugepage memory must be where
-    the plan put them (realized.placement_findings, each finding named); a tenant that
-    does not run has nothing to observe and is named as such."""
-    problems, observed, idle = [], [], []
+    "placement"}). Every running tenant's QEMU threads, hugepage mappings, held VFIO
+    groups (their devices on vfio-pci) and vfio IRQs (on its node's housekeeping CPUs)
+    must be as planned (realized.realized_items, each difference named). A tenant that
+    does not run has no guest evidence: it fails the check, named, unless
+    ``allow_without_evidence`` (true, or a list of tenant names) accepts it."""
+    allowed = tenants_allowed_without_evidence(allow_without_evidence)
+    problems, observed, idle, accepted = [], [], [], []
+    ratios = []
     for tenant in plan.get("tenants") or ():
         seen = (realized_domains or {}).get(tenant["name"]) or {}
         if not seen.get("running") or not seen.get("placement"):
-            idle.append(tenant["name"])
+            (accepted if allowed(tenant["name"]) else idle).append(tenant["name"])
             continue
         observed.append(tenant["name"])
-        problems += ["%s: %s" % (tenant["name"], finding)
-                     for finding in placement_findings(seen["placement"], tenant)]
-    title = "Running tenants' threads and hugepages where the plan put them"
-    not_running = "; not running, so not observed: %s" % ", ".join(idle) if idle else ""
+        items = realized_tenant(plan, tenant, seen)
+        if items:
+            ratios.append(realized_ratio(items))
+        problems += ["%s: %s" % (tenant["name"], item["finding"]) for item in items if item["as_planned"] is not True]
+    title = "Running tenants' threads, hugepages, vfio groups and IRQs where the plan put them"
+    notes = ""
+    if idle:
+        problems.append("no guest evidence (not running or not read), and the inventory does not accept "
+                        "that (validate_allow_tenants_without_evidence): %s" % ", ".join(idle))
+    if accepted:
+        notes = "; not running, accepted without evidence: %s" % ", ".join(accepted)
     if problems:
-        return _check("realized", title, FAIL, "; ".join(problems) + not_running)
+        return _check("realized", title, FAIL, "; ".join(problems) + notes)
     if not observed:
-        return _check("realized", title, NOT_RUN, "no tenant runs" + (": %s" % ", ".join(idle) if idle else ""))
-    detail = "%d running tenant(s) placed as planned (every vCPU, emulator and iothread, every hugepage)%s"
-    return _check("realized", title, PASS, detail % (len(observed), not_running))
+        return _check("realized", title, NOT_RUN, "no tenant runs" + (": %s" % ", ".join(accepted) if accepted else ""))
+    detail = ("%d running tenant(s) placed as planned, realized ratio %s (every vCPU, emulator and iothread, "
+              "every hugepage mapping, every vfio device and IRQ)%s")
+    return _check("realized", title, PASS, detail % (len(observed), "%g" % min(ratios) if ratios else "-", notes))
 
 
 def check_hugepages(plan, pools, meminfo, running):
