@@ -365,13 +365,8 @@ class HostFacts(object):
 
     def read_realized(self):
         """Per domain of ``domains``: whether libvirt's pid file names a process, and
-        where its threads and memory are (realized.read_realized), below root."""
-        answer = {}
-        for name in self.params["domains"]:
-            pid = realized.domain_pid(name, self.root)
-            answer[name] = {"running": pid is not None, "pid": pid,
-                            "placement": realized.read_realized(pid, self.root) if pid else None}
-        return answer
+        where its threads, memory, vfio groups and IRQs are (realized.read_domains), below root."""
+        return realized.read_domains(self.params["domains"], self.root)
 
     def read_libvirt(self):
         answer = {"read": False, "error": None, "running": [], "vcpu_pins": {}}

@@ -58,6 +58,17 @@ def domain_pid(name, root="/"):
     return int(text) if text and _PROCESS_ID_RE.match(text) else None
 
 
+def read_domains(names, root="/"):
+    """Per domain of ``names`` (validated tenant names): {running, pid, placement}, where
+    ``placement`` is read_realized's answer (None when the domain does not run)."""
+    answer = {}
+    for name in names:
+        pid = domain_pid(name, root)
+        answer[name] = {"running": pid is not None, "pid": pid,
+                        "placement": read_realized(pid, root) if pid else None}
+    return answer
+
+
 def read_threads(pid, root="/"):
     """[{tid, name, cpus}] of every thread of ``pid``, sorted by tid; ``cpus`` is the
     sorted tuple of the thread's Cpus_allowed_list. Threads that end while they are
