@@ -145,7 +145,8 @@ def check_numa(plan, devices, domain_pins, pins_error=None):
     return _check("numa", title, PASS, "%d tenants pinned as planned" % checked)
 
 
-def _tenant_functions(tenant):
+def tenant_functions(tenant):
+    """The PCI functions a tenant passes through: its GPUs' (with companions) and its VF."""
     functions = passthrough_functions({"tenants": [tenant]})
     if tenant.get("vf"):
         functions.append(tenant["vf"]["address"])
@@ -170,7 +171,7 @@ def realized_tenant(plan, tenant, seen, free_before=None, free_after=None):
     """One running tenant's realized items (realized.realized_items), with the tenant's
     planned functions and its node's housekeeping CPUs from the plan."""
     housekeeping = (plan.get("housekeeping") or {}).get(str(tenant.get("node")))
-    return realized_items(seen["placement"], tenant, _tenant_functions(tenant), housekeeping,
+    return realized_items(seen["placement"], tenant, tenant_functions(tenant), housekeeping,
                           free_before, free_after)
 
 
