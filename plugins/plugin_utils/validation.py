@@ -256,6 +256,58 @@ def check_irqs(would_change, managed=(), absent=()):
     return _check("irq", title, PASS, "every selected IRQ is pinned; irqbalance ban list in place")
 
 
+def check_irqbalance(plan, irqbalance, managed=()):
+    """irqbalance's ban list, its content and its effect. ``irqbalance``: host_facts'
+    ``irqbalance`` subset (the file's ban list, the IRQ names irq_affinity found
+    kernel-managed before, every IRQ's effective affinity); ``managed``: IRQ numbers this
+    run found kernel-managed (irq_affinity's skipped_managed). The file must ban every
+    tenant CPU of the plan (``irqbalance.banned_cpulist``), and no IRQ but a
+    kernel-managed one (a per-CPU queue the kernel places itself) may fire on one."""
+    title = "irqbalance bans the tenant CPUs, and no IRQ it balances fires on one"
+    tenant_cpus = set(parse_cpulist(str(((plan or {}).get("irqbalance") or {}).get("banned_cpulist") or "")))
+    if not irqbalance:
+        return _check("irqbalance", title, NOT_RUN, "irqbalance's config and the IRQs were not read")
+    if not tenant_cpus:
+        return _check("irqbalance", title, NOT_RUN, "the plan has no tenant CPU to keep IRQs off")
+    problems = []
+    config, key = irqbalance.get("config"), irqbalance.get("key")
+    banned = irqbalance.get("banned_cpus")
+    if not irqbalance.get("exists"):
+        problems.append("%s does not exist: run the sriov_irq stage (irqbalance bans no CPU)" % config)
+    elif key is None:
+        problems.append("%s sets no ban list (IRQBALANCE_BANNED_CPULIST or IRQBALANCE_BANNED_CPUS): "
+                        "run the sriov_irq stage" % config)
+    elif banned is None:
+        problems.append("%s in %s is no CPU list: run the sriov_irq stage" % (key, config))
+    else:
+        left = tenant_cpus - set(parse_cpulist(banned))
+        if left:
+            problems.append("%s=%s leaves tenant CPU(s) %s to irqbalance: run the sriov_irq stage"
+                            % (key, banned, format_cpulist(left)))
+    managed_names = set(irqbalance.get("kernel_managed_names") or ())
+    managed_numbers = set(int(n) for n in managed or ())
+    skipped, unread, off = 0, [], 0
+    for irq in irqbalance.get("irqs") or ():
+        if int(irq["irq"]) in managed_numbers or irq.get("name") in managed_names:
+            skipped += 1
+            continue
+        if irq.get("effective") is None:
+            unread.append(str(irq["irq"]))
+            continue
+        on = tenant_cpus & set(irq["effective"])
+        if on:
+            problems.append("IRQ %s (%s) fires on tenant CPU(s) %s, which irqbalance's ban list should keep it off"
+                            % (irq["irq"], irq.get("name") or "no action", format_cpulist(on)))
+        else:
+            off += 1
+    notes = ("; %d kernel-managed IRQ(s) not counted" % skipped if skipped else "") + \
+        ("; effective affinity not read: IRQ %s" % ", ".join(unread) if unread else "")
+    if problems:
+        return _check("irqbalance", title, FAIL, "; ".join(problems) + notes)
+    return _check("irqbalance", title, PASS, "%s=%s bans the tenant CPUs %s; %d IRQ(s) off them%s"
+                  % (key, banned, format_cpulist(tenant_cpus), off, notes))
+
+
 def check_evidence(check_id, title, evidence):
     """Guest/benchmark results reported by later stages: {tenant: {"passed", "detail"}}."""
     if not evidence:

@@ -258,3 +258,87 @@ def test_the_free_hugepages_drop_is_an_item_when_before_and_after_are_given(tmp_
         "free 2048 kB hugepages of node 1 dropped by 256, the domain has 512"
     assert drop({"1": {"2048": 512}}, given={})[0]["as_planned"] is None
     assert drop(None) == []
+
+
+# -- irqbalance's ban list: its content (the file) and its effect (effective affinities)
+
+PLAN_CPUS = {"irqbalance": {"banned_cpulist": "2-7"}}
+
+
+def _irqbalance_host(tmp_path, config_text, nvme_effective="3"):
+    tree = sysfs_sim.TreeBuilder(tmp_path)
+    tree.cpus(online="0-7", nodes={0: "0-3", 1: "4-7"})
+    tree.irq(24, "virtio0-input.0", cpus="0-1")
+    tree.irq(40, "nvme0q1", cpus=nvme_effective)            # kernel-managed: stays per CPU
+    tree.irq(41, "mlx5_comp0@pci:0000:03:00.0", cpus="5")  # on a tenant CPU
+    if config_text is not None:
+        tree.write("/etc/default/irqbalance", config_text)
+    tree.write("/etc/gpuhost/irq-affinity.json", json.dumps({"rules": [], "kernel_managed": ["nvme0q1"]}))
+    return str(tmp_path)
+
+
+def _irqbalance_facts(root, capsys, config="/etc/default/irqbalance"):
+    with patch_module_args({"root": root, "gather": ["irqbalance"], "irqbalance_config": config}):
+        with pytest.raises(SystemExit):
+            host_facts_module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_host_facts_reads_the_ban_list_and_every_effective_affinity(tmp_path, capsys):
+    root = _irqbalance_host(tmp_path, 'IRQBALANCE_ONESHOT=0\nIRQBALANCE_BANNED_CPULIST="2-7"\n')
+    facts = _irqbalance_facts(root, capsys)["ansible_facts"]["gpuhost_host"]["irqbalance"]
+    assert (facts["exists"], facts["key"], facts["banned_cpus"]) == (True, "IRQBALANCE_BANNED_CPULIST", "2-7")
+    assert facts["kernel_managed_names"] == ["nvme0q1"]
+    assert [(irq["irq"], irq["effective"]) for irq in facts["irqs"]] == [(24, [0]), (40, [3]), (41, [5])]
+    check = validation.check_irqbalance(PLAN_CPUS, facts)
+    assert check["status"] == "fail" and check["detail"] == (
+        "IRQ 41 (mlx5_comp0@pci:0000:03:00.0) fires on tenant CPU(s) 5, which irqbalance's ban list should "
+        "keep it off; 1 kernel-managed IRQ(s) not counted")
+
+
+def test_the_ban_list_passes_when_no_unmanaged_irq_is_on_a_tenant_cpu(tmp_path, capsys):
+    root = _irqbalance_host(tmp_path, "IRQBALANCE_BANNED_CPULIST=2-7\n")
+    facts = _irqbalance_facts(root, capsys)["ansible_facts"]["gpuhost_host"]["irqbalance"]
+    facts["irqs"] = [irq for irq in facts["irqs"] if irq["irq"] != 41]
+    check = validation.check_irqbalance(PLAN_CPUS, facts)
+    assert check["status"] == "pass" and check["detail"] == (
+        "IRQBALANCE_BANNED_CPULIST=2-7 bans the tenant CPUs 2-7; 1 IRQ(s) off them; "
+        "1 kernel-managed IRQ(s) not counted"), check
+    # a managed IRQ this run met (irq_affinity's skipped_managed) counts as managed too
+    facts["kernel_managed_names"] = []
+    assert validation.check_irqbalance(PLAN_CPUS, facts, [40])["status"] == "pass"
+    assert validation.check_irqbalance(PLAN_CPUS, facts)["detail"].startswith("IRQ 40 (nvme0q1) fires on tenant")
+
+
+@pytest.mark.parametrize("text, detail", [
+    (None, "/etc/default/irqbalance does not exist: run the sriov_irq stage (irqbalance bans no CPU)"),
+    ("IRQBALANCE_ONESHOT=0\n", "/etc/default/irqbalance sets no ban list (IRQBALANCE_BANNED_CPULIST or "
+                               "IRQBALANCE_BANNED_CPUS): run the sriov_irq stage"),
+    ("IRQBALANCE_BANNED_CPULIST=2-5\n", "IRQBALANCE_BANNED_CPULIST=2-5 leaves tenant CPU(s) 6-7 to irqbalance: "
+                                        "run the sriov_irq stage"),
+    ("IRQBALANCE_BANNED_CPUS=000000fc\n", None),
+    ("IRQBALANCE_BANNED_CPULIST=2-x\n", "IRQBALANCE_BANNED_CPULIST in /etc/default/irqbalance is no CPU list: "
+                                        "run the sriov_irq stage"),
+])
+def test_the_ban_list_content_is_read_from_the_file(tmp_path, capsys, text, detail):
+    root = _irqbalance_host(tmp_path, text)
+    facts = _irqbalance_facts(root, capsys)["ansible_facts"]["gpuhost_host"]["irqbalance"]
+    facts["irqs"] = []
+    check = validation.check_irqbalance(PLAN_CPUS, facts)
+    if detail is None:
+        assert check["status"] == "pass" and check["detail"].startswith("IRQBALANCE_BANNED_CPUS=2-7 bans"), check
+    else:
+        assert check["status"] == "fail" and check["detail"] == detail
+
+
+def test_a_link_at_the_irqbalance_config_is_refused_unread(tmp_path, capsys):
+    root = _irqbalance_host(tmp_path, None)
+    os.makedirs(os.path.join(root, "etc/default"), exist_ok=True)
+    os.symlink("/etc/shadow", os.path.join(root, "etc/default/irqbalance"))
+    answer = _irqbalance_facts(root, capsys)
+    assert answer["failed"] and answer["field"] == "irqbalance_config", answer
+
+
+def test_irqbalance_without_tenant_cpus_or_facts_has_not_run():
+    assert validation.check_irqbalance({"irqbalance": {"banned_cpulist": ""}}, {"irqs": []})["status"] == "not_run"
+    assert validation.check_irqbalance(PLAN_CPUS, None)["status"] == "not_run"
