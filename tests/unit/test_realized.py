@@ -247,17 +247,17 @@ def test_the_free_hugepages_drop_is_an_item_when_before_and_after_are_given(tmp_
     seen = realized.read_realized(PID, root)
     before = {"1": {"2048": {"nr": 1024, "free": 1024}}}
 
-    def drop(after, given=before):
+    def drop(after, given):
         items = realized.realized_items(seen, NODE1_TENANT, (), "4", given, after)
         return [item for item in items if item["item"] == "free hugepages on node 1"]
 
-    assert drop({"1": {"2048": {"free": 512}}}) == [{
+    assert drop({"1": {"2048": {"free": 512}}}, before) == [{
         "kind": "memory", "item": "free hugepages on node 1", "planned": "drop of 512",
         "observed": "drop of 512 (1024 -> 512)", "as_planned": True, "finding": None}]
-    assert drop({"1": {"2048": {"free": 768}}})[0]["finding"] == \
+    assert drop({"1": {"2048": {"free": 768}}}, before)[0]["finding"] == \
         "free 2048 kB hugepages of node 1 dropped by 256, the domain has 512"
-    assert drop({"1": {"2048": 512}}, given={})[0]["as_planned"] is None
-    assert drop(None) == []
+    assert drop({"1": {"2048": 512}}, {})[0]["as_planned"] is None
+    assert drop(None, before) == []
 
 
 # -- irqbalance's ban list: its content (the file) and its effect (effective affinities)

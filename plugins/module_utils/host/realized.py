@@ -279,12 +279,12 @@ def _memory_items(realized, tenant, free_before=None, free_after=None):
     for mapping in realized.get("huge_mappings") or ():
         pages = {int(n): int(p) for n, p in mapping["pages"].items() if int(p)}
         elsewhere = {n: p for n, p in pages.items() if n != node}
+        misplaced = ", ".join("%d page(s) of %d kB on node %d" % (count, int(mapping["page_kib"]), other)
+                              for other, count in sorted(elsewhere.items()))
         items.append(_item("memory", "hugepages at %s" % mapping["address"], "node %d" % node,
                            ", ".join("node %d: %d" % item for item in sorted(pages.items())) or "no pages",
-                           not elsewhere,
-                           "hugepage mapping %s has %s, planned only on node %d"
-                           % (mapping["address"], ", ".join("%d page(s) of %d kB on node %d" % (p, int(mapping["page_kib"]), n)
-                                                          for n, p in sorted(elsewhere.items())), node)))
+                           not elsewhere, "hugepage mapping %s has %s, planned only on node %d"
+                           % (mapping["address"], misplaced, node)))
     huge = {int(n): int(kib) for n, kib in realized["memory_kib"]["huge"].items()}
     want_kib = int(float(tenant.get("memory_gib", 0) or 0) * 1024 * 1024)
     if want_kib:
