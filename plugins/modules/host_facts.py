@@ -179,7 +179,7 @@ ansible_facts:
               numa_maps_read: true
               huge_mappings: [{address: 7f1c00000000, page_kib: 2048, pages: {"0": 512}}]
               hugepages: {"0": {"2048": 512}}
-              vfio: {fds_read: true, groups: {"12": {"0000:65:00.0": vfio-pci, "0000:65:00.1": vfio-pci}}}
+              vfio: {fds_read: true, groups: {"12": {"0000:65:00.0": vfio-pci, "0000:65:00.1": vfio-pci}}, bridges: []}
               vfio_irqs: [{irq: 70, name: "vfio-msix[0](0000:65:00.0)", device: "0000:65:00.0", cpus: [0, 1], effective: [0]}]
         irqbalance:
           config: /etc/default/irqbalance

@@ -78,7 +78,7 @@ def test_a_tenant_realized_as_planned_is_recorded_with_ratio_1(tmp_path, capsys)
     assert tenant["memory_node_histogram"] == {"huge": {"1": 512 * 2048}, "other": {"0": 3600, "1": 616}}
     assert tenant["hugepages_consumed"] == {"1": {"2048": 512}}
     assert tenant["hugepages_free"]["1"] == {"before": {"2048": 1024}, "after": {"2048": 512}}
-    assert tenant["vfio"] == {"fds_read": True, "groups": {"2": {GPU: "vfio-pci", HDA: "vfio-pci"}}}
+    assert tenant["vfio"] == {"fds_read": True, "groups": {"2": {GPU: "vfio-pci", HDA: "vfio-pci"}}, "bridges": []}
     assert tenant["vfio_irqs"] == [
         {"irq": 90, "name": "vfio-msix[0](%s)" % GPU, "device": GPU, "planned": "4", "cpus": "4", "effective": "4"},
         {"irq": 91, "name": "vfio-msix[1](%s)" % GPU, "device": GPU, "planned": "4", "cpus": "4", "effective": "4"}]

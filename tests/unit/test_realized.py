@@ -180,7 +180,7 @@ def _vfio_host(tmp_path, hda_driver="vfio-pci", irq_cpus=("4", "4")):
 def test_vfio_groups_drivers_irqs_and_hugepages_are_realized_items(tmp_path):
     root = _vfio_host(tmp_path)
     seen = realized.read_realized(PID, root)
-    assert seen["vfio"] == {"fds_read": True, "groups": {2: {GPU: "vfio-pci", HDA: "vfio-pci"}}}
+    assert seen["vfio"] == {"fds_read": True, "groups": {2: {GPU: "vfio-pci", HDA: "vfio-pci"}}, "bridges": []}
     assert [(irq["irq"], irq["name"], irq["cpus"]) for irq in seen["vfio_irqs"]] == [
         (70, "vfio-msix[0](0000:41:00.0)", [4]), (71, "vfio-msix[1](0000:41:00.0)", [4])]
     assert seen["hugepages"] == {1: {2048: 512}}
@@ -208,6 +208,15 @@ def test_a_group_device_off_vfio_and_an_irq_on_tenant_cpus_lower_the_ratio(tmp_p
     assert check["status"] == "fail" and check["detail"].startswith("tenant-a: 0000:41:00.1 (group 2) is on snd_hda_intel")
 
 
+def test_a_bridge_in_a_held_group_keeps_its_driver_without_a_finding(tmp_path):
+    root = _vfio_host(tmp_path)
+    sysfs_sim.TreeBuilder(tmp_path).pci("0000:40:01.0", 0x060400, vendor=0x1022, device=0x1483,
+                                        driver="pcieport", iommu_group=2)
+    seen = realized.read_realized(PID, root)
+    assert seen["vfio"]["groups"][2]["0000:40:01.0"] == "pcieport" and seen["vfio"]["bridges"] == ["0000:40:01.0"]
+    assert realized.placement_findings(seen, NODE1_TENANT, [GPU, HDA], "4") == []
+
+
 def test_a_planned_function_whose_group_qemu_does_not_hold_is_a_finding(tmp_path):
     root = _vfio_host(tmp_path)
     os.unlink(os.path.join(root, "proc/%d/fd/19" % PID))
@@ -229,7 +238,7 @@ def test_an_fd_link_that_is_not_a_group_node_is_not_a_held_group(tmp_path, targe
 def test_unreadable_fds_and_irq_affinity_are_unknown_items_not_passes(tmp_path):
     root = _vfio_host(tmp_path)
     seen = json.loads(json.dumps(realized.read_realized(PID, root)))
-    seen["vfio"] = {"fds_read": False, "groups": {}}
+    seen["vfio"] = {"fds_read": False, "groups": {}, "bridges": []}
     seen["vfio_irqs"][0]["cpus"] = None
     items = realized.realized_items(seen, NODE1_TENANT, [GPU], "4")
     unknown = [item for item in items if item["as_planned"] is None]

@@ -217,12 +217,17 @@ def read_realized(pid, root="/"):
     maps = sysfs.read_text(sysfs.path(root, "proc", str(int(pid)), "numa_maps"))
     groups, fds_read = read_vfio_groups(pid, root)
     group_devices = {group: read_group_devices(group, root) for group in groups}
+    # A bridge in a held group stays on its own driver (pcieport): vfio accepts any
+    # driver on a device whose header is not a normal one, so it is no finding.
+    bridges = sorted(address for devices in group_devices.values() for address in devices
+                     if (sysfs.read_text(sysfs.path(root, "sys/bus/pci/devices", address, "class")) or "")
+                     .lower().startswith("0x0604"))
     addresses = sorted(address for devices in group_devices.values() for address in devices)
     mappings = parse_huge_mappings(maps)
     return {"pid": int(pid), "vcpus": vcpus, "iothreads": iothreads, "emulator": emulator,
             "memory_kib": parse_numa_maps(maps), "numa_maps_read": maps is not None,
             "huge_mappings": mappings, "hugepages": hugepages_by_node(mappings),
-            "vfio": {"fds_read": fds_read, "groups": group_devices},
+            "vfio": {"fds_read": fds_read, "groups": group_devices, "bridges": bridges},
             "vfio_irqs": read_vfio_irqs(addresses, root)}
 
 
@@ -330,10 +335,12 @@ def _vfio_items(realized, functions, housekeeping_cpus):
                            group is not None and driver == "vfio-pci",
                            "%s: QEMU does not hold its /dev/vfio group" % address if group is None else
                            "%s (group %d) is on %s, not vfio-pci" % (address, group, driver or "no driver")))
-    # The group's other devices (an HDA function, a bridge) must be on vfio-pci too.
+    # The group's other devices (an HDA function the plan does not name) must be on
+    # vfio-pci too; a bridge keeps its own driver.
+    bridges = set(vfio.get("bridges") or ())
     for group, devices in sorted(groups.items()):
         for address, driver in sorted(devices.items()):
-            if address in (functions or ()):
+            if address in (functions or ()) or address in bridges:
                 continue
             items.append(_item("vfio", "device %s" % address, "vfio-pci (group %d)" % group, driver or "no driver",
                                driver == "vfio-pci", "%s, in group %d that QEMU holds, is on %s, not vfio-pci"
