@@ -279,7 +279,9 @@ def _irqbalance_host(tmp_path, config_text, nvme_effective="3"):
     tree.cpus(online="0-7", nodes={0: "0-3", 1: "4-7"})
     tree.irq(24, "virtio0-input.0", cpus="0-1")
     tree.irq(40, "nvme0q1", cpus=nvme_effective)            # kernel-managed: stays per CPU
-    tree.irq(41, "mlx5_comp0@pci:0000:03:00.0", cpus="5")  # on a tenant CPU
+    tree.irq(41, "mlx5_comp0@pci:0000:03:00.0", cpus="1,5")  # may use CPU 1, fires on 1
+    tree.write("/proc/irq/41/effective_affinity_list", "5\n")     # ... but fires on tenant CPU 5
+    tree.irq(42, "virtio1-req.3", cpus="6")                   # a queue of CPU 6 only
     if config_text is not None:
         tree.write("/etc/default/irqbalance", config_text)
     tree.write("/etc/gpuhost/irq-affinity.json", json.dumps({"rules": [], "kernel_managed": ["nvme0q1"]}))
@@ -298,23 +300,26 @@ def test_host_facts_reads_the_ban_list_and_every_effective_affinity(tmp_path, ca
     facts = _irqbalance_facts(root, capsys)["ansible_facts"]["gpuhost_host"]["irqbalance"]
     assert (facts["exists"], facts["key"], facts["banned_cpus"]) == (True, "IRQBALANCE_BANNED_CPULIST", "2-7")
     assert facts["kernel_managed_names"] == ["nvme0q1"]
-    assert [(irq["irq"], irq["effective"]) for irq in facts["irqs"]] == [(24, [0]), (40, [3]), (41, [5])]
+    assert [(irq["irq"], irq["cpus"], irq["effective"]) for irq in facts["irqs"]] == [
+        (24, [0, 1], [0]), (40, [3], [3]), (41, [1, 5], [5]), (42, [6], [6])]
     check = validation.check_irqbalance(PLAN_CPUS, facts)
     assert check["status"] == "fail" and check["detail"] == (
         "IRQ 41 (mlx5_comp0@pci:0000:03:00.0) fires on tenant CPU(s) 5, which irqbalance's ban list should "
-        "keep it off; 1 kernel-managed IRQ(s) not counted")
+        "keep it off; 1 kernel-managed IRQ(s) not counted; allowed only on tenant CPUs, so not irqbalance's "
+        "to move: IRQ 42")
 
 
 def test_the_ban_list_passes_when_no_unmanaged_irq_is_on_a_tenant_cpu(tmp_path, capsys):
     root = _irqbalance_host(tmp_path, "IRQBALANCE_BANNED_CPULIST=2-7\n")
     facts = _irqbalance_facts(root, capsys)["ansible_facts"]["gpuhost_host"]["irqbalance"]
-    facts["irqs"] = [irq for irq in facts["irqs"] if irq["irq"] != 41]
+    facts["irqs"] = [irq for irq in facts["irqs"] if irq["irq"] not in (41, 42)]
     check = validation.check_irqbalance(PLAN_CPUS, facts)
     assert check["status"] == "pass" and check["detail"] == (
         "IRQBALANCE_BANNED_CPULIST=2-7 bans the tenant CPUs 2-7; 1 IRQ(s) off them; "
         "1 kernel-managed IRQ(s) not counted"), check
     # a managed IRQ this run met (irq_affinity's skipped_managed) counts as managed too
     facts["kernel_managed_names"] = []
+    facts["irqs"][1]["cpus"] = [1, 3]      # a managed queue spread over CPUs 1 and 3
     assert validation.check_irqbalance(PLAN_CPUS, facts, [40])["status"] == "pass"
     assert validation.check_irqbalance(PLAN_CPUS, facts)["detail"].startswith("IRQ 40 (nvme0q1) fires on tenant")
 
