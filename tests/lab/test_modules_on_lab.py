@@ -455,9 +455,6 @@ def test_planned_tenant_starts_with_its_devices_on_vfio_under_tcg(lab):
         assert rc == 0 and state == "running", _why(lab, "tenant did not start:\n%s" % log,
                                                     result)
         assert fds and int(fds) >= 1, _why(lab, "QEMU holds no /dev/vfio node:\n%s" % log)
-        # Realized placement, read by host_facts from /proc as validate would: every vCPU
-        # thread on its pinned CPU, every emulator thread on the emulator set, the
-        # hugepage memory on the planned node only and all of it there.
         # What the libvirt hook does on "started" (sriov_irq installs it; this test does
         # not): the tenant's vfio IRQs (vfio-intx of a function with an INTx pin, once
         # QEMU enables it; no guest OS runs to enable MSI-X) go to the housekeeping CPUs.
@@ -466,6 +463,10 @@ def test_planned_tenant_starts_with_its_devices_on_vfio_under_tcg(lab):
             re.escape(f) for f in functions)
         pinned = _ok(lab, "gpuhost.kvm.irq_affinity", {"name_regex": vfio_irqs, "cpus": housekeeping})
         print("tenant vfio IRQs pinned to %s: %s" % (housekeeping, pinned["selected"]))
+        # Realized placement, read by host_facts from /proc as validate would: every vCPU
+        # thread on its pinned CPU, every emulator thread on the emulator set, the
+        # hugepage memory on the planned node only and all of it there, the
+        # groups QEMU holds on vfio-pci, the vfio IRQs on housekeeping CPUs.
         facts = _ok(lab, "gpuhost.kvm.host_facts", {"gather": ["realized", "memory"], "domains": [TENANT]})
         seen = facts["ansible_facts"]["gpuhost_host"]["realized"][TENANT]
         node = str(tenant.get("memory_node", tenant["node"]))
