@@ -36,6 +36,7 @@ class FilterModule(object):
             "validate_hugepages": validation.check_hugepages,
             "validate_realized": validation.check_realized,
             "validate_irqs": validation.check_irqs,
+            "validate_irqbalance": validation.check_irqbalance,
             "validate_evidence": validation.check_evidence,
             "validate_gpu_health": validation.check_gpu_health,
             "validate_report": validation.report,

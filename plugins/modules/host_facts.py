@@ -15,7 +15,10 @@ description:
     C-states), memory (/proc/meminfo and every node's hugepage pools), PCI functions
     (presence, NUMA node, SR-IOV counts, driver), every PCI function's IDs, class and
     driver (C(pci)), where each running domain of O(domains) really is (C(realized), its
-    QEMU threads' allowed CPUs and its memory per node, from /proc), matching kernel log
+    QEMU threads' allowed CPUs, its memory and hugepage mappings per node, the /dev/vfio
+    groups it holds (fd links, read and never followed) with their devices' drivers, and
+    those devices' vfio IRQs with their CPUs, from /proc and /sys), irqbalance's ban list
+    as its environment file sets it and every IRQ's effective affinity (C(irqbalance)), matching kernel log
     lines, tuned's profile, systemd units against the files they read, the initramfs
     images against their inputs, libvirt's running domains and vCPU pins, and the installed packages
     (as C(ansible.builtin.package_facts) gives them, in RV(ansible_facts.packages)); the
@@ -42,7 +45,7 @@ options:
       - The subsets to read. Each costs only its own reads.
     type: list
     elements: str
-    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu, platform, pci, realized]
+    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu, platform, pci, realized, irqbalance]
     default: [firmware, cpu_power, memory]
   devices:
     description:
@@ -101,6 +104,12 @@ options:
     type: list
     elements: str
     default: []
+  irqbalance_config:
+    description:
+      - irqbalance's environment file, which the C(irqbalance) subset reads (C(/etc/sysconfig/irqbalance)
+        on RHEL, C(/etc/default/irqbalance) on Debian). A link there is refused unread.
+    type: path
+    default: /etc/sysconfig/irqbalance
   gpu_vendor:
     description:
       - With the C(iommu) subset, only report GPUs of this PCI vendor (four hex digits,
@@ -168,6 +177,17 @@ ansible_facts:
               emulator: [{tid: 4242, name: qemu-system-x86, cpus: [0, 1]}]
               memory_kib: {huge: {"0": 1048576}, other: {"0": 20480}}
               numa_maps_read: true
+              huge_mappings: [{address: 7f1c00000000, page_kib: 2048, pages: {"0": 512}}]
+              hugepages: {"0": {"2048": 512}}
+              vfio: {fds_read: true, groups: {"12": {"0000:65:00.0": vfio-pci, "0000:65:00.1": vfio-pci}}, bridges: []}
+              vfio_irqs: [{irq: 70, name: "vfio-msix[0](0000:65:00.0)", device: "0000:65:00.0", cpus: [0, 1], effective: [0]}]
+        irqbalance:
+          config: /etc/default/irqbalance
+          exists: true
+          key: IRQBALANCE_BANNED_CPULIST
+          banned_cpus: "2-31,34-63"
+          kernel_managed_names: [nvme0q1]
+          irqs: [{irq: 70, name: "vfio-msix[0](0000:65:00.0)", cpus: [0, 1], effective: [0]}]
         tuned: {active_profile: virtual-host}
         units:
           gpuhost-numa.service: {read: true, active: true, enabled: true,
@@ -208,12 +228,19 @@ ansible_facts:
       sample: Debian
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.facts.system.distribution import DistributionFactCollector
 from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts, realized
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irqbalance as irqbalance_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import units as unit_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning import known_managed_names
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
@@ -282,6 +309,7 @@ class HostFacts(object):
             "platform": self.read_platform,
             "pci": lambda: host_facts.read_pci(self.root),
             "realized": self.read_realized,
+            "irqbalance": self.read_irqbalance,
         }
         for subset in self.facts["gathered"]:
             self.facts[subset] = readers[subset]()
@@ -359,13 +387,25 @@ class HostFacts(object):
 
     def read_realized(self):
         """Per domain of ``domains``: whether libvirt's pid file names a process, and
-        where its threads and memory are (realized.read_realized), below root."""
-        answer = {}
-        for name in self.params["domains"]:
-            pid = realized.domain_pid(name, self.root)
-            answer[name] = {"running": pid is not None, "pid": pid,
-                            "placement": realized.read_realized(pid, self.root) if pid else None}
-        return answer
+        where its threads, memory, vfio groups and IRQs are (realized.read_domains), below root."""
+        return realized.read_domains(self.params["domains"], self.root)
+
+    def read_irqbalance(self):
+        """irqbalance's ban list as its environment file sets it (irqbalance.banned_in_config),
+        the IRQ names irq_affinity found kernel-managed before, and every numbered IRQ's
+        name and effective affinity: what validate's irqbalance check compares."""
+        writer = HostWriter(self.root)
+        path = self.params["irqbalance_config"]
+        exists = os.path.lexists(writer.path(path))
+        key, banned = irqbalance_core.banned_in_config(irqbalance_core.read_config(writer, path))
+        irqs = [{"irq": irq.number, "name": irq.name,
+                 "cpus": list(irq.smp_affinity_list) if irq.smp_affinity_list is not None else None,
+                 "effective": list(irq.effective_affinity_list) if irq.effective_affinity_list is not None else None}
+                for irq in sorted((i for i in read_irqs(self.root).values() if i.number is not None),
+                                  key=lambda i: i.number)]
+        return {"config": path, "exists": exists, "key": key,
+                "banned_cpus": format_cpulist(banned) if banned is not None else None,
+                "kernel_managed_names": sorted(known_managed_names(writer)), "irqs": irqs}
 
     def read_libvirt(self):
         answer = {"read": False, "error": None, "running": [], "vcpu_pins": {}}
@@ -431,6 +471,7 @@ def build_module():
             initramfs_image_pattern={"type": "str"},
             libvirt_uri={"type": "str", "default": "qemu:///system"},
             domains={"type": "list", "elements": "str", "default": []},
+            irqbalance_config={"type": "path", "default": "/etc/sysconfig/irqbalance"},
             gpu_vendor={"type": "str"},
         ),
         supports_check_mode=True,

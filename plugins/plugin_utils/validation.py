@@ -20,7 +20,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils.plan_query import (
     passthrough_functions,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.realized import placement_findings
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.realized import realized_items, realized_ratio
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
     setting_mismatches,
     vf_settings,
@@ -145,28 +145,70 @@ def check_numa(plan, devices, domain_pins, pins_error=None):
     return _check("numa", title, PASS, "%d tenants pinned as planned" % checked)
 
 
-def check_realized(plan, realized_domains):
+def tenant_functions(tenant):
+    """The PCI functions a tenant passes through: its GPUs' (with companions) and its VF."""
+    functions = passthrough_functions({"tenants": [tenant]})
+    if tenant.get("vf"):
+        functions.append(tenant["vf"]["address"])
+    return functions
+
+
+def tenants_allowed_without_evidence(allow):
+    """``validate_allow_tenants_without_evidence``: true (every tenant), false, or a
+    list of tenant names -> a predicate on a tenant name."""
+    if isinstance(allow, bool):
+        return lambda name: allow
+    if allow is None:
+        return lambda name: False
+    if not isinstance(allow, (list, tuple)) or not all(isinstance(name, str) for name in allow):
+        raise ValueError("validate_allow_tenants_without_evidence must be true, false or a list of "
+                         "tenant names, got %r" % (allow,))
+    names = set(allow)
+    return lambda name: name in names
+
+
+def realized_tenant(plan, tenant, seen, free_before=None, free_after=None):
+    """One running tenant's realized items (realized.realized_items), with the tenant's
+    planned functions and its node's housekeeping CPUs from the plan."""
+    housekeeping = (plan.get("housekeeping") or {}).get(str(tenant.get("node")))
+    return realized_items(seen["placement"], tenant, tenant_functions(tenant), housekeeping,
+                          free_before, free_after)
+
+
+def check_realized(plan, realized_domains, allow_without_evidence=False):
     """``realized_domains``: host_facts' ``realized`` subset (tenant -> {"running", "pid",
-    "placement"}). Every running tenant's QEMU threads and hugepage memory must be where
-    the plan put them (realized.placement_findings, each finding named); a tenant that
-    does not run has nothing to observe and is named as such."""
-    problems, observed, idle = [], [], []
+    "placement"}). Every running tenant's QEMU threads, hugepage mappings, held VFIO
+    groups (their devices on vfio-pci) and vfio IRQs (on its node's housekeeping CPUs)
+    must be as planned (realized.realized_items, each difference named). A tenant that
+    does not run has no guest evidence: it fails the check, named, unless
+    ``allow_without_evidence`` (true, or a list of tenant names) accepts it."""
+    allowed = tenants_allowed_without_evidence(allow_without_evidence)
+    problems, observed, idle, accepted = [], [], [], []
+    ratios = []
     for tenant in plan.get("tenants") or ():
         seen = (realized_domains or {}).get(tenant["name"]) or {}
         if not seen.get("running") or not seen.get("placement"):
-            idle.append(tenant["name"])
+            (accepted if allowed(tenant["name"]) else idle).append(tenant["name"])
             continue
         observed.append(tenant["name"])
-        problems += ["%s: %s" % (tenant["name"], finding)
-                     for finding in placement_findings(seen["placement"], tenant)]
-    title = "Running tenants' threads and hugepages where the plan put them"
-    not_running = "; not running, so not observed: %s" % ", ".join(idle) if idle else ""
+        items = realized_tenant(plan, tenant, seen)
+        if items:
+            ratios.append(realized_ratio(items))
+        problems += ["%s: %s" % (tenant["name"], item["finding"]) for item in items if item["as_planned"] is not True]
+    title = "Running tenants' threads, hugepages, vfio groups and IRQs where the plan put them"
+    notes = ""
+    if idle:
+        problems.append("no guest evidence (not running or not read), and the inventory does not accept "
+                        "that (validate_allow_tenants_without_evidence): %s" % ", ".join(idle))
+    if accepted:
+        notes = "; not running, accepted without evidence: %s" % ", ".join(accepted)
     if problems:
-        return _check("realized", title, FAIL, "; ".join(problems) + not_running)
+        return _check("realized", title, FAIL, "; ".join(problems) + notes)
     if not observed:
-        return _check("realized", title, NOT_RUN, "no tenant runs" + (": %s" % ", ".join(idle) if idle else ""))
-    detail = "%d running tenant(s) placed as planned (every vCPU, emulator and iothread, every hugepage)%s"
-    return _check("realized", title, PASS, detail % (len(observed), not_running))
+        return _check("realized", title, NOT_RUN, "no tenant runs" + (": %s" % ", ".join(accepted) if accepted else ""))
+    detail = ("%d running tenant(s) placed as planned, realized ratio %s (every vCPU, emulator and iothread, "
+              "every hugepage mapping, every vfio device and IRQ)%s")
+    return _check("realized", title, PASS, detail % (len(observed), "%g" % min(ratios) if ratios else "-", notes))
 
 
 def check_hugepages(plan, pools, meminfo, running):
@@ -212,6 +254,69 @@ def check_irqs(would_change, managed=(), absent=()):
     if problems:
         return _check("irq", title, FAIL, "; ".join(problems))
     return _check("irq", title, PASS, "every selected IRQ is pinned; irqbalance ban list in place")
+
+
+def check_irqbalance(plan, irqbalance, managed=()):
+    """irqbalance's ban list, its content and its effect. ``irqbalance``: host_facts'
+    ``irqbalance`` subset (the file's ban list, the IRQ names irq_affinity found
+    kernel-managed before, every IRQ's effective affinity); ``managed``: IRQ numbers this
+    run found kernel-managed (irq_affinity's skipped_managed). The file must ban every
+    tenant CPU of the plan (``irqbalance.banned_cpulist``), and no IRQ but a
+    kernel-managed one (a per-CPU queue the kernel places itself) may fire on one.
+
+    An IRQ allowed only on tenant CPUs (its smp_affinity_list) is one irqbalance cannot
+    move off them: a kernel-managed queue that no irq_affinity run has met (a virtio or
+    NVMe queue of that CPU), or an IRQ pinned there on purpose. The ban list is not at
+    fault for it, so it is listed in the detail, not failed; a tenant's own vfio IRQs
+    are the realized check's."""
+    title = "irqbalance bans the tenant CPUs, and no IRQ it balances fires on one"
+    tenant_cpus = set(parse_cpulist(str(((plan or {}).get("irqbalance") or {}).get("banned_cpulist") or "")))
+    if not irqbalance:
+        return _check("irqbalance", title, NOT_RUN, "irqbalance's config and the IRQs were not read")
+    if not tenant_cpus:
+        return _check("irqbalance", title, NOT_RUN, "the plan has no tenant CPU to keep IRQs off")
+    problems = []
+    config, key = irqbalance.get("config"), irqbalance.get("key")
+    banned = irqbalance.get("banned_cpus")
+    if not irqbalance.get("exists"):
+        problems.append("%s does not exist: run the sriov_irq stage (irqbalance bans no CPU)" % config)
+    elif key is None:
+        problems.append("%s sets no ban list (IRQBALANCE_BANNED_CPULIST or IRQBALANCE_BANNED_CPUS): "
+                        "run the sriov_irq stage" % config)
+    elif banned is None:
+        problems.append("%s in %s is no CPU list: run the sriov_irq stage" % (key, config))
+    else:
+        left = tenant_cpus - set(parse_cpulist(banned))
+        if left:
+            problems.append("%s=%s leaves tenant CPU(s) %s to irqbalance: run the sriov_irq stage"
+                            % (key, banned, format_cpulist(left)))
+    managed_names = set(irqbalance.get("kernel_managed_names") or ())
+    managed_numbers = set(int(n) for n in managed or ())
+    skipped, unread, off, tenant_only = 0, [], 0, []
+    for irq in irqbalance.get("irqs") or ():
+        if int(irq["irq"]) in managed_numbers or irq.get("name") in managed_names:
+            skipped += 1
+            continue
+        if irq.get("cpus") and set(irq["cpus"]) <= tenant_cpus:
+            tenant_only.append(str(irq["irq"]))
+            continue
+        if irq.get("effective") is None:
+            unread.append(str(irq["irq"]))
+            continue
+        on = tenant_cpus & set(irq["effective"])
+        if on:
+            problems.append("IRQ %s (%s) fires on tenant CPU(s) %s, which irqbalance's ban list should keep it off"
+                            % (irq["irq"], irq.get("name") or "no action", format_cpulist(on)))
+        else:
+            off += 1
+    notes = ("; %d kernel-managed IRQ(s) not counted" % skipped if skipped else "") + \
+        ("; allowed only on tenant CPUs, so not irqbalance's to move: IRQ %s" % ", ".join(tenant_only)
+         if tenant_only else "") + \
+        ("; effective affinity not read: IRQ %s" % ", ".join(unread) if unread else "")
+    if problems:
+        return _check("irqbalance", title, FAIL, "; ".join(problems) + notes)
+    return _check("irqbalance", title, PASS, "%s=%s bans the tenant CPUs %s; %d IRQ(s) off them%s"
+                  % (key, banned, format_cpulist(tenant_cpus), off, notes))
 
 
 def check_evidence(check_id, title, evidence):

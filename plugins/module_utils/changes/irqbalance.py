@@ -23,6 +23,7 @@ import shlex
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, format_cpumask)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import parse_cpus_text
 
 CPULIST_KEY = "IRQBALANCE_BANNED_CPULIST"
 MASK_KEY = "IRQBALANCE_BANNED_CPUS"
@@ -121,6 +122,20 @@ def banned_cpus(wanted, cpu_state):
             % format_cpulist(banned), field="irqbalance_banned_cpus",
             fix="leave at least one housekeeping CPU out of the ban list")
     return tuple(sorted(banned))
+
+
+def banned_in_config(text):
+    """(key, cpus) of the ban list the file sets: the key irqbalance reads
+    (IRQBALANCE_BANNED_CPULIST wins, as in irqbalance 1.8 and later) and its CPUs as a
+    sorted tuple; (None, None) when it sets neither, (key, None) when the value cannot
+    be parsed. Quotes around the value are the shell's, not part of it."""
+    for key, is_mask in ((CPULIST_KEY, False), (MASK_KEY, True)):
+        value = _value(text or "", key)
+        if value is None:
+            continue
+        value = value.strip().strip("\"'")
+        return key, parse_cpus_text(value, is_mask=is_mask)
+    return None, None
 
 
 def _value(text, key):

@@ -10,6 +10,18 @@ and the process's ``numa_maps`` (which node each mapping's pages are on, and whe
 they are hugepages) are the evidence the runbook's checklist asks for. QEMU names its
 vCPU threads ``CPU <n>/<accelerator>`` (``CPU 0/KVM``, ``CPU 0/TCG``) and libvirt's
 iothreads ``IO iothread<n>``; every other thread is an emulator thread, which libvirt's emulatorpin covers.
+
+The devices: the /dev/vfio/<group> nodes QEMU holds open (its /proc/PID/fd links,
+read with readlink only, never followed), the drivers of each group's devices, and the
+vfio IRQs of those devices (/proc/interrupts rows ``vfio-msix[N](ADDR)``,
+``vfio-msi[N](ADDR)``, ``vfio-intx(ADDR)``, which exist once the guest enables them)
+with their smp_affinity_list, which the libvirt hook pins to housekeeping CPUs.
+
+``realized_items`` turns that into one item per thing the plan decides (each vCPU
+thread, each emulator thread and iothread, each hugepage mapping, each planned
+function, each vfio IRQ); ``realized_ratio`` is the share of items as planned. What
+could not be read is an item that is not as planned (``as_planned`` None), never a
+pass.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ import os
 import re
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist, parse_cpulist
 
 _VCPU_THREAD_RE = re.compile(r"^CPU ([0-9]+)/[A-Za-z0-9_-]+\Z")
@@ -28,6 +41,12 @@ _NODE_PAGES_RE = re.compile(r"^N([0-9]+)=([0-9]+)\Z")
 _PAGE_SIZE_RE = re.compile(r"^kernelpagesize_kB=([0-9]+)\Z")
 # A pid, and a thread id under /proc/PID/task: [0-9], not \d, and never 0.
 _PROCESS_ID_RE = re.compile(r"^[1-9][0-9]{0,9}\Z")
+# An fd link's target naming a VFIO group node (/dev/vfio/vfio is the container, and
+# /dev/vfio/devices/vfioN an iommufd cdev: neither names a group).
+_VFIO_GROUP_RE = re.compile(r"^/dev/vfio/([0-9]{1,9})\Z")
+_PCI_ADDRESS_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
+# vfio-pci's request_irq names (drivers/vfio/pci/vfio_pci_intrs.c).
+_VFIO_IRQ_RE = re.compile(r"^vfio-(msix|msi|intx)(?:\[([0-9]{1,6})\])?\(([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\)\Z")
 # A domain's pid file, written by libvirt's QEMU driver when it starts the domain.
 LIBVIRT_PID_FILE = "run/libvirt/qemu/%s.pid"
 
@@ -37,6 +56,17 @@ def domain_pid(name, root="/"):
     file holds no pid). ``name`` must already be a validated tenant name."""
     text = sysfs.read_text(sysfs.path(root, LIBVIRT_PID_FILE % name))
     return int(text) if text and _PROCESS_ID_RE.match(text) else None
+
+
+def read_domains(names, root="/"):
+    """Per domain of ``names`` (validated tenant names): {running, pid, placement}, where
+    ``placement`` is read_realized's answer (None when the domain does not run)."""
+    answer = {}
+    for name in names:
+        pid = domain_pid(name, root)
+        answer[name] = {"running": pid is not None, "pid": pid,
+                        "placement": read_realized(pid, root) if pid else None}
+    return answer
 
 
 def read_threads(pid, root="/"):
@@ -59,6 +89,93 @@ def read_threads(pid, root="/"):
         threads.append({"tid": int(entry), "name": name,
                         "cpus": tuple(parse_cpulist(allowed)) if allowed else ()})
     return threads
+
+
+def read_vfio_groups(pid, root="/"):
+    """(groups, read): the VFIO group numbers whose /dev/vfio/<group> node ``pid`` holds
+    open, sorted, from readlink of /proc/PID/fd/* below root (a link is read, never
+    followed: its target is the process's view, not a path below root); ``read`` is
+    False when the fd folder could not be listed (another user's process, no /proc)."""
+    fd_dir = sysfs.path(root, "proc", str(int(pid)), "fd")
+    try:
+        entries = os.listdir(fd_dir)
+    except OSError:
+        return [], False
+    groups = set()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            target = os.readlink(os.path.join(fd_dir, entry))
+        except OSError:
+            continue    # closed while read, or not a link
+        match = _VFIO_GROUP_RE.match(target)
+        if match:
+            groups.add(int(match.group(1)))
+    return sorted(groups), True
+
+
+def read_group_devices(group, root="/"):
+    """{address: driver or None} of the PCI functions in IOMMU group ``group``."""
+    devices = {}
+    folder = sysfs.path(root, "sys/kernel/iommu_groups", str(int(group)), "devices")
+    for address in sorted(sysfs.list_dir(folder)):
+        if _PCI_ADDRESS_RE.match(address):
+            devices[address] = sysfs.link_name(root, sysfs.path(root, "sys/bus/pci/devices", address, "driver"))
+    return devices
+
+
+def read_vfio_irqs(addresses, root="/"):
+    """[{irq, name, device, cpus, effective}] of the vfio-pci IRQs of ``addresses``, by
+    IRQ number; ``cpus`` is the smp_affinity_list (None: unreadable), ``effective``
+    the effective_affinity_list."""
+    wanted = set(addresses)
+    found = []
+    if not wanted:
+        return found
+    for irq in read_irqs(root).values():
+        if irq.number is None or not irq.name:
+            continue
+        for action in irq.name.split(", "):
+            match = _VFIO_IRQ_RE.match(action.strip())
+            if match and match.group(3) in wanted:
+                found.append({"irq": irq.number, "name": action.strip(), "device": match.group(3),
+                              "cpus": list(irq.smp_affinity_list) if irq.smp_affinity_list is not None else None,
+                              "effective": list(irq.effective_affinity_list or ())})
+    return sorted(found, key=lambda entry: (entry["irq"], entry["name"]))
+
+
+def parse_huge_mappings(text):
+    """[{address, page_kib, pages: {node: pages}}] of each hugepage mapping of a
+    numa_maps text (marked ``huge``, or pages larger than 4 kB)."""
+    mappings = []
+    for line in (text or "").splitlines():
+        tokens = line.split()
+        if len(tokens) < 2:
+            continue
+        page_kib, huge, pages = 4, False, {}
+        for token in tokens[2:]:
+            size = _PAGE_SIZE_RE.match(token)
+            nodes = _NODE_PAGES_RE.match(token)
+            if size:
+                page_kib = int(size.group(1))
+            elif nodes:
+                pages[int(nodes.group(1))] = pages.get(int(nodes.group(1)), 0) + int(nodes.group(2))
+            elif token == "huge":
+                huge = True
+        if huge or page_kib > 4:
+            mappings.append({"address": tokens[0], "page_kib": page_kib, "pages": pages})
+    return mappings
+
+
+def hugepages_by_node(mappings):
+    """{node: {page_kib: pages}} summed over hugepage mappings."""
+    used = {}
+    for mapping in mappings:
+        for node, pages in mapping["pages"].items():
+            sizes = used.setdefault(int(node), {})
+            sizes[int(mapping["page_kib"])] = sizes.get(int(mapping["page_kib"]), 0) + int(pages)
+    return used
 
 
 def parse_numa_maps(text):
@@ -98,53 +215,176 @@ def read_realized(pid, root="/"):
         else:
             emulator.append(thread)
     maps = sysfs.read_text(sysfs.path(root, "proc", str(int(pid)), "numa_maps"))
+    groups, fds_read = read_vfio_groups(pid, root)
+    group_devices = {group: read_group_devices(group, root) for group in groups}
+    # A bridge in a held group stays on its own driver (pcieport): vfio accepts any
+    # driver on a device whose header is not a normal one, so it is no finding.
+    bridges = sorted(address for devices in group_devices.values() for address in devices
+                     if (sysfs.read_text(sysfs.path(root, "sys/bus/pci/devices", address, "class")) or "")
+                     .lower().startswith("0x0604"))
+    addresses = sorted(address for devices in group_devices.values() for address in devices)
+    mappings = parse_huge_mappings(maps)
     return {"pid": int(pid), "vcpus": vcpus, "iothreads": iothreads, "emulator": emulator,
-            "memory_kib": parse_numa_maps(maps), "numa_maps_read": maps is not None}
+            "memory_kib": parse_numa_maps(maps), "numa_maps_read": maps is not None,
+            "huge_mappings": mappings, "hugepages": hugepages_by_node(mappings),
+            "vfio": {"fds_read": fds_read, "groups": group_devices, "bridges": bridges},
+            "vfio_irqs": read_vfio_irqs(addresses, root)}
 
 
-def placement_findings(realized, tenant):
-    """Every way the running tenant differs from its plan entry, one line each (none: the
-    placement is realized in full). Checked: each planned vCPU has a thread allowed on
-    exactly its pinned CPU; every emulator thread exactly on ``emulator_cpus``; every
-    iothread exactly on ``iothread_cpus``; hugepage memory only on ``memory_node`` and
-    no less than the tenant's memory."""
-    # Either read_realized's own answer or the same data after JSON (host_facts' result):
-    # keys become strings and tuples lists there.
+def _item(kind, name, planned, observed, as_planned, finding=None):
+    """One thing the plan decides. ``as_planned`` True, False, or None when the evidence
+    could not be read (a finding too: unknown is not a pass)."""
+    return {"kind": kind, "item": name, "planned": planned, "observed": observed,
+            "as_planned": as_planned, "finding": None if as_planned is True else finding}
+
+
+def _cpus(value):
+    return None if value is None else format_cpulist(tuple(value))
+
+
+def _thread_items(realized, tenant):
     vcpus = {int(index): tuple(cpus) for index, cpus in realized["vcpus"].items()}
-    iothreads = {name: tuple(cpus) for name, cpus in realized["iothreads"].items()}
-    huge = {int(node): kib for node, kib in realized["memory_kib"]["huge"].items()}
-    findings = []
+    items = []
     pins = tenant.get("vcpu_pins") or []
     for index, pin in enumerate(pins):
         want = tuple(parse_cpulist(str(pin)))
         got = vcpus.get(index)
+        name = "vCPU %d" % index
         if got is None:
-            findings.append("vCPU %d: no QEMU thread 'CPU %d/...'" % (index, index))
-        elif got != want:
-            findings.append("vCPU %d runs on CPUs %s, planned %s" % (index, format_cpulist(got), format_cpulist(want)))
+            items.append(_item("vcpu", name, format_cpulist(want), None, False,
+                               "vCPU %d: no QEMU thread 'CPU %d/...'" % (index, index)))
+        else:
+            items.append(_item("vcpu", name, format_cpulist(want), format_cpulist(got), got == want,
+                               "vCPU %d runs on CPUs %s, planned %s" % (index, format_cpulist(got), format_cpulist(want))))
     extra = sorted(set(vcpus) - set(range(len(pins))))
     if extra:
-        findings.append("vCPU thread(s) %s not in the plan" % ", ".join(map(str, extra)))
+        items.append(_item("vcpu", "vCPU %s" % ",".join(map(str, extra)), None,
+                           ", ".join(format_cpulist(vcpus[index]) for index in extra), False,
+                           "vCPU thread(s) %s not in the plan" % ", ".join(map(str, extra))))
+    iothreads = {name: tuple(cpus) for name, cpus in realized["iothreads"].items()}
     for kind, threads, planned in (
             ("emulator", [(t["name"], tuple(t["cpus"])) for t in realized["emulator"]], tenant.get("emulator_cpus")),
             ("iothread", sorted(iothreads.items()), tenant.get("iothread_cpus"))):
         if not planned:
-            continue
+            continue    # the plan leaves these threads where libvirt puts them
         want = tuple(parse_cpulist(str(planned)))
         for name, cpus in threads:
-            if cpus != want:
-                findings.append("%s thread %r runs on CPUs %s, planned %s"
-                                % (kind, name, format_cpulist(cpus), format_cpulist(want)))
+            items.append(_item(kind, "%s thread %s" % (kind, name), format_cpulist(want), format_cpulist(cpus),
+                               cpus == want, "%s thread %r runs on CPUs %s, planned %s"
+                               % (kind, name, format_cpulist(cpus), format_cpulist(want))))
+    return items
+
+
+def _memory_items(realized, tenant, free_before=None, free_after=None):
     node = int(tenant.get("memory_node", tenant.get("node")))
     if not realized["numa_maps_read"]:
-        findings.append("numa_maps of pid %d could not be read" % realized["pid"])
-    else:
-        elsewhere = {n: kib for n, kib in huge.items() if n != node and kib}
-        if elsewhere:
-            findings.append("hugepage memory on node(s) %s, planned only on node %s"
-                            % (", ".join("%d (%d kB)" % item for item in sorted(elsewhere.items())), node))
-        want_kib = int(float(tenant.get("memory_gib", 0) or 0) * 1024 * 1024)
-        if want_kib and huge.get(node, 0) < want_kib:
-            findings.append("node %s backs %d kB of hugepage memory, the tenant has %d kB"
-                            % (node, huge.get(node, 0), want_kib))
-    return findings
+        return [_item("memory", "numa_maps", "node %d" % node, None, None,
+                      "numa_maps of pid %d could not be read" % realized["pid"])]
+    items = []
+    for mapping in realized.get("huge_mappings") or ():
+        pages = {int(n): int(p) for n, p in mapping["pages"].items() if int(p)}
+        elsewhere = {n: p for n, p in pages.items() if n != node}
+        misplaced = ", ".join("%d page(s) of %d kB on node %d" % (count, int(mapping["page_kib"]), other)
+                              for other, count in sorted(elsewhere.items()))
+        items.append(_item("memory", "hugepages at %s" % mapping["address"], "node %d" % node,
+                           ", ".join("node %d: %d" % item for item in sorted(pages.items())) or "no pages",
+                           not elsewhere, "hugepage mapping %s has %s, planned only on node %d"
+                           % (mapping["address"], misplaced, node)))
+    huge = {int(n): int(kib) for n, kib in realized["memory_kib"]["huge"].items()}
+    want_kib = int(float(tenant.get("memory_gib", 0) or 0) * 1024 * 1024)
+    if want_kib:
+        items.append(_item("memory", "hugepage memory on node %d" % node, "%d kB" % want_kib,
+                           "%d kB" % huge.get(node, 0), huge.get(node, 0) >= want_kib,
+                           "node %d backs %d kB of hugepage memory, the tenant has %d kB"
+                           % (node, huge.get(node, 0), want_kib)))
+    if free_before is not None and free_after is not None and want_kib:
+        # free_hugepages of the tenant's node and page size, before and after the start:
+        # the pool drops by the domain's size.
+        size = int(tenant.get("hugepage_size_kib") or 2048)
+        before = (free_before.get(str(node)) or {}).get(str(size), {})
+        after = (free_after.get(str(node)) or {}).get(str(size), {})
+        before = before.get("free") if isinstance(before, dict) else before
+        after = after.get("free") if isinstance(after, dict) else after
+        want = want_kib // size
+        if before is None or after is None:
+            items.append(_item("memory", "free hugepages on node %d" % node, "drop of %d" % want, None, None,
+                               "free %d kB hugepages of node %d not read before and after" % (size, node)))
+        else:
+            drop = int(before) - int(after)
+            items.append(_item("memory", "free hugepages on node %d" % node, "drop of %d" % want,
+                               "drop of %d (%s -> %s)" % (drop, before, after), drop == want,
+                               "free %d kB hugepages of node %d dropped by %d, the domain has %d"
+                               % (size, node, drop, want)))
+    return items
+
+
+def _vfio_items(realized, functions, housekeeping_cpus):
+    vfio = realized.get("vfio") or {}
+    groups = {int(group): devices for group, devices in (vfio.get("groups") or {}).items()}
+    held = {address: group for group, devices in groups.items() for address in devices}
+    items = []
+    for address in functions or ():
+        if not vfio.get("fds_read"):
+            items.append(_item("vfio", "device %s" % address, "held, vfio-pci", None, None,
+                               "the fds of pid %d could not be read: is %s's group held?" % (realized["pid"], address)))
+            continue
+        group = held.get(address)
+        driver = groups[group][address] if group is not None else None
+        observed = "group %s, %s" % (group, driver or "no driver") if group is not None else "not held"
+        items.append(_item("vfio", "device %s" % address, "held, vfio-pci", observed,
+                           group is not None and driver == "vfio-pci",
+                           "%s: QEMU does not hold its /dev/vfio group" % address if group is None else
+                           "%s (group %d) is on %s, not vfio-pci" % (address, group, driver or "no driver")))
+    # The group's other devices (an HDA function the plan does not name) must be on
+    # vfio-pci too; a bridge keeps its own driver.
+    bridges = set(vfio.get("bridges") or ())
+    for group, devices in sorted(groups.items()):
+        for address, driver in sorted(devices.items()):
+            if address in (functions or ()) or address in bridges:
+                continue
+            items.append(_item("vfio", "device %s" % address, "vfio-pci (group %d)" % group, driver or "no driver",
+                               driver == "vfio-pci", "%s, in group %d that QEMU holds, is on %s, not vfio-pci"
+                               % (address, group, driver or "no driver")))
+    want = tuple(parse_cpulist(str(housekeeping_cpus))) if housekeeping_cpus else None
+    for irq in realized.get("vfio_irqs") or ():
+        name = "IRQ %d %s" % (int(irq["irq"]), irq["name"])
+        got = tuple(irq["cpus"]) if irq["cpus"] is not None else None
+        if want is None or got is None:
+            items.append(_item("irq", name, _cpus(want), _cpus(got), None,
+                               "%s: %s" % (name, "its smp_affinity_list could not be read" if got is None
+                                           else "no housekeeping CPUs to compare with")))
+            continue
+        effective = tuple(irq.get("effective") or ())
+        items.append(_item("irq", name, format_cpulist(want), format_cpulist(got),
+                           got == want and set(effective) <= set(want),
+                           "%s may fire on CPUs %s (effective %s), planned housekeeping %s"
+                           % (name, format_cpulist(got), format_cpulist(effective) or "-", format_cpulist(want))))
+    return items
+
+
+def realized_items(realized, tenant, functions=(), housekeeping_cpus=None, free_before=None, free_after=None):
+    """Every thing of the running tenant the plan decides, one item each: each vCPU
+    thread, each emulator thread and iothread (when the plan pins them), each hugepage
+    mapping and the hugepage size on the planned node (the drop of the node's free pages
+    when ``free_before``/``free_after`` are given, {node: {size_kib: free}} or the memory
+    subset's {node: {size_kib: {free}}}), each of ``functions`` (the tenant's planned
+    PCI functions) held through its /dev/vfio group and on vfio-pci with its group's
+    other devices, each vfio IRQ on exactly ``housekeeping_cpus``.
+
+    ``realized``: read_realized's answer or the same after JSON (host_facts' result:
+    keys become strings, tuples lists)."""
+    return (_thread_items(realized, tenant) + _memory_items(realized, tenant, free_before, free_after)
+            + _vfio_items(realized, functions, housekeeping_cpus))
+
+
+def realized_ratio(items):
+    """Items as planned / items checked (None without items); unknown counts against."""
+    return round(sum(1 for item in items if item["as_planned"] is True) / len(items), 6) if items else None
+
+
+def placement_findings(realized, tenant, functions=(), housekeeping_cpus=None, free_before=None, free_after=None):
+    """Every way the running tenant differs from its plan entry, one line each (none: the
+    placement is realized in full), in realized_items' order."""
+    return [item["finding"] for item in realized_items(realized, tenant, functions, housekeeping_cpus,
+                                                       free_before, free_after)
+            if item["as_planned"] is not True]
