@@ -144,9 +144,11 @@ def test_hostile_cstate_limits_are_refused_naming_the_variable(asked, words):
 
 
 def test_plan_kernel_args_put_the_cstate_limit_before_the_extra_arguments():
+    # Only 1G pages in the plan: the runbook's plan A, whose default size is 1G too.
     plan = {"hugepages": {"0": {"1048576": 64}}}
     assert plan_query.kernel_args(plan, "GenuineIntel", max_cstate=1, extra=["quiet"]) == [
-        "intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "hugepagesz=1G", "hugepages=64",
+        "intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "default_hugepagesz=1G",
+        "hugepagesz=1G", "hugepages=64",
         "intel_idle.max_cstate=1", "processor.max_cstate=1", "quiet"]
     assert not [a for a in plan_query.kernel_args(plan, "AuthenticAMD") if "cstate" in a]
 
