@@ -204,3 +204,16 @@ def test_the_per_node_value_compares_without_a_perpetual_change():
                  "intel_iommu=on hugepagesz=1G hugepages=0:64,1:8",
                  "intel_iommu=on hugepagesz=2M hugepages=0:64,1:16 hugepagesz=1G"):
         assert plan_query.cmdline_missing(line, wanted) == ["hugepages=0:64,1:16"], line
+
+
+def test_validate_holds_1g_pages_to_the_plan_per_node_not_host_wide():
+    # hugepages=80 spread by the kernel: 40 + 40 adds up to the plan's 64 + 16.
+    spread = {"0": {"1048576": {"nr": 40, "free": 40}}, "1": {"1048576": {"nr": 40, "free": 40}},
+              "2": {"2048": {"nr": 512, "free": 512}}}
+    check = validation.check_hugepages(TWO_NODES_1G, spread, {}, [])
+    assert check["status"] == "fail"
+    assert "node 0 has 40 pages of 1G, the plan needs 64" in check["detail"]
+    assert "node 1" not in check["detail"] and "node 2" not in check["detail"]
+    per_node = dict(spread, **{"0": {"1048576": {"nr": 64, "free": 64}},
+                               "1": {"1048576": {"nr": 16, "free": 16}}})
+    assert validation.check_hugepages(TWO_NODES_1G, per_node, {}, [])["status"] == "pass"
