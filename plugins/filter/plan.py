@@ -20,6 +20,8 @@ class FilterModule(object):
             "plan_isolated_cpus": plan_query.isolated_cpus,
             "plan_kernel_args": plan_query.kernel_args,
             "plan_cmdline_missing": plan_query.cmdline_missing,
+            "plan_gigantic_boot_warning": plan_query.gigantic_boot_warning,
+            "plan_gigantic_pool_shortfalls": plan_query.gigantic_pool_shortfalls,
             "plan_passthrough_functions": plan_query.passthrough_functions,
             "plan_vf_pfs": plan_query.vf_pfs,
             "plan_tenant_summary": plan_query.tenant_summary,

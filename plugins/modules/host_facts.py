@@ -160,6 +160,7 @@ ansible_facts:
         memory:
           meminfo: {MemTotal: 65536000, HugePages_Total: 1024}
           hugepages: {"0": {"2048": {nr: 1024, free: 0, surplus: 0}}}
+          kernel_release: 6.8.0-45-generic
         devices:
           "0000:65:00.0": {present: true, numa_node: 0, sriov_totalvfs: null,
                            sriov_numvfs: null, driver: vfio-pci}

@@ -211,18 +211,24 @@ def check_realized(plan, realized_domains, allow_without_evidence=False):
     return _check("realized", title, PASS, detail % (len(observed), "%g" % min(ratios) if ratios else "-", notes))
 
 
+def _page_size_text(size_kib):
+    return {"1048576": "1G", "2048": "2M"}.get(str(size_kib), "%s kB" % size_kib)
+
+
 def check_hugepages(plan, pools, meminfo, running):
     """``pools``: node -> size_kib -> {"nr", "free"} and ``meminfo``: /proc/meminfo as
     {key: int}, both as host_facts' ``memory`` subset gives them; ``running``: tenant
     names whose domains run (their pages must be in use)."""
     problems = []
-    for node, sizes in sorted((plan.get("hugepages") or {}).items()):
-        for size, pages in sorted(sizes.items()):
+    # Per node, never the host-wide total: pages the kernel spread evenly over the nodes
+    # (hugepages=N without the node form) add up right and sit on the wrong node.
+    for node, sizes in sorted((plan.get("hugepages") or {}).items(), key=lambda i: int(i[0])):
+        for size, pages in sorted(sizes.items(), key=lambda i: int(i[0])):
             pool = ((pools or {}).get(str(node)) or {}).get(str(size)) or {}
             nr, free = int(pool.get("nr", 0)), int(pool.get("free", 0))
             if nr < int(pages):
-                problems.append("node %s has %d pages of %s kB, the plan needs %s"
-                                % (node, nr, size, pages))
+                problems.append("node %s has %d pages of %s, the plan needs %s"
+                                % (node, nr, _page_size_text(size), pages))
             in_use = sum(int(t["hugepages"].get(node, 0)) for t in plan.get("tenants") or ()
                          if t["name"] in running and str(t.get("hugepage_size_kib")) == size
                          and t.get("hugepages"))

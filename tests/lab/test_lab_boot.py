@@ -174,3 +174,24 @@ def test_iommu_role_never_reboots_without_reboot_ok_and_its_arguments_apply_afte
     # passthrough default domains: every group's type is identity
     types = set(lab.ssh("cat /sys/kernel/iommu_groups/*/type").stdout.split())
     assert types == {"identity"}
+    _assert_1g_pages_reserved_per_node_at_boot(lab, cmdline)
+
+
+def _assert_1g_pages_reserved_per_node_at_boot(lab, cmdline):
+    """Issue 23: 1G pages are reserved per node by the kernel at boot. The lab's kernel
+    (6.1) reads hugepages=<node>:<count>, so no host-wide 1G count may appear, and each
+    node named holds exactly its count right after the boot (the numa role has not
+    moved anything yet). The lab's site tenant uses 2M pages (inventories/lab), so on
+    the lab this finds no 1G argument and checks that no 1G pool was reserved."""
+    size, gigantic = None, []
+    for arg in cmdline:
+        name, dummy, value = arg.partition("=")
+        if name == "hugepagesz":
+            size = value.upper()
+        elif name == "hugepages" and size == "1G":
+            assert ":" in value, "host-wide 1G count %s on a kernel that reads the node form" % arg
+            gigantic += [tuple(int(part) for part in pair.split(":")) for pair in value.split(",")]
+    planned = dict(gigantic)
+    for node in (0, 1):
+        pool = "/sys/devices/system/node/node%d/hugepages/hugepages-1048576kB/nr_hugepages" % node
+        assert int(lab.read(pool).strip()) == planned.get(node, 0), (node, planned)

@@ -144,9 +144,11 @@ def test_hostile_cstate_limits_are_refused_naming_the_variable(asked, words):
 
 
 def test_plan_kernel_args_put_the_cstate_limit_before_the_extra_arguments():
+    # Only 1G pages in the plan: the runbook's plan A, whose default size is 1G too.
     plan = {"hugepages": {"0": {"1048576": 64}}}
     assert plan_query.kernel_args(plan, "GenuineIntel", max_cstate=1, extra=["quiet"]) == [
-        "intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "hugepagesz=1G", "hugepages=64",
+        "intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "default_hugepagesz=1G",
+        "hugepagesz=1G", "hugepages=64",
         "intel_idle.max_cstate=1", "processor.max_cstate=1", "quiet"]
     assert not [a for a in plan_query.kernel_args(plan, "AuthenticAMD") if "cstate" in a]
 
@@ -164,12 +166,23 @@ def _render_iommu_kernel_args(**variables):
     with open(os.path.join(role, "vars", "main.yml"), encoding="utf-8") as handle:
         expression = yaml.safe_load(handle)["__iommu_kernel_args"]
     values.update(gpuhost_plan={"hugepages": {}}, gpuhost_layout={"cpu_vendor": "GenuineIntel"})
+    # The bios role's host_facts read, as Ansible gives it (ansible_facts is always there).
+    values["ansible_facts"] = {"gpuhost_host": {"memory": {"kernel_release": "6.1.0-18-amd64"}}}
     values.update(variables)
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters.update(CoreFilters().filters())
     env.filters["default"] = jinja2.filters.do_default     # Jinja's, which knows its Undefined
     env.filters["gpuhost.kvm.plan_kernel_args"] = plan_query.kernel_args
     return env.from_string(expression).render(**values)
+
+
+def test_iommu_role_reserves_1g_pages_per_node_on_the_hosts_kernel():
+    plan = {"hugepages": {"0": {"1048576": 8}, "1": {"1048576": 4, "2048": 512}}}
+    assert _render_iommu_kernel_args(gpuhost_plan=plan) == str(
+        ["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "hugepagesz=1G", "hugepages=0:8,1:4"])
+    older = {"gpuhost_host": {"memory": {"kernel_release": "5.14.0-427.el9.x86_64"}}}
+    assert _render_iommu_kernel_args(gpuhost_plan=plan, ansible_facts=older) == str(
+        ["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "hugepagesz=1G", "hugepages=12"])
 
 
 def test_iommu_role_applies_the_cstate_limit_with_the_other_kernel_arguments():

@@ -827,3 +827,13 @@ def test_initramfs_input_cannot_leave_the_recorded_tree(tmp_path, capsys, no_com
     else:
         assert result["ansible_facts"]["gpuhost_host"]["initramfs"] == {
             "inputs": {}, "images": {"/boot/initrd.img-6.1.0-18-amd64": 1_600_000_000}, "stale": []}
+
+
+def test_memory_gives_the_kernel_release_that_decides_the_per_node_hugepages_form(tmp_path):
+    root = str(tmp_path)
+    os.makedirs(os.path.join(root, "proc/sys/kernel"))
+    with open(os.path.join(root, "proc/sys/kernel/osrelease"), "w") as handle:
+        handle.write("5.14.0-427.13.1.el9_4.x86_64\n")
+    assert host_facts.read_memory(root)["kernel_release"] == "5.14.0-427.13.1.el9_4.x86_64"
+    os.remove(os.path.join(root, "proc/sys/kernel/osrelease"))
+    assert host_facts.read_memory(root)["kernel_release"] is None

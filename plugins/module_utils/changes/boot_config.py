@@ -52,17 +52,43 @@ GRUB_DROPIN_HEADER = ("# Managed by gpuhost.kvm (iommu role). Sourced by grub-mk
 _GRUBBY_ARGS_RE = re.compile(r'(?m)^args="?(.*?)"?$')
 
 
+_NODE_COUNTS_RE = re.compile(r"[0-9]{1,4}:[0-9]{1,9}(,[0-9]{1,4}:[0-9]{1,9})*")
+
+
+def _hugepages_value(value):
+    """A ``hugepages=`` value in one spelling: the node form's pairs sorted by node
+    (``1:4,0:2`` and ``0:2,1:4`` reserve the same), anything else as written."""
+    if not _NODE_COUNTS_RE.fullmatch(value):
+        return value
+    pairs = sorted((int(node), int(count)) for node, count in
+                   (pair.split(":") for pair in value.split(",")))
+    return ",".join("%d:%d" % pair for pair in pairs)
+
+
+def _keyed_args(tokens):
+    """(key, value) per ``name=value`` token. ``hugepages=`` counts pages of the size of
+    the ``hugepagesz=`` before it (the kernel pairs them so), so its key carries that
+    size: hugepagesz=2M hugepages=8 hugepagesz=1G must not pass for 8 1G pages."""
+    size = None
+    for token in tokens:
+        name, dummy, value = str(token).partition("=")
+        if name == "hugepagesz":
+            size = value.upper()
+        if name == "hugepages":
+            yield (name, size), _hugepages_value(value)
+        else:
+            yield name, value
+
+
 def cmdline_missing(cmdline, wanted):
     """The wanted ``name=value`` arguments that ``cmdline`` lacks (or has otherwise)."""
     have = {}
-    for token in str(cmdline or "").split():
-        name, dummy, value = token.partition("=")
-        have.setdefault(name, []).append(value)
+    for key, value in _keyed_args(str(cmdline or "").split()):
+        have.setdefault(key, []).append(value)
     missing = []
-    for arg in wanted:
-        name, dummy, value = str(arg).partition("=")
+    for arg, (key, value) in zip(wanted, _keyed_args(wanted)):
         # hugepagesz/hugepages may repeat (one pair per size): any occurrence counts.
-        if value not in have.get(name, []):
+        if value not in have.get(key, []):
             missing.append(arg)
     return missing
 

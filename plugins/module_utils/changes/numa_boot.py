@@ -37,6 +37,15 @@ _NUMBER = r"(0|[1-9][0-9]{0,9})"   # [0-9], not \d: int() would take other digit
 _HUGEPAGES_RE = re.compile(r"^HUGEPAGES\s+%s\s+%s\s+%s\s*\Z" % (_NUMBER, _NUMBER, _NUMBER))
 _GOVERNOR_RE = re.compile(r"^GOVERNOR(?:\s+([a-z][a-z0-9_]{0,31}))?\s*\Z")
 _NODE_RE = re.compile(r"^node([0-9]+)\Z")
+GIGANTIC_KIB = 1048576
+# Runbook section 13 ("HugePages not allocated"): 1G pages must be reserved at boot. The
+# iommu role gives them per node on the kernel command line; raising a 1G pool here is
+# the fallback for a kernel without the per-node form (or a plan changed since the boot).
+RUNTIME_GIGANTIC_WARNING = ("warning: raising node %d's 1G pages from %d to %d at run time, a "
+                            "fallback: run-time 1G allocation fails when the node's memory is "
+                            "fragmented (runbook section 13); they belong on the kernel "
+                            "command line (hugepagesz=1G hugepages=<node>:<count>, Linux 5.16 "
+                            "or newer), which the iommu role writes")
 _CPU_RE = re.compile(r"^cpu([0-9]+)\Z")
 
 
@@ -109,8 +118,10 @@ def plan_page_writes(rows, held):
     return writes
 
 
-def apply_node_pages(writer, rows):
-    """Writes each pool, then reads back the planned ones; the problems, one line each."""
+def apply_node_pages(writer, rows, warnings=None):
+    """Writes each pool, then reads back the planned ones; the problems, one line each.
+    ``warnings`` (a list) gets a line for each 1G pool raised at run time: the boot should
+    have reserved those pages."""
     held = {}
     for node in _numbered(writer, NODE_DIR, _NODE_RE):
         for size in {row.size_kib for row in rows}:
@@ -122,6 +133,8 @@ def apply_node_pages(writer, rows):
         if (node, size) not in held:
             problems.append("no %d kB pages on node %d: %s is missing" % (size, node, _pool(node, size)))
             continue
+        if size == GIGANTIC_KIB and pages > held[(node, size)] and warnings is not None:
+            warnings.append(RUNTIME_GIGANTIC_WARNING % (node, held[(node, size)], pages))
         try:
             writer.write(_pool(node, size), "%d" % pages)
         except OSError as err:
@@ -184,7 +197,10 @@ def main(argv, writer=None, stderr=None):
     except (OSError, UnicodeDecodeError) as err:
         stderr.write("gpuhost-numa: %s unreadable: %s\n" % (conf, describe_os_error(err)))
         return 2
-    problems = apply_node_pages(writer, rows) + apply_governor(writer, governor)
+    warnings = []
+    problems = apply_node_pages(writer, rows, warnings) + apply_governor(writer, governor)
+    for warning in warnings:
+        stderr.write("gpuhost-numa: %s\n" % warning)
     for problem in problems:
         stderr.write("gpuhost-numa: %s\n" % problem)
     return 1 if problems else 0

@@ -99,11 +99,14 @@ def _read_pools(hugepages_dir):
 
 def read_memory(root="/"):
     """/proc/meminfo and every node's hugepage pools: ``{"meminfo": {key: int},
-    "hugepages": {node: {size_kib: {"nr", "free", "surplus"}}}}`` with string keys (as
-    JSON keeps them). A kernel without NUMA keeps its pools in /sys/kernel/mm/hugepages:
-    they are node 0's."""
+    "hugepages": {node: {size_kib: {"nr", "free", "surplus"}}}, "kernel_release"}`` with
+    string keys (as JSON keeps them). A kernel without NUMA keeps its pools in
+    /sys/kernel/mm/hugepages: they are node 0's. ``kernel_release`` is
+    /proc/sys/kernel/osrelease (None when unreadable): whether the kernel reads the
+    per-node ``hugepages=`` form depends on it (plan_query.kernel_takes_node_hugepages)."""
     memory = {"meminfo": parse_meminfo(sysfs.read_text(sysfs.path(root, "proc/meminfo"))),
-              "hugepages": {}}
+              "hugepages": {},
+              "kernel_release": sysfs.read_text(sysfs.path(root, "proc/sys/kernel/osrelease"))}
     node_base = sysfs.path(root, sysfs.SYS_NODE_DIR)
     if not os.path.isdir(node_base):
         memory["hugepages"]["0"] = _read_pools(sysfs.path(root, "sys/kernel/mm/hugepages"))

@@ -1183,7 +1183,9 @@ def _check_hugepages(host, ledger, node, memory_node, size_kib, pages, request, 
                      % (_gib(numa.mem_free_kib), free_pages, _size_text(size_kib)),
                      "%s.memory_gib" % field,
                      "ask for less memory, free memory on node %s, or reserve the pages at "
-                     "boot (1G pages: hugepagesz=1G hugepages=N on the kernel command line)"
+                     "boot (1G pages: hugepagesz=1G hugepages=<node>:<count> on the kernel "
+                     "command line, which the iommu role writes from the plan; allocating "
+                     "1G pages at run time fails once memory is fragmented)"
                      % memory_node)
 
 
