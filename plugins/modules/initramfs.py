@@ -92,14 +92,16 @@ options:
     type: bool
     default: false
   image_pattern:
-    description: Each installed kernel's image, with C(%s) for the kernel version.
+    description:
+      - Each installed kernel's image, with C(%s) for the kernel version. Needed; not
+        marked required so that an undecided O(tool=auto) is refused first, with the fix
+        (the roles pass host_facts' C(gpuhost_mechanisms.initramfs.image_pattern)).
     type: str
-    required: true
   rebuild_argv:
-    description: The command that rebuilds every installed kernel's image.
+    description:
+      - The command that rebuilds every installed kernel's image. Needed, as O(image_pattern).
     type: list
     elements: str
-    required: true
 notes:
   - With O(root) other than V(/), files are written below O(root) but the rebuild never
     runs; RV(skipped) lists it.
@@ -199,8 +201,8 @@ def build_module():
         install_items_path=dict(type="path", default=DRACUT_INSTALL_ITEMS_PATH),
         extra_inputs=dict(type="list", elements="path", default=[]),
         force=dict(type="bool", default=False),
-        image_pattern=dict(type="str", required=True),
-        rebuild_argv=dict(type="list", elements="str", required=True))
+        image_pattern=dict(type="str"),
+        rebuild_argv=dict(type="list", elements="str"))
     return AnsibleModule(argument_spec=spec, supports_check_mode=True)
 
 

@@ -11,57 +11,10 @@ import os
 
 import pytest
 
+from support.mechanism_trees import _dir, _file, _link, debian12, debian12_with_dracut, rhel9
+
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
-
-
-def _file(root, path, text="", mode=0o755):
-    full = os.path.join(str(root), path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.chmod(full, mode)
-    return full
-
-
-def _dir(root, path):
-    os.makedirs(os.path.join(str(root), path.lstrip("/")), exist_ok=True)
-
-
-def _link(root, path, target):
-    full = os.path.join(str(root), path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    os.symlink(target, full)
-
-
-def rhel9(root):
-    """What grubby, grub2-tools, dracut and libvirt-daemon (9.x) install on RHEL 9,
-    with virtqemud.socket enabled as the libvirt preset does."""
-    _file(root, "/usr/sbin/grubby")
-    _file(root, "/usr/sbin/grub2-mkconfig")
-    _file(root, "/etc/default/grub", 'GRUB_ENABLE_BLSCFG=true\n', 0o644)
-    _file(root, "/boot/loader/entries/0123abcd-5.14.0-362.el9.x86_64.conf", "title RHEL\n", 0o644)
-    _file(root, "/usr/bin/dracut")
-    _dir(root, "/etc/dracut.conf.d")
-    for unit in ("virtqemud.socket", "virtqemud.service", "libvirtd.service", "libvirtd.socket"):
-        _file(root, "/usr/lib/systemd/system/" + unit, "[Unit]\n", 0o644)
-    _link(root, "/etc/systemd/system/sockets.target.wants/virtqemud.socket",
-          "/usr/lib/systemd/system/virtqemud.socket")
-
-
-def debian12(root):
-    """Debian 12: grub2-common, initramfs-tools, libvirt-daemon-system 9.0 (whose
-    package ships the modular units too, with libvirtd enabled)."""
-    _file(root, "/usr/sbin/update-grub")
-    _file(root, "/usr/sbin/grub-mkconfig")
-    _file(root, "/etc/default/grub", 'GRUB_CMDLINE_LINUX=""\n', 0o644)
-    _dir(root, "/etc/default/grub.d")
-    _file(root, "/usr/sbin/update-initramfs")
-    _file(root, "/etc/initramfs-tools/modules", "", 0o644)
-    for unit in ("libvirtd.service", "virtqemud.service", "virtqemud.socket"):
-        _file(root, "/lib/systemd/system/" + unit, "[Unit]\n", 0o644)
-    _link(root, "/etc/systemd/system/multi-user.target.wants/libvirtd.service",
-          "/lib/systemd/system/libvirtd.service")
 
 
 def test_rhel9_is_grubby_dracut_modular_from_its_files(tmp_path):
@@ -77,7 +30,7 @@ def test_rhel9_is_grubby_dracut_modular_from_its_files(tmp_path):
     assert found["initramfs"]["rebuild_argv"] == ["dracut", "--force", "--regenerate-all"]
     assert found["libvirt"]["choice"] == "modular"
     assert found["libvirt"]["source"] == "detected"
-    assert found["libvirt"]["start_units"] == ["virtqemud.socket"]
+    assert found["libvirt"]["start_units"] == ["virtqemud.service"]
     assert "sockets.target.wants/virtqemud.socket" in found["libvirt"]["evidence"]["modular"][0]
 
 
@@ -96,12 +49,7 @@ def test_debian12_is_update_grub_initramfs_tools_libvirtd(tmp_path):
 
 
 def test_debian_with_dracut_installed_uses_dracut_with_debian_image_names(tmp_path):
-    debian12(tmp_path)
-    # Debian's dracut package replaces initramfs-tools: update-initramfs goes, its
-    # conffiles in /etc/initramfs-tools stay until a purge.
-    os.remove(os.path.join(str(tmp_path), "usr/sbin/update-initramfs"))
-    _file(tmp_path, "/usr/bin/dracut")
-    _dir(tmp_path, "/etc/dracut.conf.d")
+    debian12_with_dracut(tmp_path)
     found = mechanisms.detect_mechanisms(str(tmp_path), "Debian")
     assert (found["initramfs"]["choice"], found["initramfs"]["source"]) == ("dracut", "detected")
     assert found["initramfs"]["packages"] == ["dracut"]

@@ -141,10 +141,9 @@ EARLY_MODULES_MARKER = "# {mark} gpuhost.kvm iommu role: load vfio-pci before an
 _MODULE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MODULE_OPTION_RE = re.compile(r"[A-Za-z0-9_-]{1,64}( [A-Za-z0-9_.,=-]{1,128})+")
 MAX_MODULES = 64
-# dracut's install_items for the vfio-pci binding (vfio_bind's udev rules and driverctl
-# overrides), a whole file of the initramfs module's own; vfio_bind wrote it itself
-# before, and the same path takes over what it left.
-DRACUT_INSTALL_ITEMS_PATH = "/etc/dracut.conf.d/gpuhost-vfio.conf"
+# dracut's install_items file (mechanisms.py, which lists it among dracut's inputs);
+# vfio_bind wrote it itself before, and the same path takes over what it left.
+DRACUT_INSTALL_ITEMS_PATH = mechanisms.DRACUT_INSTALL_ITEMS_PATH
 INSTALL_ITEMS_HEADER = ("# Managed by gpuhost.kvm (initramfs module): the files the vfio-pci binding\n"
                         "# needs in the initramfs (vfio_bind's initramfs_files).\n")
 MAX_INSTALL_ITEMS = 256

@@ -50,6 +50,10 @@ LIBVIRT_UNITS = {"modular": ["virtqemud.socket", "virtqemud.service"],
 # The iommu role's dracut snippet: its own file, not the install_items file the vfio
 # role's run of the initramfs module keeps (dracut adds up every force_drivers+= line).
 DRACUT_EARLY_MODULES_PATH = "/etc/dracut.conf.d/gpuhost-iommu-vfio.conf"
+# dracut's install_items for the vfio-pci binding (vfio_bind's udev rules and driverctl
+# overrides), a whole file of the initramfs module's own; its age is an input of every
+# dracut image, so the iommu role's run rebuilds after a run killed before the vfio one's.
+DRACUT_INSTALL_ITEMS_PATH = "/etc/dracut.conf.d/gpuhost-vfio.conf"
 # The image names: RHEL's dracut writes initramfs-VERSION.img; Debian's kernel hooks and
 # grub look for initrd.img-VERSION, whichever generator builds it.
 IMAGE_PATTERNS = {"RedHat": "/boot/initramfs-%s.img", "Debian": "/boot/initrd.img-%s"}
@@ -258,8 +262,8 @@ def detect_mechanisms(root="/", os_family=None):
     boot.update(boot_loader_settings(boot["choice"], boot_evidence))
     initramfs.update(initramfs_settings(initramfs["choice"], family))
     libvirt["units"] = list(LIBVIRT_UNITS.get(libvirt["choice"], []))
-    # The monolithic daemon is started as its service; the modular one by its socket.
-    libvirt["start_units"] = libvirt["units"][:1]
+    # What the vm role enables and starts: the daemon's service (its socket comes with it).
+    libvirt["start_units"] = [unit for unit in libvirt["units"] if unit.endswith(".service")]
     return result
 
 
@@ -281,12 +285,16 @@ def initramfs_settings(tool, os_family=None):
     if tool == "dracut":
         return {"early_modules_path": DRACUT_EARLY_MODULES_PATH,
                 "image_pattern": IMAGE_PATTERNS.get(os_family or "RedHat", IMAGE_PATTERNS["RedHat"]),
-                "rebuild_argv": ["dracut", "--force", "--regenerate-all"]}
+                "rebuild_argv": ["dracut", "--force", "--regenerate-all"],
+                "extra_inputs": [DRACUT_INSTALL_ITEMS_PATH]}
     if tool == "initramfs-tools":
         return {"early_modules_path": "/etc/initramfs-tools/modules",
                 "image_pattern": IMAGE_PATTERNS["Debian"],
-                "rebuild_argv": ["update-initramfs", "-u", "-k", "all"]}
-    return {"early_modules_path": None, "image_pattern": None, "rebuild_argv": None}
+                "rebuild_argv": ["update-initramfs", "-u", "-k", "all"],
+                # no file of vfio_bind's goes into an initramfs-tools image
+                "extra_inputs": []}
+    return {"early_modules_path": None, "image_pattern": None, "rebuild_argv": None,
+            "extra_inputs": []}
 
 
 def chosen(kind, root="/", os_family=None, field="method"):
