@@ -685,4 +685,3 @@ def check_slim_services(names, needed=None, option="gpuhost_slim_services"):
         if unit not in result:
             result.append(unit)
     return result
-

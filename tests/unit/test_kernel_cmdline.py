@@ -212,8 +212,8 @@ def test_auto_on_a_debian_tree_is_grub_with_the_detectors_evidence(tmp_path):
     _write(tmp_path, "/etc/default/grub", "GRUB_CMDLINE_LINUX=\"\"\n")
     result = _run(tmp_path, method="auto", check_mode=True).result
     assert result["method"] == "grub"
-    assert result["mechanism"]["evidence"]["grub"] == ["/usr/sbin/update-grub exists",
-                                                      "/etc/default/grub exists"]
+    evidence = result["mechanism"]["evidence"]["grub"]
+    assert evidence == ["/usr/sbin/update-grub exists", "/etc/default/grub exists"]
 
 
 def test_auto_with_no_boot_loader_tooling_refuses_with_what_to_install(tmp_path):

@@ -7,8 +7,6 @@ initramfs-tools, libvirtd), Debian with dracut installed, a host with both libvi
 layouts, and hostile trees (links out of the root, a huge file, a directory where a
 binary belongs)."""
 
-import os
-
 import pytest
 
 from support.mechanism_trees import _dir, _file, _link, debian12, debian12_with_dracut, rhel9

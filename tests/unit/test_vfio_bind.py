@@ -28,7 +28,6 @@ def sim(tmp_path):
     return SimulatedKernel(build_sim_host(str(tmp_path / "host")))
 
 
-
 def _binary(sim, host_path):
     os.makedirs(os.path.dirname(sim.path(host_path)), exist_ok=True)
     with open(sim.path(host_path), "w", encoding="utf-8") as handle:
@@ -37,6 +36,7 @@ def _binary(sim, host_path):
 
 def _dracut_binary(sim):
     _binary(sim, "/usr/bin/dracut")
+
 
 def bind(sim, check_mode=False, **args):
     args.setdefault("root", sim.root)
