@@ -144,6 +144,7 @@ def test_a_link_loop_and_a_directory_are_not_binaries(tmp_path):
     found = mechanisms.detect_mechanisms(str(tmp_path), None)
     assert found["boot_loader"]["choice"] is None
     assert found["boot_loader"]["refusal"]["msg"].startswith("no boot_loader mechanism decided")
+    assert "/usr/sbin/grubby is a loop of links (ignored)" in found["boot_loader"]["notes"]
 
 
 def test_a_huge_file_is_only_looked_at_not_read(tmp_path):
@@ -152,3 +153,13 @@ def test_a_huge_file_is_only_looked_at_not_read(tmp_path):
         handle.truncate(1 << 40)   # sparse, 1 TiB: read whole, it would never finish
     _dir(tmp_path, "/etc/dracut.conf.d")
     assert mechanisms.detect_mechanisms(str(tmp_path), None)["initramfs"]["choice"] == "dracut"
+
+
+def test_an_etc_systemd_that_leads_out_of_the_root_enables_nothing(tmp_path):
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    _link(outside, "/system/multi-user.target.wants/libvirtd.service", "/lib/systemd/system/libvirtd.service")
+    _link(root, "/etc/systemd/system", "../../outside/system")
+    _dir(root, "/sys")
+    found = mechanisms.detect_mechanisms(str(root), None)
+    assert found["libvirt"]["choice"] is None and found["libvirt"]["evidence"] == {}

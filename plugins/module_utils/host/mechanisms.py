@@ -75,7 +75,8 @@ def _inside(root, real):
 
 
 def _kind_below(root, host_path):
-    """'file', 'dir', 'outside' (a link that leads out of the root), or None (absent),
+    """'file', 'dir', 'outside' (a link that leads out of the root), 'loop' (links
+    that never end), or None (absent),
     for ``host_path`` below ``root``, following links the way the host would see them
     (an absolute target counts from the root)."""
     real_root = os.path.realpath(root)
@@ -99,7 +100,7 @@ def _kind_below(root, host_path):
                 return "outside"
             current = "/" + os.path.relpath(joined, real_root)
     else:
-        return "outside"
+        return "loop"
     try:
         mode = os.lstat(full).st_mode
     except OSError:
@@ -122,6 +123,8 @@ def _binary(root, name):
             return host_path, notes
         if kind == "outside":
             notes.append("%s leads outside %s (ignored)" % (host_path, root))
+        elif kind == "loop":
+            notes.append("%s is a loop of links (ignored)" % host_path)
     return None, notes
 
 
@@ -152,6 +155,8 @@ def _unit_present(root, unit):
 def _unit_enabled(root, unit):
     """The wants link that enables ``unit``, or None. Only the link's name counts: its
     target is the packaged unit, which a recorded tree may not hold."""
+    if not _dir(root, "/etc/systemd/system"):
+        return None
     top = os.path.join(os.path.realpath(root), "etc/systemd/system")
     try:
         wants = sorted(name for name in os.listdir(top) if name.endswith((".wants", ".requires")))
