@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import unit_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     PciAddress, normalize_address)
 
@@ -635,3 +636,52 @@ def check_vf_count_change(context, pf, vfs, num_vfs, options, action=CHANGE_VF_C
         field=first.option if fixes and all(r.option for r in blocking) else "num_vfs",
         fix=fix, details={"refusals": [{"address": r.address, "reason": r.reason,
                                         "override": r.option} for r in blocking]})
+
+
+# -- host slimming ------------------------------------------------------------------------
+
+# The services a GPU host needs, which host slimming (gpuhost_slim_services, runbook
+# section 13: "关掉多余服务", switch off the services the host does not need) never
+# disables, by name, with the reason. A socket or path unit of the same name counts too.
+HOST_NEEDED_SERVICES = {
+    "sshd": "the SSH daemon: Ansible and the operators reach the host through it",
+    "ssh": "the SSH daemon (Debian's name): Ansible and the operators reach the host through it",
+    "systemd-networkd": "it brings the host's network up (SSH, the tenants' bridges)",
+    "NetworkManager": "it brings the host's network up (SSH, the tenants' bridges)",
+    "libvirtd": "the monolithic libvirt daemon runs the tenants",
+    "virtqemud": "the modular libvirt daemon runs the tenants",
+    "virtlogd": "libvirt cannot start a QEMU domain without its log daemon",
+    "tuned": "the numa role applies the host's tuned profile through it (runbook section 13)",
+    "gpuhost-numa": "the numa role's boot-time unit reserves the tenants' hugepages",
+    "systemd-journald": "the host's log, which the bios role reads the kernel log from",
+    "systemd-udevd": "udev applies vfio_bind's rules that keep the GPUs on vfio-pci",
+    "dbus": "systemctl and the other services talk through it",
+    "dbus-broker": "systemctl and the other services talk through it",
+}
+MAX_SLIM_SERVICES = 64
+
+
+def check_slim_services(names, needed=None, option="gpuhost_slim_services"):
+    """The units host slimming may disable and stop, as systemd names (``.service``
+    added to a bare name), or a GpuhostError: a unit the host needs (HOST_NEEDED_SERVICES,
+    plus ``needed``, a {name: reason} of the caller's own, such as irqbalance while the
+    sriov_irq role bans the tenant CPUs through it) is refused by name with the reason."""
+    if not isinstance(names, list) or len(names) > MAX_SLIM_SERVICES:
+        raise GpuhostError("the services to disable must be a list of at most %d names"
+                           % MAX_SLIM_SERVICES, field=option,
+                           fix="list the unit names, such as [cups.service, bluetooth.service]")
+    refused = dict(HOST_NEEDED_SERVICES, **(needed or {}))
+    result = []
+    for index, name in enumerate(names):
+        text = name if isinstance(name, str) else ""
+        unit = text if "." in text else text + ".service"
+        unit_name(unit, "%s[%d]" % (option, index))
+        base = unit.rsplit(".", 1)[0]
+        if base in refused:
+            raise GpuhostError("%s is a service this host needs: %s" % (unit, refused[base]),
+                               field="%s[%d]" % (option, index),
+                               fix="take %s out of the list; disable it by hand only if the "
+                                   "host really does without it" % base)
+        if unit not in result:
+            result.append(unit)
+    return result

@@ -23,6 +23,11 @@ description:
     images against their inputs, libvirt's running domains and vCPU pins, and the installed packages
     (as C(ansible.builtin.package_facts) gives them, in RV(ansible_facts.packages)); the
     C(iommu) subset returns M(gpuhost.kvm.iommu_groups_facts)' fact, RV(ansible_facts.gpuhost_iommu).
+  - The C(mechanisms) subset publishes RV(ansible_facts.gpuhost_mechanisms) - which boot
+    loader tooling (V(grubby) or V(grub)), initramfs generator (V(dracut) or
+    V(initramfs-tools)) and libvirt daemon layout (V(modular) virtqemud or V(monolithic)
+    libvirtd) the host below O(root) has, with the evidence, and where the choice came
+    from (C(detected), or the OS family's default where both or none were found).
   - The C(platform) subset publishes the distribution, its version, the OS family and
     the package manager as C(ansible.builtin.setup)'s C(distribution) and C(pkg_mgr)
     subsets do, with the same collectors, so that the roles' C(setup) run is skipped.
@@ -45,8 +50,15 @@ options:
       - The subsets to read. Each costs only its own reads.
     type: list
     elements: str
-    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu, platform, pci, realized, irqbalance]
+    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu, platform, pci, realized, irqbalance, mechanisms]
     default: [firmware, cpu_power, memory]
+  os_family:
+    description:
+      - The OS family whose mechanisms the C(mechanisms) subset falls back on where the
+        host's files do not decide (both found, or none). Unset, the family the
+        C(platform) subset reads in the same run, else none (an undecided mechanism is
+        then a refusal in the fact).
+    type: str
   devices:
     description:
       - PCI functions (V(0000:65:00.0), or without the domain) the C(devices) subset reads.
@@ -211,6 +223,25 @@ ansible_facts:
       returned: when the packages subset was read
       type: dict
       sample: {"dpkg": [{name: dpkg, version: 1.21.22, arch: amd64, category: admin, source: apt}]}
+    gpuhost_mechanisms:
+      description:
+        - With the C(mechanisms) subset, per kind (C(boot_loader), C(initramfs),
+          C(libvirt)) - C(choice) (null when undecided and no family default applies),
+          C(source) (C(detected), C(os_default (both ... found)), C(os_default (none
+          found)), or C(none found)), C(evidence) per candidate, C(notes) (evidence
+          refused, such as a link out of O(root)), C(os_default), C(refusal) (C(msg) and
+          C(fix) when undecided), and what the roles pass on (C(packages), C(grub_cfg),
+          C(grub_update_argv), C(early_modules_path), C(image_pattern), C(rebuild_argv),
+          C(units), C(start_units)).
+      returned: when the mechanisms subset was read
+      type: dict
+      sample:
+        os_family: Debian
+        boot_loader: {choice: grub, source: detected,
+                      evidence: {grub: [/usr/sbin/update-grub exists, /etc/default/grub exists]}}
+        initramfs: {choice: dracut, source: detected,
+                    evidence: {dracut: [/usr/bin/dracut exists, /etc/dracut.conf.d exists]}}
+        libvirt: {choice: monolithic, source: "os_default (none found)", evidence: {}}
     gpuhost_iommu:
       description:
         - With the C(iommu) subset, the fact M(gpuhost.kvm.iommu_groups_facts) returns (the
@@ -235,7 +266,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.facts.system.distribution import DistributionFactCollector
 from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts, realized
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts, mechanisms, realized
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irqbalance as irqbalance_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import units as unit_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning import known_managed_names
@@ -272,6 +303,7 @@ class HostFacts(object):
         self.packages = None
         self.iommu = None
         self.platform = None
+        self.mechanisms = None
 
     def check(self):
         validate_root(self.root)
@@ -311,8 +343,10 @@ class HostFacts(object):
             "pci": lambda: host_facts.read_pci(self.root),
             "realized": self.read_realized,
             "irqbalance": self.read_irqbalance,
+            "mechanisms": self.read_mechanisms,
         }
-        for subset in self.facts["gathered"]:
+        # mechanisms last: it falls back on the family the platform subset reads.
+        for subset in sorted(self.facts["gathered"], key=lambda name: name == "mechanisms"):
             self.facts[subset] = readers[subset]()
         # The very fact iommu_groups_facts returns, under its own name.
         self.iommu = self.facts.pop("iommu", None)
@@ -386,6 +420,14 @@ class HostFacts(object):
         self.platform = dict((name, facts.get(name)) for name in host_facts.PLATFORM_FACTS)
         return {"published": list(host_facts.PLATFORM_FACTS)}
 
+    def read_mechanisms(self):
+        """The host's boot loader, initramfs generator and libvirt layout below root
+        (mechanisms.detect_mechanisms); ``self.mechanisms`` keeps them for
+        ``ansible_facts.gpuhost_mechanisms``, the subset names the choices."""
+        family = self.params["os_family"] or (self.platform or {}).get("os_family")
+        self.mechanisms = mechanisms.detect_mechanisms(self.root, family)
+        return dict((kind, self.mechanisms[kind]["choice"]) for kind in mechanisms.KINDS)
+
     def read_realized(self):
         """Per domain of ``domains``: whether libvirt's pid file names a process, and
         where its threads, memory, vfio groups and IRQs are (realized.read_domains), below root."""
@@ -448,6 +490,8 @@ class HostFacts(object):
             result["ansible_facts"]["gpuhost_iommu"] = self.iommu
         if self.platform is not None:
             result["ansible_facts"].update(self.platform)
+        if self.mechanisms is not None:
+            result["ansible_facts"]["gpuhost_mechanisms"] = self.mechanisms
         return result
 
     @property
@@ -474,6 +518,7 @@ def build_module():
             domains={"type": "list", "elements": "str", "default": []},
             irqbalance_config={"type": "path", "default": "/etc/sysconfig/irqbalance"},
             gpu_vendor={"type": "str"},
+            os_family={"type": "str"},
         ),
         supports_check_mode=True,
     )

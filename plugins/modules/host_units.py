@@ -73,6 +73,24 @@ options:
             start that failed now (a reboot then applies it).
         type: bool
         default: true
+  disable:
+    description:
+      - Host slimming (runbook section 13) - services to disable and stop, after
+        O(units). A bare name gets C(.service). One the host needs (sshd/ssh,
+        systemd-networkd, NetworkManager, libvirtd, virtqemud and virtlogd, tuned,
+        gpuhost-numa, journald, udevd, dbus) or one of O(needed) is refused by name with
+        the reason. One systemd does not know is reported in RV(slimmed) as absent, not
+        an error.
+    type: list
+    elements: str
+    default: []
+  needed:
+    description:
+      - Further services the caller needs, name (without suffix) to the reason, refused
+        in O(disable) as the built-in ones are (the numa role gives irqbalance while the
+        sriov_irq role bans the tenant CPUs through it).
+    type: dict
+    default: {}
   changed_paths:
     description:
       - Paths this run wrote or, in check mode, would write (such as the C(changed_paths)
@@ -139,6 +157,14 @@ steps:
   elements: str
   sample: ["systemctl daemon-reload", "systemctl enable -- gpuhost-numa.service",
            "systemctl restart -- gpuhost-numa.service"]
+slimmed:
+  description:
+    - For O(disable), the units disabled, stopped (in check mode, to be), already
+      disabled and inactive, and absent (systemd does not know them).
+  returned: always
+  type: dict
+  sample: {disabled: [cups.service], stopped: [cups.service], already: [bluetooth.service],
+           absent: [ModemManager.service]}
 restarted:
   description: The units restarted (in check mode, to restart).
   returned: always
@@ -173,6 +199,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import input_mtimes
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import check_slim_services
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     absolute_path, unit_name)
@@ -193,6 +220,7 @@ class HostUnits(object):
         self.done = []
         self.diff = None
         self.changed_paths = set()
+        self.slim = []
 
     def check(self):
         if self.params["root"] not in ("/", None):
@@ -210,8 +238,18 @@ class HostUnits(object):
                               for number, path in enumerate(unit["inputs"])]
         self.changed_paths = {absolute_path(path, "changed_paths[%d]" % index)
                               for index, path in enumerate(self.params["changed_paths"])}
+        slim = check_slim_services(self.params["disable"], self.params["needed"], "disable")
+        for name in slim:
+            if name in seen:
+                raise GpuhostError("%s is both in units and in disable" % name, field="disable",
+                                   fix="list it in one of them")
+        self.params["units"] = list(self.params["units"]) + [
+            {"name": name, "enabled": False, "state": "stopped", "inputs": [],
+             "restart_on_change": False, "undo": True} for name in slim]
+        self.slim = slim
         if not self.params["units"]:
-            raise GpuhostError("no unit given", field="units", fix="name at least one unit")
+            raise GpuhostError("no unit given", field="units",
+                               fix="name at least one unit, or one service to disable")
 
     def systemctl(self, argv):
         rc, out, err = self.module.run_command(argv)
@@ -264,13 +302,33 @@ class HostUnits(object):
             summary += "; not undone: %s" % ", ".join(not_undone + undo_failed)
         return GpuhostError("%s (%s)" % (err.msg, summary), field=err.field, fix=err.fix, details=details)
 
+    def slimmed(self, done):
+        """What became of each unit of ``disable``: the report host slimming asks for."""
+        answer = {"disabled": [], "stopped": [], "already": [], "absent": []}
+        for name in self.slim:
+            plan = self.plans.get(name)
+            if plan is None:
+                continue
+            if plan["load_state"] in ("not-found", ""):
+                answer["absent"].append(name)
+                continue
+            verbs = [verb for verb, unit in done if unit == name]
+            if "disable" in verbs:
+                answer["disabled"].append(name)
+            if "stop" in verbs:
+                answer["stopped"].append(name)
+            if not plan["actions"]:
+                answer["already"].append(name)
+        return answer
+
     @property
     def result(self):
         done = self.steps if self.module.check_mode else self.done
         result = {"changed": bool(done),
                   "steps": [unit_core.step_text(step) for step in done],
                   "restarted": [name for verb, name in done if verb == "restart"],
-                  "units": self.plans}
+                  "units": self.plans,
+                  "slimmed": self.slimmed(done)}
         if self.diff is not None:
             result["diff"] = self.diff
         return result
@@ -288,6 +346,8 @@ def build_module():
                                "restart_on_change": {"type": "bool", "default": True},
                                "undo": {"type": "bool", "default": True}}},
             changed_paths={"type": "list", "elements": "path", "default": []},
+            disable={"type": "list", "elements": "str", "default": []},
+            needed={"type": "dict", "default": {}},
         ),
         supports_check_mode=True,
     )

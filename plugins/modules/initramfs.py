@@ -28,9 +28,15 @@ extends_documentation_fragment:
   - gpuhost.kvm.change_attributes
 options:
   tool:
-    description: The initramfs generator the host uses.
+    description:
+      - The initramfs generator the host uses.
+      - V(auto) asks the host's files below O(root) (the collection's one detector, which
+        host_facts' C(mechanisms) subset reports too) - V(dracut) when a dracut binary and
+        C(/etc/dracut.conf.d) exist (Debian's dracut package replaces initramfs-tools,
+        whose configuration stays), else V(initramfs-tools) when update-initramfs and
+        C(/etc/initramfs-tools) exist. Neither is a refusal that says what to install.
     type: str
-    choices: [initramfs-tools, dracut]
+    choices: [auto, initramfs-tools, dracut]
     default: initramfs-tools
   blacklist_path:
     description: The modprobe.d file that blacklists O(blacklist_modules).
@@ -86,14 +92,16 @@ options:
     type: bool
     default: false
   image_pattern:
-    description: Each installed kernel's image, with C(%s) for the kernel version.
+    description:
+      - Each installed kernel's image, with C(%s) for the kernel version. Needed; not
+        marked required so that an undecided O(tool=auto) is refused first, with the fix
+        (the roles pass host_facts' C(gpuhost_mechanisms.initramfs.image_pattern)).
     type: str
-    required: true
   rebuild_argv:
-    description: The command that rebuilds every installed kernel's image.
+    description:
+      - The command that rebuilds every installed kernel's image. Needed, as O(image_pattern).
     type: list
     elements: str
-    required: true
 notes:
   - With O(root) other than V(/), files are written below O(root) but the rebuild never
     runs; RV(skipped) lists it.
@@ -123,6 +131,16 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+tool:
+  description: The generator used (the detected one with O(tool=auto)).
+  returned: success
+  type: str
+  sample: dracut
+mechanism:
+  description: With O(tool=auto), the detector's answer - C(choice), C(source)
+    (C(detected)), C(evidence) per candidate and C(notes).
+  returned: when O(tool=auto)
+  type: dict
 rebuilt:
   description: Whether the images were rebuilt (check mode - would be).
   returned: always
@@ -173,7 +191,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import 
 def build_module():
     spec = argument_spec(
         ROOT_ARGUMENT_SPEC,
-        tool=dict(type="str", choices=list(INITRAMFS_TOOLS), default="initramfs-tools"),
+        tool=dict(type="str", choices=["auto"] + list(INITRAMFS_TOOLS), default="initramfs-tools"),
         blacklist_path=dict(type="path", default="/etc/modprobe.d/gpuhost-blacklist-gpu.conf"),
         blacklist_modules=dict(type="list", elements="str", default=[]),
         module_options=dict(type="list", elements="str", default=[]),
@@ -183,8 +201,8 @@ def build_module():
         install_items_path=dict(type="path", default=DRACUT_INSTALL_ITEMS_PATH),
         extra_inputs=dict(type="list", elements="path", default=[]),
         force=dict(type="bool", default=False),
-        image_pattern=dict(type="str", required=True),
-        rebuild_argv=dict(type="list", elements="str", required=True))
+        image_pattern=dict(type="str"),
+        rebuild_argv=dict(type="list", elements="str"))
     return AnsibleModule(argument_spec=spec, supports_check_mode=True)
 
 
@@ -202,7 +220,10 @@ class Initramfs(PlannedChange):
     @property
     def result(self):
         plan = self.plan
-        return self.change_result(rebuilt=bool(self.done and plan.rebuild and not plan.skipped),
+        extra = {"mechanism": plan.mechanism} if plan and plan.mechanism else {}
+        if plan:
+            extra["tool"] = plan.method
+        return self.change_result(**extra, rebuilt=bool(self.done and plan.rebuild and not plan.skipped),
                                   stale=list(plan.stale) if plan else [],
                                   reboot_required=bool(plan and plan.rebuild),
                                   skipped=list(plan.skipped) if plan else [])

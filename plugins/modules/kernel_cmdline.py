@@ -35,8 +35,11 @@ options:
     required: true
   method:
     description:
-      - V(auto) picks V(grubby) when C(/usr/sbin/grubby) or C(/usr/bin/grubby) exists below
-        O(root), V(grub) otherwise.
+      - V(auto) asks the host's files below O(root) (the collection's one detector, which
+        host_facts' C(mechanisms) subset reports too) - V(grubby) when a grubby binary and
+        BLS entries in C(/boot/loader/entries) exist, else V(grub) when update-grub or
+        grub-mkconfig and C(/etc/default/grub) (or C(grub.d)) exist. Neither is a refusal
+        that says what to install; RV(mechanism) holds the evidence.
     type: str
     choices: [auto, grub, grubby]
     default: auto
@@ -81,6 +84,13 @@ method:
   returned: always
   type: str
   sample: grub
+mechanism:
+  description: With O(method=auto), the detector's answer - C(choice), C(source)
+    (C(detected)), C(evidence) per candidate and C(notes) (evidence refused, such as a
+    link out of O(root)).
+  returned: when O(method=auto)
+  type: dict
+  sample: {choice: grubby, source: detected, evidence: {grubby: [/usr/sbin/grubby exists]}}
 missing_active:
   description: The arguments the running kernel's command line lacks.
   returned: always
@@ -154,7 +164,9 @@ class KernelCmdline(PlannedChange):
     @property
     def result(self):
         plan = self.plan
+        extra = {"mechanism": plan.mechanism} if plan and plan.mechanism else {}
         return self.change_result(method=plan.method if plan else self.module.params["method"],
+                                  **extra,
                                   missing_active=list(plan.missing_active) if plan else [],
                                   missing_next_boot=list(plan.missing_next_boot) if plan else [],
                                   reboot_required=bool(plan and plan.missing_active),

@@ -612,7 +612,8 @@ def test_every_subset_on_a_recorded_tree_runs_no_command_and_changes_nothing(run
     # No dpkg status in the tree: no packages fact; the iommu subset's answer is its own
     # fact; the platform's facts are this machine's own (setup's), whatever the root.
     assert code == 0 and result["changed"] is False
-    assert sorted(result["ansible_facts"]) == sorted(["gpuhost_host", "gpuhost_iommu"] + list(host_facts.PLATFORM_FACTS))
+    assert sorted(result["ansible_facts"]) == sorted(["gpuhost_host", "gpuhost_iommu", "gpuhost_mechanisms"]
+                                                     + list(host_facts.PLATFORM_FACTS))
     assert result["ansible_facts"]["os_family"] in ("Debian", "RedHat") and result["ansible_facts"]["pkg_mgr"]
     facts = result["ansible_facts"]["gpuhost_host"]
     assert facts["gathered"] == list(host_facts.GATHER_SUBSETS)
@@ -837,3 +838,23 @@ def test_memory_gives_the_kernel_release_that_decides_the_per_node_hugepages_for
     assert host_facts.read_memory(root)["kernel_release"] == "5.14.0-427.13.1.el9_4.x86_64"
     os.remove(os.path.join(root, "proc/sys/kernel/osrelease"))
     assert host_facts.read_memory(root)["kernel_release"] is None
+
+
+# ---------------------------------------------------------------- mechanisms
+
+
+def test_mechanisms_subset_publishes_the_detector_with_the_given_family(tmp_path, capsys, no_commands):
+    # A recorded Debian tree with dracut installed: the fact says dracut, detected.
+    os.makedirs(os.path.join(str(tmp_path), "sys"))
+    for path in ("usr/bin/dracut", "usr/sbin/update-grub", "etc/default/grub"):
+        _write(str(tmp_path), path, "")
+    os.makedirs(os.path.join(str(tmp_path), "etc/dracut.conf.d"))
+    code, result = _run(capsys, root=str(tmp_path), gather=["mechanisms"], os_family="Debian")
+    assert code == 0 and result["changed"] is False
+    found = result["ansible_facts"]["gpuhost_mechanisms"]
+    assert result["ansible_facts"]["gpuhost_host"]["mechanisms"] == {
+        "boot_loader": "grub", "initramfs": "dracut", "libvirt": "monolithic"}
+    assert found["initramfs"]["source"] == "detected"
+    assert found["initramfs"]["image_pattern"] == "/boot/initrd.img-%s"
+    assert found["libvirt"]["source"] == "os_default (none found)"
+    assert found["libvirt"]["start_units"] == ["libvirtd.service"]

@@ -318,3 +318,66 @@ def test_fake_systemctl_check_mode_restarts_for_a_changed_path_whatever_its_mtim
 def test_fake_systemctl_hostile_changed_path_is_refused(capsys, systemd):
     code, result = _run(capsys, units=[_want("a.service")], changed_paths=["relative/x"])
     assert code == 1 and result["field"] == "changed_paths[0]" and systemd.calls == []
+
+
+# ---------------------------------------------------------------- host slimming
+
+
+def test_slimming_with_fake_systemctl_disables_stops_and_reports_each_unit(systemd, capsys):
+    systemd.units.update({"tuned.service": FakeSystemd.unit(),
+                          "cups.service": FakeSystemd.unit(),
+                          "bluetooth.service": FakeSystemd.unit(active=False, enabled="disabled")})
+    code, result = _run(capsys, units=[_want("tuned.service")],
+                        disable=["cups", "bluetooth.service", "ModemManager.service"])
+    assert code == 0 and result["changed"]
+    # No daemon-reload for the unit that is not installed; the others in the given order.
+    assert systemd.verbs() == ["disable cups.service", "stop cups.service"]
+    assert result["slimmed"] == {"disabled": ["cups.service"], "stopped": ["cups.service"],
+                                 "already": ["bluetooth.service"], "absent": ["ModemManager.service"]}
+    again_code, again = _run(capsys, units=[_want("tuned.service")], disable=["cups.service"])
+    assert again_code == 0 and not again["changed"] and again["slimmed"]["already"] == ["cups.service"]
+
+
+def test_slimming_check_mode_with_fake_systemctl_reports_and_runs_only_show(systemd, capsys):
+    systemd.units.update({"tuned.service": FakeSystemd.unit(), "cups.service": FakeSystemd.unit()})
+    code, result = _run(capsys, units=[_want("tuned.service")], disable=["cups.service"],
+                        _ansible_check_mode=True, _ansible_diff=True)
+    assert code == 0 and result["changed"]
+    assert systemd.verbs() == []
+    assert result["slimmed"]["disabled"] == ["cups.service"]
+    assert "cups.service: enabled, active" in result["diff"]["before"]
+    assert "cups.service: disabled, inactive" in result["diff"]["after"]
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("sshd", "Ansible and the operators reach the host"),
+    ("ssh.socket", "Debian's name"),
+    ("NetworkManager.service", "network"),
+    ("systemd-networkd", "network"),
+    ("libvirtd.service", "tenants"),
+    ("virtqemud.socket", "tenants"),
+    ("tuned", "tuned profile"),
+])
+def test_slimming_refuses_a_service_the_host_needs_by_name(systemd, capsys, name, reason):
+    code, result = _run(capsys, units=[_want("gpuhost-numa.service")], disable=[name])
+    assert code == 1 and "needs" in result["msg"] and reason in result["msg"]
+    assert result["field"] == "disable[0]"
+    assert systemd.calls == []
+
+
+def test_slimming_refuses_what_the_caller_needs_with_its_reason(systemd, capsys):
+    code, result = _run(capsys, units=[_want("tuned.service")], disable=["irqbalance"],
+                        needed={"irqbalance": "the sriov_irq role bans the tenant CPUs through it"})
+    assert code == 1 and "bans the tenant CPUs" in result["msg"]
+
+
+@pytest.mark.parametrize("name", ["--now", "a b.service", "cups.service\nsshd.service", ""])
+def test_slimming_refuses_what_is_not_a_unit_name(systemd, capsys, name):
+    code, result = _run(capsys, units=[_want("tuned.service")], disable=[name])
+    assert code == 1 and "not a systemd unit name" in result["msg"]
+    assert systemd.calls == []
+
+
+def test_slimming_refuses_a_unit_also_in_units(systemd, capsys):
+    code, result = _run(capsys, units=[_want("cups.service")], disable=["cups"])
+    assert code == 1 and result["field"] == "disable"

@@ -231,3 +231,26 @@ def test_install_items_with_initramfs_tools_are_refused(tmp_path):
     with pytest.raises(GpuhostError) as err:
         _run(tmp_path, install_items=[RULE])
     assert err.value.field == "install_items" and "initramfs-tools" in err.value.fix
+
+
+def test_auto_on_debian_with_dracut_installed_picks_dracut_and_says_why(tmp_path):
+    # The detector's fixture: dracut's binary and dracut.conf.d, initramfs-tools' old
+    # configuration left behind (Debian's dracut replaces initramfs-tools).
+    _host(tmp_path)
+    _write(tmp_path, "/usr/bin/dracut", "")
+    os.makedirs(_full(tmp_path, "/etc/dracut.conf.d"))
+    result = _run(tmp_path, tool="auto", early_modules_path="/etc/dracut.conf.d/gpuhost-iommu-vfio.conf",
+                  check_mode=True).result
+    assert result["tool"] == "dracut"
+    assert result["mechanism"]["source"] == "detected"
+    assert result["mechanism"]["evidence"]["dracut"] == ["/usr/bin/dracut exists", "/etc/dracut.conf.d exists"]
+    assert "create /etc/dracut.conf.d/gpuhost-iommu-vfio.conf" in result["steps"]
+    assert result["skipped"] == ["update-initramfs -u -k all"]   # root is a tree: nothing runs
+
+
+def test_auto_with_no_generator_refuses_with_what_to_install(tmp_path):
+    _host(tmp_path)
+    with pytest.raises(GpuhostError) as info:
+        _run(tmp_path, tool="auto")
+    assert info.value.field == "tool"
+    assert "none found" in info.value.msg and "install dracut or initramfs-tools" in info.value.fix

@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The iommu role's "load vfio early" file, per OS family, against what the initramfs
-tools read, and the vfio role's run of the same initramfs module (its one owner): on
-RHEL the two write different dracut files, and both rebuild the same images."""
+"""The iommu role's "load vfio early" file, per initramfs generator (the detector's
+table, which the roles take through gpuhost_mechanisms), against what the generators
+read, and the vfio role's run of the same initramfs module (its one owner): with dracut
+the two write different files, and both rebuild the same images."""
 
 import os
 
@@ -13,52 +14,62 @@ import re
 import yaml
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import boot_config, vfio
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "iommu")
 
 
-def _vars(name):
-    with open(os.path.join(ROLE, "vars", name), encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
+def _settings(tool, family):
+    """What the stage's gpuhost_mechanisms hands the roles for ``tool`` on ``family``
+    (the detector's table, the one place the roles' initramfs files are named)."""
+    return mechanisms.initramfs_settings(tool, family)
+
+
+def _block(tool):
+    """The early-module block the initramfs module writes for the role's modules."""
     with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as handle:
-        data.update(yaml.safe_load(handle))
-    return data
+        modules = yaml.safe_load(handle)["__iommu_vfio_modules"]
+    return boot_config.early_modules_block(tool, modules)
 
 
-def _block(data):
-    """The early-module block the initramfs module writes for the role's vars."""
-    return boot_config.early_modules_block(data["__iommu_initramfs_tool"],
-                                           data["__iommu_vfio_modules"])
-
-
-def test_debian_block_goes_where_mkinitramfs_reads_and_holds_the_modules_vfio_bind_loads():
-    data = _vars("Debian.yml")
+def test_initramfs_tools_block_goes_where_mkinitramfs_reads_and_holds_the_modules_vfio_bind_loads():
     # mkinitramfs (initramfs-tools 0.142) reads ${CONFDIR}/modules and the package's
     # /usr/share/initramfs-tools/modules.d/*, and no modules.d below /etc.
-    assert data["__iommu_initramfs_path"] == "/etc/initramfs-tools/modules"
-    assert data["__iommu_initramfs_tool"] == "initramfs-tools"
-    assert _block(data).splitlines() == list(vfio.EARLY_MODULES)
+    assert _settings("initramfs-tools", "Debian")["early_modules_path"] == "/etc/initramfs-tools/modules"
+    assert _block("initramfs-tools").splitlines() == list(vfio.EARLY_MODULES)
 
 
-def test_rhel_snippet_is_not_the_install_items_file():
-    data = _vars("RedHat.yml")
-    assert data["__iommu_initramfs_path"].startswith("/etc/dracut.conf.d/")
-    assert data["__iommu_initramfs_path"].endswith(".conf")
-    assert data["__iommu_initramfs_path"] != boot_config.DRACUT_INSTALL_ITEMS_PATH
-    assert data["__iommu_initramfs_tool"] == "dracut"
-    assert _block(data) == 'force_drivers+=" vfio vfio_iommu_type1 vfio_pci "'
+def test_dracut_snippet_is_not_the_install_items_file():
+    for family in ("RedHat", "Debian"):
+        path = _settings("dracut", family)["early_modules_path"]
+        assert path.startswith("/etc/dracut.conf.d/") and path.endswith(".conf")
+        assert path != boot_config.DRACUT_INSTALL_ITEMS_PATH
+    assert _block("dracut") == 'force_drivers+=" vfio vfio_iommu_type1 vfio_pci "'
 
 
 def test_stale_image_check_covers_the_install_items_file():
     # A run killed between the vfio role's dracut list and its rebuild is caught by the
     # next run's iommu role only if that file is among the inputs whose mtimes the
     # initramfs module compares with the images (its own two files always are).
-    debian = _vars("Debian.yml")
-    assert debian["__iommu_initramfs_extra_inputs"] == []   # no binding file is in the image
-    assert debian["__iommu_initramfs_image_pattern"] == "/boot/initrd.img-%s"
-    rhel = _vars("RedHat.yml")
-    assert rhel["__iommu_initramfs_extra_inputs"] == [boot_config.DRACUT_INSTALL_ITEMS_PATH]
-    assert rhel["__iommu_initramfs_image_pattern"] == "/boot/initramfs-%s.img"
+    debian = _settings("initramfs-tools", "Debian")
+    assert debian["extra_inputs"] == []   # no binding file is in the image
+    assert debian["image_pattern"] == "/boot/initrd.img-%s"
+    rhel = _settings("dracut", "RedHat")
+    assert rhel["extra_inputs"] == [boot_config.DRACUT_INSTALL_ITEMS_PATH]
+    assert rhel["image_pattern"] == "/boot/initramfs-%s.img"
+    # Debian's dracut builds the images Debian's kernel hooks and GRUB look for.
+    assert _settings("dracut", "Debian")["image_pattern"] == "/boot/initrd.img-%s"
+
+
+def test_iommu_role_takes_its_boot_mechanisms_from_the_detector_not_the_os_family():
+    with open(os.path.join(ROLE, "tasks", "main.yml"), encoding="utf-8") as handle:
+        tasks = {task["name"]: task for task in yaml.safe_load(handle)}
+    cmdline = tasks["Put the kernel arguments into the boot configuration"]["gpuhost.kvm.kernel_cmdline"]
+    assert cmdline["method"] == "{{ gpuhost_mechanisms.boot_loader.choice or 'auto' }}"
+    initramfs = tasks["Blacklist the GPU drivers, load vfio early and rebuild the initramfs"]["gpuhost.kvm.initramfs"]
+    assert initramfs["tool"] == "{{ gpuhost_mechanisms.initramfs.choice or 'auto' }}"
+    for key in ("early_modules_path", "image_pattern", "rebuild_argv"):
+        assert "gpuhost_mechanisms.initramfs.%s" % key in initramfs[key]
 
 
 # A single-quoted YAML scalar keeps a backslash as it is, and Jinja (ansible-core 2.19)
@@ -83,18 +94,18 @@ def _vfio_vars(family):
         return yaml.safe_load(handle)
 
 
-def test_vfio_role_rebuilds_the_same_images_on_rhel_and_never_on_debian():
-    # Both roles rebuild through gpuhost.kvm.initramfs: on RHEL the same images with the
-    # same command, plus modules-load.d (which dracut builds in) among the inputs. On
-    # Debian no file of the binding is in the image, so the vfio role has nothing to
-    # rebuild from.
-    iommu, role = _vars("RedHat.yml"), _vfio_vars("RedHat")
-    assert role["__vfio_initramfs"] == iommu["__iommu_initramfs_tool"] == "dracut"
-    assert role["__vfio_initramfs_image_pattern"] == iommu["__iommu_initramfs_image_pattern"]
-    assert role["__vfio_initramfs_argv"] == iommu["__iommu_initramfs_argv"]
-    assert role["__vfio_initramfs_extra_inputs"] == [vfio.MODULES_LOAD]
+def test_vfio_role_rebuilds_the_same_images_only_with_dracut():
+    # Both roles rebuild through gpuhost.kvm.initramfs with the detector's image pattern
+    # and command, so they rebuild the same images; the vfio role adds modules-load.d
+    # (which dracut builds in) to the inputs. With initramfs-tools no file of the
+    # binding is in the image, so the vfio role has nothing to rebuild from.
+    with open(os.path.join(ROLE, "..", "vfio", "tasks", "main.yml"), encoding="utf-8") as handle:
+        tasks = {task["name"]: task for task in yaml.safe_load(handle)}
+    rebuild = tasks["List the binding's files for dracut and rebuild the initramfs when they changed"]
+    assert "gpuhost_mechanisms.initramfs.choice == 'dracut'" in rebuild["when"]
+    assert rebuild["gpuhost.kvm.initramfs"]["image_pattern"] == "{{ gpuhost_mechanisms.initramfs.image_pattern }}"
+    assert rebuild["gpuhost.kvm.initramfs"]["rebuild_argv"] == "{{ gpuhost_mechanisms.initramfs.rebuild_argv }}"
+    for family in ("RedHat", "Debian"):
+        assert _vfio_vars(family)["__vfio_initramfs_extra_inputs"] == [vfio.MODULES_LOAD]
     assert vfio.in_initramfs_image(vfio.MODULES_LOAD, "dracut")
-    debian = _vfio_vars("Debian")
-    assert debian["__vfio_initramfs"] == _vars("Debian.yml")["__iommu_initramfs_tool"]
-    assert not any(key.startswith("__vfio_initramfs_") for key in debian)
     assert not vfio.in_initramfs_image(vfio.MODULES_LOAD, "initramfs-tools")

@@ -152,6 +152,8 @@ def test_other_root_writes_the_drop_in_and_runs_no_command(tmp_path):
 def test_grubby_mocked_adds_only_the_missing_args_then_is_idempotent(tmp_path):
     _write(tmp_path, "/proc/cmdline", "root=/dev/vda1 intel_iommu=on\n")
     _write(tmp_path, "/usr/sbin/grubby", "")
+    # auto needs a BLS host: grubby and an entry (grubby alone is not one).
+    _write(tmp_path, "/boot/loader/entries/a-5.14.0.conf", "title RHEL\n")
     grubby = Grubby(["root=/dev/vda1", "intel_iommu=on"])
     result = _run(tmp_path, commands=grubby, method="auto").result
     assert result["method"] == "grubby" and result["changed"]
@@ -202,3 +204,20 @@ def test_a_link_at_the_drop_in_is_refused(tmp_path):
     with pytest.raises(GpuhostError) as info:
         _run(tmp_path, commands=UpdateGrub(tmp_path))
     assert info.value.field == "grub_dropin"
+
+
+def test_auto_on_a_debian_tree_is_grub_with_the_detectors_evidence(tmp_path):
+    _host(tmp_path)
+    _write(tmp_path, "/usr/sbin/update-grub", "")
+    _write(tmp_path, "/etc/default/grub", "GRUB_CMDLINE_LINUX=\"\"\n")
+    result = _run(tmp_path, method="auto", check_mode=True).result
+    assert result["method"] == "grub"
+    evidence = result["mechanism"]["evidence"]["grub"]
+    assert evidence == ["/usr/sbin/update-grub exists", "/etc/default/grub exists"]
+
+
+def test_auto_with_no_boot_loader_tooling_refuses_with_what_to_install(tmp_path):
+    _host(tmp_path)
+    with pytest.raises(GpuhostError) as info:
+        _run(tmp_path, method="auto")
+    assert info.value.field == "method" and "install grubby" in info.value.fix

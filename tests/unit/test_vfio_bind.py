@@ -28,6 +28,16 @@ def sim(tmp_path):
     return SimulatedKernel(build_sim_host(str(tmp_path / "host")))
 
 
+def _binary(sim, host_path):
+    os.makedirs(os.path.dirname(sim.path(host_path)), exist_ok=True)
+    with open(sim.path(host_path), "w", encoding="utf-8") as handle:
+        handle.write("")
+
+
+def _dracut_binary(sim):
+    _binary(sim, "/usr/bin/dracut")
+
+
 def bind(sim, check_mode=False, **args):
     args.setdefault("root", sim.root)
     return run_module(vfio_bind, "VfioBinder", args, sim, check_mode=check_mode)
@@ -109,6 +119,7 @@ def test_match_selects_by_vendor_and_class(sim):
 
 def test_persistent_udev_rule_and_modules_load_and_the_files_for_dracut(sim):
     os.makedirs(sim.path("/etc/dracut.conf.d"))
+    _dracut_binary(sim)   # auto asks the mechanism detector: binary and dracut.conf.d
     result = bind(sim, devices=[GPU], persistent=True).result
     assert result["persistence"] == "udev"
     assert result["initramfs_rebuild_required"] is True
@@ -132,6 +143,7 @@ def test_persistent_udev_rule_and_modules_load_and_the_files_for_dracut(sim):
 def test_persistent_driverctl_files_when_driverctl_is_installed(sim):
     TreeBuilder(sim.root).write("/usr/sbin/driverctl", "#!/bin/bash\n")
     os.makedirs(sim.path("/etc/initramfs-tools"))
+    _binary(sim, "/usr/sbin/update-initramfs")   # the detector wants the tool too
     TreeBuilder(sim.root).write("/etc/initramfs-tools/modules", "# keep me\nbtrfs\n")
     result = bind(sim, devices=[GPU], persistent=True).result
     assert result["persistence"] == "driverctl"
@@ -152,6 +164,7 @@ def test_dracut_files_cover_every_bound_device_not_only_this_runs(sim):
     # so the initramfs module never drops a device bound earlier from the image.
     TreeBuilder(sim.root).write("/usr/sbin/driverctl", "#!/bin/bash\n")
     os.makedirs(sim.path("/etc/dracut.conf.d"))
+    _dracut_binary(sim)   # auto asks the mechanism detector: binary and dracut.conf.d
     first = bind(sim, devices=[GPU], with_companions=False, persistent=True).result
     assert first["initramfs_files"] == ["/bin/cat", "/etc/driverctl.d/pci-0000:41:00.0",
                                         "/etc/udev/rules.d/61-gpuhost-vfio-driverctl.rules"]
@@ -182,6 +195,7 @@ def test_initramfs_tools_needs_no_rebuild_for_the_binding(sim):
     unbound = bind(sim, devices=[GPU], persistent=True, state="unbound").result
     assert unbound["initramfs_rebuild_required"] is False
     os.makedirs(sim.path("/etc/dracut.conf.d"))
+    _dracut_binary(sim)   # auto asks the mechanism detector: binary and dracut.conf.d
     assert bind(sim, devices=[GPU], persistent=True, initramfs="dracut").result[
         "initramfs_rebuild_required"] is True
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from typing import List
+from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import (
     check_image_pattern, read_initramfs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
@@ -166,10 +167,9 @@ EARLY_MODULES_MARKER = "# {mark} gpuhost.kvm iommu role: load vfio-pci before an
 _MODULE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MODULE_OPTION_RE = re.compile(r"[A-Za-z0-9_-]{1,64}( [A-Za-z0-9_.,=-]{1,128})+")
 MAX_MODULES = 64
-# dracut's install_items for the vfio-pci binding (vfio_bind's udev rules and driverctl
-# overrides), a whole file of the initramfs module's own; vfio_bind wrote it itself
-# before, and the same path takes over what it left.
-DRACUT_INSTALL_ITEMS_PATH = "/etc/dracut.conf.d/gpuhost-vfio.conf"
+# dracut's install_items file (mechanisms.py, which lists it among dracut's inputs);
+# vfio_bind wrote it itself before, and the same path takes over what it left.
+DRACUT_INSTALL_ITEMS_PATH = mechanisms.DRACUT_INSTALL_ITEMS_PATH
 INSTALL_ITEMS_HEADER = ("# Managed by gpuhost.kvm (initramfs module): the files the vfio-pci binding\n"
                         "# needs in the initramfs (vfio_bind's initramfs_files).\n")
 MAX_INSTALL_ITEMS = 256
@@ -286,9 +286,10 @@ class BootPlan:
     skipped: List[str] = dataclass_field(default_factory=list)
     stale: List[str] = dataclass_field(default_factory=list)
     rebuild: bool = False
+    # The detector's answer (choice, source, evidence) when the method was auto.
+    mechanism: Optional[dict] = None
 
 
-GRUBBY_PATHS = ("/usr/sbin/grubby", "/usr/bin/grubby")
 _REGENERATE_FIX = "read the command's error, repair the boot loader setup and run again"
 
 
@@ -313,7 +314,10 @@ def cmdline_plan(writer, params, run_command):
     plan = BootPlan()
     method = params.get("method") or "auto"
     if method == "auto":
-        method = "grubby" if any(writer.exists(path) for path in GRUBBY_PATHS) else "grub"
+        # The one place that decides (host/mechanisms.py): grubby with BLS entries, else
+        # update-grub/grub-mkconfig with /etc/default/grub; neither is a refusal.
+        plan.mechanism = mechanisms.chosen("boot_loader", writer.root, field="method")
+        method = plan.mechanism["choice"]
     plan.method = method
     plan.missing_active = cmdline_missing(writer.read("/proc/cmdline", default=""), args)
     if method == "grub":
@@ -351,10 +355,16 @@ def initramfs_plan(writer, params, run_command):
     rebuild when an input changed or an installed kernel's image is older than the
     newest input (read from the host, so a killed run still rebuilds next time)."""
     tool = params.get("tool") or "initramfs-tools"
+    mechanism = None
+    if tool == "auto":
+        # The one place that decides (host/mechanisms.py): dracut with dracut.conf.d wins
+        # over update-initramfs with /etc/initramfs-tools; neither is a refusal.
+        mechanism = mechanisms.chosen("initramfs", writer.root, field="tool")
+        tool = mechanism["choice"]
     pattern = params.get("image_pattern")
     check_image_pattern(pattern, field="image_pattern")
     argv = validate_argv(params.get("rebuild_argv"), "rebuild_argv")
-    plan = BootPlan(method=tool)
+    plan = BootPlan(method=tool, mechanism=mechanism)
     inputs = []
     blacklist = validate_module_names(params.get("blacklist_modules") or [], "blacklist_modules")
     options = validate_module_options(params.get("module_options") or [], "module_options")

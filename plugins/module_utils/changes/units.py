@@ -106,10 +106,17 @@ def plan_unit(unit, properties, inputs, index=0):
     load_state = properties.get("LoadState", "")
     refresh = unit_refresh(properties, inputs)
     unknown = load_state in ("not-found", "")
+    # A unit asked only to be disabled or stopped that systemd does not know is not
+    # installed: nothing to do, and no daemon-reload (host slimming lists such units).
+    absent = unknown and unit.get("enabled") is not True and unit.get("state") != "started"
     file_state = properties.get("UnitFileState", "")
     plan = {"load_state": load_state, "active": refresh["active"], "unit_file_state": file_state,
-            "daemon_reload": refresh["daemon_reload"] or unknown, "actions": [],
+            "daemon_reload": refresh["daemon_reload"] or (unknown and not absent), "actions": [],
             "reasons": list(refresh["reasons"])}
+    if absent:
+        plan["reasons"].append("not installed (LoadState %s): nothing to disable or stop"
+                               % (load_state or "empty"))
+        return plan
     if unknown:
         plan["reasons"].append("systemd does not know the unit yet (LoadState %s)" % (load_state or "empty"))
     field = "units[%d].name" % index

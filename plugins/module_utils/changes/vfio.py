@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
     read_state as read_state_nofollow)
@@ -295,11 +296,9 @@ def detect_persistence(writer, wanted="auto"):
 def detect_initramfs(writer, wanted="auto"):
     if wanted != "auto":
         return wanted
-    if writer.exists("/etc/dracut.conf.d") or writer.exists("/usr/bin/dracut"):
-        return "dracut"
-    if writer.exists("/etc/initramfs-tools"):
-        return "initramfs-tools"
-    return "none"
+    # The collection's one decision (host/mechanisms.py); undecided is "none" here:
+    # vfio_bind then lists no initramfs file, and the initramfs module owns the rest.
+    return mechanisms.detect_mechanisms(writer.root)["initramfs"]["choice"] or "none"
 
 
 def udev_rule(address):

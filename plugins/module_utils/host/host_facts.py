@@ -29,7 +29,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
 # What the module can gather; each names one reader (or one question to the host).
 GATHER_SUBSETS = ("firmware", "cpu_power", "memory", "devices", "kernel_log", "tuned",
                   "units", "initramfs", "libvirt", "packages", "iommu", "platform", "pci", "realized",
-                  "irqbalance")
+                  "irqbalance", "mechanisms")
 # The facts the platform subset publishes: those of setup's distribution and pkg_mgr
 # subsets that the roles choose their vars files and package tasks by.
 PLATFORM_FACTS = ("distribution", "distribution_version", "distribution_major_version",
