@@ -484,8 +484,9 @@ def check_hugepages(spec, topo, report, current=None):
         report.refusals.append(Refusal(
             spec.option("hugepage_size"), "node %s has no %s hugepage pool" % (
                 format_cpulist(nodes), _size_text(size)),
-            "reserve the pages first (gpuhost.kvm hugepages role; 1G pages need "
-            "hugepagesz=1G hugepages=N on the kernel command line and a reboot)"))
+            "reserve the pages first (the numa role; 1G pages need hugepagesz=1G "
+            "hugepages=<node>:<count> on the kernel command line, which the iommu role "
+            "writes from the plan, and a reboot)"))
         return
     free = sum(v or 0 for v in free_per_node.values())
     if free + held < needed:
