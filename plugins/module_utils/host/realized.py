@@ -145,26 +145,37 @@ def read_vfio_irqs(addresses, root="/"):
     return sorted(found, key=lambda entry: (entry["irq"], entry["name"]))
 
 
-def parse_huge_mappings(text):
-    """[{address, page_kib, pages: {node: pages}}] of each hugepage mapping of a
-    numa_maps text (marked ``huge``, or pages larger than 4 kB)."""
-    mappings = []
+def _numa_maps_entries(text):
+    """(address, page size in kB, hugepages?, [(node, pages)]) of each mapping of a
+    numa_maps text: ``kernelpagesize_kB``, ``N<node>=<pages>``, and ``huge`` (or pages
+    larger than 4 kB) for a hugepage mapping."""
     for line in (text or "").splitlines():
         tokens = line.split()
         if len(tokens) < 2:
             continue
-        page_kib, huge, pages = 4, False, {}
+        page_kib, huge, counts = 4, False, []
         for token in tokens[2:]:
             size = _PAGE_SIZE_RE.match(token)
             nodes = _NODE_PAGES_RE.match(token)
             if size:
                 page_kib = int(size.group(1))
             elif nodes:
-                pages[int(nodes.group(1))] = pages.get(int(nodes.group(1)), 0) + int(nodes.group(2))
+                counts.append((int(nodes.group(1)), int(nodes.group(2))))
             elif token == "huge":
                 huge = True
-        if huge or page_kib > 4:
-            mappings.append({"address": tokens[0], "page_kib": page_kib, "pages": pages})
+        yield tokens[0], page_kib, huge or page_kib > 4, counts
+
+
+def parse_huge_mappings(text):
+    """[{address, page_kib, pages: {node: pages}}] of each hugepage mapping of a
+    numa_maps text (marked ``huge``, or pages larger than 4 kB)."""
+    mappings = []
+    for address, page_kib, huge, counts in _numa_maps_entries(text):
+        if huge:
+            pages = {}
+            for node, count in counts:
+                pages[node] = pages.get(node, 0) + count
+            mappings.append({"address": address, "page_kib": page_kib, "pages": pages})
     return mappings
 
 
@@ -183,19 +194,8 @@ def parse_numa_maps(text):
     ``N<node>=<pages>`` times its ``kernelpagesize_kB``; a mapping marked ``huge`` (or with
     pages larger than 4 kB) counts as hugepages."""
     memory = {"huge": {}, "other": {}}
-    for line in (text or "").splitlines():
-        tokens = line.split()
-        page_kib, huge, counts = 4, False, []
-        for token in tokens[2:]:
-            size = _PAGE_SIZE_RE.match(token)
-            nodes = _NODE_PAGES_RE.match(token)
-            if size:
-                page_kib = int(size.group(1))
-            elif nodes:
-                counts.append((int(nodes.group(1)), int(nodes.group(2))))
-            elif token == "huge":
-                huge = True
-        kind = "huge" if huge or page_kib > 4 else "other"
+    for _address, page_kib, huge, counts in _numa_maps_entries(text):
+        kind = "huge" if huge else "other"
         for node, pages in counts:
             memory[kind][node] = memory[kind].get(node, 0) + pages * page_kib
     return memory
