@@ -50,7 +50,8 @@ options:
       - The subsets to read. Each costs only its own reads.
     type: list
     elements: str
-    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt, packages, iommu, platform, pci, realized, irqbalance, mechanisms]
+    choices: [firmware, cpu_power, memory, devices, kernel_log, tuned, units, initramfs, libvirt,
+              packages, iommu, platform, pci, realized, irqbalance, mechanisms]
     default: [firmware, cpu_power, memory]
   os_family:
     description:

@@ -17,15 +17,6 @@ from support import REPO
 ROLES = sorted(os.path.basename(path) for path in glob.glob(os.path.join(REPO, "roles", "*"))
                if os.path.isdir(os.path.join(path, "tasks")))
 
-# Roles whose vars/main.yml still holds Jinja, each with its reason. The list can only
-# shrink: a role listed here with no Jinja left fails below, so take it off the list
-# once its expressions have moved.
-PENDING = {
-    "iommu": "moved by issue 21, pending",
-    "numa": "moved by issue 21, pending",
-    "validate": "moved by issue 21, pending",
-}
-
 JINJA_MARKERS = ("{{", "{%")
 
 
@@ -50,21 +41,16 @@ def derived_role_vars(role):
     return sorted(name for name, value in variables.items() if _holds_jinja(name) or _holds_jinja(value))
 
 
-def test_the_pending_roles_exist():
-    assert set(PENDING) <= set(ROLES)
+def test_every_role_is_checked():
+    assert {"bios", "iommu", "vfio", "numa", "vm", "sriov_irq", "guest", "benchmark",
+            "validate", "plan"} <= set(ROLES)
 
 
-@pytest.mark.parametrize("role", [role for role in ROLES if role not in PENDING])
+@pytest.mark.parametrize("role", ROLES)
 def test_vars_main_holds_constants_only(role):
     assert derived_role_vars(role) == [], (
         "roles/%s/vars/main.yml holds Jinja: move these names to the vars of the task, block or "
         "include that reads them" % role)
-
-
-@pytest.mark.parametrize("role", sorted(PENDING))
-def test_a_pending_role_still_holds_jinja(role):
-    assert derived_role_vars(role), (
-        "roles/%s/vars/main.yml holds constants only now: take %s off PENDING (%s)" % (role, role, PENDING[role]))
 
 
 def test_the_check_finds_jinja_in_values_not_in_comments(tmp_path, monkeypatch):

@@ -71,3 +71,18 @@ def point_hk_gpu_01_at(base, build=build_runbook_host, **overrides):
     path = base / "extra.json"
     path.write_text(json.dumps(extra))
     return {"base": base, "root": root, "extra": "@%s" % path, "vars": extra}
+
+
+def role_tasks(role, file="main.yml"):
+    """The tasks of ``roles/<role>/tasks/<file>``, the tasks inside blocks included (a
+    role may wrap its tasks in a block that carries its derived vars)."""
+    import yaml
+    with open(os.path.join(REPO, "roles", role, "tasks", file), encoding="utf-8") as handle:
+        top = yaml.safe_load(handle) or []
+
+    def walk(tasks):
+        for task in tasks:
+            yield task
+            for key in ("block", "rescue", "always"):
+                yield from walk(task.get(key) or [])
+    return list(walk(top))

@@ -13,6 +13,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import boot_co
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from support.helpers import role_tasks
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
                         "boot-config")
@@ -155,7 +156,8 @@ def test_plan_kernel_args_put_the_cstate_limit_before_the_extra_arguments():
 
 def _render_iommu_kernel_args(**variables):
     """The iommu role's __iommu_kernel_args as Jinja renders it from the role's own
-    defaults and vars/main.yml, with the collection's filter under its full name."""
+    defaults and the vars of the block around its tasks, with the collection's filter
+    under its full name."""
     import jinja2
     import yaml
     from ansible.plugins.filter.core import FilterModule as CoreFilters
@@ -163,8 +165,7 @@ def _render_iommu_kernel_args(**variables):
         os.path.abspath(__file__)))), "roles", "iommu")
     with open(os.path.join(role, "defaults", "main.yml"), encoding="utf-8") as handle:
         values = yaml.safe_load(handle)
-    with open(os.path.join(role, "vars", "main.yml"), encoding="utf-8") as handle:
-        expression = yaml.safe_load(handle)["__iommu_kernel_args"]
+    expression = role_tasks("iommu")[0]["vars"]["__iommu_kernel_args"]
     values.update(gpuhost_plan={"hugepages": {}}, gpuhost_layout={"cpu_vendor": "GenuineIntel"})
     # The bios role's host_facts read, as Ansible gives it (ansible_facts is always there).
     values["ansible_facts"] = {"gpuhost_host": {"memory": {"kernel_release": "6.1.0-18-amd64"}}}

@@ -15,6 +15,7 @@ import yaml
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import boot_config, vfio
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
+from support.helpers import role_tasks
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "iommu")
 
@@ -62,8 +63,7 @@ def test_stale_image_check_covers_the_install_items_file():
 
 
 def test_iommu_role_takes_its_boot_mechanisms_from_the_detector_not_the_os_family():
-    with open(os.path.join(ROLE, "tasks", "main.yml"), encoding="utf-8") as handle:
-        tasks = {task["name"]: task for task in yaml.safe_load(handle)}
+    tasks = {task["name"]: task for task in role_tasks("iommu")}
     cmdline = tasks["Put the kernel arguments into the boot configuration"]["gpuhost.kvm.kernel_cmdline"]
     assert cmdline["method"] == "{{ gpuhost_mechanisms.boot_loader.choice or 'auto' }}"
     initramfs = tasks["Blacklist the GPU drivers, load vfio early and rebuild the initramfs"]["gpuhost.kvm.initramfs"]

@@ -10,6 +10,8 @@ import os
 
 import yaml
 
+from support.helpers import role_tasks
+
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
@@ -17,8 +19,7 @@ ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "roles")
 
 
 def _tasks():
-    with open(os.path.join(ROLES, "numa", "tasks", "main.yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return role_tasks("numa")
 
 
 def _render(value, variables):

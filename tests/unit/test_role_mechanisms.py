@@ -18,6 +18,7 @@ from ansible.template import Templar, trust_as_template
 from support.mechanism_trees import debian12, debian12_with_dracut, rhel9
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
+from support.helpers import role_tasks
 
 ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "roles")
 
@@ -28,7 +29,7 @@ def _yaml(*parts):
 
 
 def _task(role, starts, module):
-    task = next(t for t in _yaml(role, "tasks", "main.yml") if t["name"].startswith(starts))
+    task = next(t for t in role_tasks(role) if t.get("name", "").startswith(starts))
     return task[module], task.get("when", [])
 
 
