@@ -616,6 +616,8 @@ details:
   type: dict
 """
 
+import copy
+
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
@@ -627,7 +629,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.lifecycle impor
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     preflight_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
-    check_float_options, domain_spec_from_params)
+    ARGUMENT_SPEC, MODULE_RULES, check_float_options, domain_spec_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.storage import DomainStorage
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSetError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
@@ -642,89 +644,11 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_from_dict)
 
 HOST_SAFETY_OVERRIDES = PASS_THROUGH.overrides   # what host_safety may name here
-STRUCTURED_OPTIONS = ("vcpus", "vcpu_pins", "guest_topology", "memory_gib", "memory_nodes",
-                      "emulator_cpus", "iothreads", "iothread_cpus", "gpus")
-DEFINED_STATES = ("present", "running", "shutdown", "destroyed")
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=dict(
-            name=dict(type="str", required=True),
-            uri=dict(type="str", default="qemu:///system"),
-            state=dict(type="str", default="present",
-                       choices=["present", "running", "shutdown", "destroyed", "absent"]),
-            plan=dict(type="dict"),
-            vcpus=dict(type="int"),
-            vcpu_pins=dict(type="list", elements="raw"),
-            guest_topology=dict(type="dict", options=dict(
-                sockets=dict(type="int", default=1), dies=dict(type="int", default=1),
-                cores=dict(type="int", required=True), threads=dict(type="int", default=1))),
-            memory_gib=dict(type="float"),
-            hugepage_size=dict(type="str", default="1G"),
-            memory_nodes=dict(type="str"),
-            emulator_cpus=dict(type="str"),
-            iothreads=dict(type="int"),
-            iothread_cpus=dict(type="str"),
-            gpus=dict(type="list", elements="raw"),
-            hostdevs=dict(type="list", elements="str", default=[]),
-            hostdev_rom=dict(type="list", elements="dict", options=dict(
-                device=dict(type="str", required=True),
-                bar=dict(type="raw", required=True))),
-            disk=dict(type="dict", options=dict(
-                path=dict(type="path", required=True),
-                base_image=dict(type="path"),
-                base_format=dict(type="str", default="qcow2", choices=["qcow2", "raw"]),
-                size=dict(type="str"),
-                bus=dict(type="str", default="virtio", choices=["virtio", "sata", "scsi"]))),
-            cloud_init=dict(type="dict", options=dict(
-                seed_path=dict(type="path", required=True),
-                user_data=dict(type="str", no_log=True),
-                meta_data=dict(type="str", no_log=True),
-                network_config=dict(type="str", no_log=True))),
-            network=dict(type="dict", options=dict(
-                type=dict(type="str", required=True, choices=["bridge", "vf", "none"]),
-                bridge=dict(type="str"),
-                vf_address=dict(type="str"),
-                vf_mode=dict(type="str", default="interface", choices=["interface", "hostdev"]),
-                mac=dict(type="str"),
-                vlan=dict(type="int"),
-                model=dict(type="str", default="virtio")),
-                required_if=[("type", "bridge", ("bridge",))]),
-            autostart=dict(type="bool", default=True),
-            hide_kvm=dict(type="bool", default=True),
-            vcpusched=dict(type="dict", options=dict(
-                scheduler=dict(type="str", required=True, choices=["fifo", "rr"]),
-                priority=dict(type="int", required=True),
-                vcpus=dict(type="str"))),
-            maxphysaddr=dict(type="dict", options=dict(
-                mode=dict(type="str", default="auto",
-                          choices=["auto", "emulate", "passthrough", "none"]),
-                bits=dict(type="int"))),
-            firmware=dict(type="str", default="bios", choices=list(dx.FIRMWARE_CHOICES)),
-            cpu_mode=dict(type="str", default="host-passthrough",
-                          choices=["host-passthrough", "maximum"]),
-            lock_memory=dict(type="bool", default=True),
-            shared_memory=dict(type="bool", default=False),
-            domain_type=dict(type="str", default="kvm", choices=["kvm", "qemu", "test"]),
-            uuid=dict(type="str"),
-            root=dict(type="path", default="/"),
-            topology=dict(type="dict"),
-            allow_cpu_overlap=dict(type="bool", default=False),
-            allow_cross_node=dict(type="bool", default=False),
-            allow_vcpu_emulator_overlap=dict(type="bool", default=False),
-            allow_unsafe_interrupts=dict(type="bool", default=False),
-            allow_host_critical=dict(type="bool", default=False),
-            allow_boot_vga=dict(type="bool", default=False),
-            allow_no_reset=dict(type="bool", default=False),
-            remove_storage=dict(type="bool", default=False),
-            state_dir=dict(type="path", default="/var/lib/gpuhost/domains"),
-        ),
-        mutually_exclusive=[("plan", option) for option in STRUCTURED_OPTIONS],
-        required_together=[("vcpus", "vcpu_pins", "memory_gib")],
-        required_if=[("state", state, ("plan", "vcpus"), True) for state in DEFINED_STATES],
-        supports_check_mode=True,
-    )
+    return AnsibleModule(argument_spec=copy.deepcopy(ARGUMENT_SPEC), supports_check_mode=True,
+                         **copy.deepcopy(MODULE_RULES))
 
 
 class PinnedDomain:

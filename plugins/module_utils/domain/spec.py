@@ -193,3 +193,85 @@ def gpu_from_option(item, topo, index):
     return dx.GpuSpec(address=address, functions=tuple(functions or (address,)),
                       bar64_total=dx.whole_number(bar64 or 0, field + ".bar64_total"),
                       origin=field)
+
+# The module's options (libvirt_pinned_domain's DOCUMENTATION says what each means), next
+# to domain_spec_from_params, the one reader of them.
+STRUCTURED_OPTIONS = ("vcpus", "vcpu_pins", "guest_topology", "memory_gib", "memory_nodes",
+                      "emulator_cpus", "iothreads", "iothread_cpus", "gpus")
+DEFINED_STATES = ("present", "running", "shutdown", "destroyed")
+ARGUMENT_SPEC = dict(
+        name=dict(type="str", required=True),
+        uri=dict(type="str", default="qemu:///system"),
+        state=dict(type="str", default="present",
+                   choices=["present", "running", "shutdown", "destroyed", "absent"]),
+        plan=dict(type="dict"),
+        vcpus=dict(type="int"),
+        vcpu_pins=dict(type="list", elements="raw"),
+        guest_topology=dict(type="dict", options=dict(
+            sockets=dict(type="int", default=1), dies=dict(type="int", default=1),
+            cores=dict(type="int", required=True), threads=dict(type="int", default=1))),
+        memory_gib=dict(type="float"),
+        hugepage_size=dict(type="str", default="1G"),
+        memory_nodes=dict(type="str"),
+        emulator_cpus=dict(type="str"),
+        iothreads=dict(type="int"),
+        iothread_cpus=dict(type="str"),
+        gpus=dict(type="list", elements="raw"),
+        hostdevs=dict(type="list", elements="str", default=[]),
+        hostdev_rom=dict(type="list", elements="dict", options=dict(
+            device=dict(type="str", required=True),
+            bar=dict(type="raw", required=True))),
+        disk=dict(type="dict", options=dict(
+            path=dict(type="path", required=True),
+            base_image=dict(type="path"),
+            base_format=dict(type="str", default="qcow2", choices=["qcow2", "raw"]),
+            size=dict(type="str"),
+            bus=dict(type="str", default="virtio", choices=["virtio", "sata", "scsi"]))),
+        cloud_init=dict(type="dict", options=dict(
+            seed_path=dict(type="path", required=True),
+            user_data=dict(type="str", no_log=True),
+            meta_data=dict(type="str", no_log=True),
+            network_config=dict(type="str", no_log=True))),
+        network=dict(type="dict", options=dict(
+            type=dict(type="str", required=True, choices=["bridge", "vf", "none"]),
+            bridge=dict(type="str"),
+            vf_address=dict(type="str"),
+            vf_mode=dict(type="str", default="interface", choices=["interface", "hostdev"]),
+            mac=dict(type="str"),
+            vlan=dict(type="int"),
+            model=dict(type="str", default="virtio")),
+            required_if=[("type", "bridge", ("bridge",))]),
+        autostart=dict(type="bool", default=True),
+        hide_kvm=dict(type="bool", default=True),
+        vcpusched=dict(type="dict", options=dict(
+            scheduler=dict(type="str", required=True, choices=["fifo", "rr"]),
+            priority=dict(type="int", required=True),
+            vcpus=dict(type="str"))),
+        maxphysaddr=dict(type="dict", options=dict(
+            mode=dict(type="str", default="auto",
+                      choices=["auto", "emulate", "passthrough", "none"]),
+            bits=dict(type="int"))),
+        firmware=dict(type="str", default="bios", choices=list(dx.FIRMWARE_CHOICES)),
+        cpu_mode=dict(type="str", default="host-passthrough",
+                      choices=["host-passthrough", "maximum"]),
+        lock_memory=dict(type="bool", default=True),
+        shared_memory=dict(type="bool", default=False),
+        domain_type=dict(type="str", default="kvm", choices=["kvm", "qemu", "test"]),
+        uuid=dict(type="str"),
+        root=dict(type="path", default="/"),
+        topology=dict(type="dict"),
+        allow_cpu_overlap=dict(type="bool", default=False),
+        allow_cross_node=dict(type="bool", default=False),
+        allow_vcpu_emulator_overlap=dict(type="bool", default=False),
+        allow_unsafe_interrupts=dict(type="bool", default=False),
+        allow_host_critical=dict(type="bool", default=False),
+        allow_boot_vga=dict(type="bool", default=False),
+        allow_no_reset=dict(type="bool", default=False),
+        remove_storage=dict(type="bool", default=False),
+        state_dir=dict(type="path", default="/var/lib/gpuhost/domains"),
+)
+MODULE_RULES = dict(
+    mutually_exclusive=[("plan", option) for option in STRUCTURED_OPTIONS],
+    required_together=[("vcpus", "vcpu_pins", "memory_gib")],
+    required_if=[("state", state, ("plan", "vcpus"), True) for state in DEFINED_STATES],
+)
