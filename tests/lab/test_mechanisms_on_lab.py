@@ -44,14 +44,20 @@ def test_mechanisms_on_the_debian_lab_match_its_files(lab):
 
 
 def test_slimming_in_check_mode_reports_and_changes_nothing_on_the_lab(lab):
-    before = lab.ssh("systemctl is-enabled cron.service || true").stdout.strip()
+    # The lab's minimal Debian has neither cron nor systemd-timesyncd (the first run of
+    # this test found both absent): systemd-pstore is a service it has enabled that the
+    # host does not need.
+    before = lab.ssh("systemctl is-enabled systemd-pstore.service || true").stdout.strip()
+    assert before == "enabled", before
     rc, result = lab.module("gpuhost.kvm.host_units",
-                            {"units": [{"name": "systemd-timesyncd.service"}],
-                             "disable": ["cron.service", "gpuhost-no-such-unit.service"]},
+                            {"units": [{"name": "ssh.service"}],
+                             "disable": ["systemd-pstore.service", "gpuhost-no-such-unit.service"]},
                             check_mode=True)
     assert rc == 0, json.dumps(result, indent=1)[:4000]
-    assert result["slimmed"]["absent"] == ["gpuhost-no-such-unit.service"]
-    assert lab.ssh("systemctl is-enabled cron.service || true").stdout.strip() == before
+    assert result["changed"] is True, result
+    assert result["slimmed"]["absent"] == ["gpuhost-no-such-unit.service"], result["slimmed"]
+    assert "systemd-pstore.service" in result["slimmed"]["disabled"], result["slimmed"]
+    assert lab.ssh("systemctl is-enabled systemd-pstore.service || true").stdout.strip() == before
     rc, refused = lab.module("gpuhost.kvm.host_units",
                              {"units": [{"name": "systemd-timesyncd.service"}], "disable": ["ssh"]},
                              check_mode=True)
