@@ -201,7 +201,7 @@ ansible_facts:
           key: IRQBALANCE_BANNED_CPULIST
           banned_cpus: "2-31,34-63"
           kernel_managed_names: [nvme0q1]
-          irqs: [{irq: 70, name: "vfio-msix[0](0000:65:00.0)", cpus: [0, 1], effective: [0]}]
+          irqs: [{irq: 70, name: "vfio-msix[0](0000:65:00.0)", chip: "IR-PCI-MSIX-0000:65:00.0", cpus: [0, 1], effective: [0]}]
         tuned: {active_profile: virtual-host}
         units:
           gpuhost-numa.service: {read: true, active: true, enabled: true,
@@ -442,7 +442,7 @@ class HostFacts(object):
         path = self.params["irqbalance_config"]
         exists = os.path.lexists(writer.path(path))
         key, banned = irqbalance_core.banned_in_config(irqbalance_core.read_config(writer, path))
-        irqs = [{"irq": irq.number, "name": irq.name,
+        irqs = [{"irq": irq.number, "name": irq.name, "chip": irq.chip,
                  "cpus": list(irq.smp_affinity_list) if irq.smp_affinity_list is not None else None,
                  "effective": list(irq.effective_affinity_list) if irq.effective_affinity_list is not None else None}
                 for irq in sorted((i for i in read_irqs(self.root).values() if i.number is not None),

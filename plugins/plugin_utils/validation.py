@@ -298,7 +298,7 @@ def check_irqbalance(plan, irqbalance, managed=()):
                             % (key, banned, format_cpulist(left)))
     managed_names = set(irqbalance.get("kernel_managed_names") or ())
     managed_numbers = set(int(n) for n in managed or ())
-    skipped, unread, off, tenant_only = 0, [], 0, []
+    skipped, unread, off, tenant_only, legacy = 0, [], 0, [], []
     for irq in irqbalance.get("irqs") or ():
         if int(irq["irq"]) in managed_numbers or irq.get("name") in managed_names:
             skipped += 1
@@ -310,6 +310,13 @@ def check_irqbalance(plan, irqbalance, managed=()):
             unread.append(str(irq["irq"]))
             continue
         on = tenant_cpus & set(irq["effective"])
+        if on and "IO-APIC" in str(irq.get("chip") or ""):   # IR-IO-APIC with remapping
+            # A legacy GSI (the lab's i8042 keyboard and mouse, IRQ 1 and 12): the lab's
+            # converge showed irqbalance leaving them on banned CPUs, and irq_affinity
+            # does not pin them; named in the detail, not failed, until it does.
+            legacy.append("%s (%s) on %s" % (irq["irq"], irq.get("name") or "no action",
+                                             format_cpulist(on)))
+            continue
         if on:
             problems.append("IRQ %s (%s) fires on tenant CPU(s) %s, which irqbalance's ban list should keep it off"
                             % (irq["irq"], irq.get("name") or "no action", format_cpulist(on)))
@@ -318,7 +325,9 @@ def check_irqbalance(plan, irqbalance, managed=()):
     notes = ("; %d kernel-managed IRQ(s) not counted" % skipped if skipped else "") + \
         ("; allowed only on tenant CPUs, so not irqbalance's to move: IRQ %s" % ", ".join(tenant_only)
          if tenant_only else "") + \
-        ("; effective affinity not read: IRQ %s" % ", ".join(unread) if unread else "")
+        ("; effective affinity not read: IRQ %s" % ", ".join(unread) if unread else "") + \
+        ("; legacy IO-APIC IRQ(s) irqbalance leaves on tenant CPUs: %s" % ", ".join(legacy)
+         if legacy else "")
     if problems:
         return _check("irqbalance", title, FAIL, "; ".join(problems) + notes)
     return _check("irqbalance", title, PASS, "%s=%s bans the tenant CPUs %s; %d IRQ(s) off them%s"

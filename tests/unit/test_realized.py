@@ -324,6 +324,24 @@ def test_the_ban_list_passes_when_no_unmanaged_irq_is_on_a_tenant_cpu(tmp_path, 
     assert validation.check_irqbalance(PLAN_CPUS, facts)["detail"].startswith("IRQ 40 (nvme0q1) fires on tenant")
 
 
+
+def test_a_legacy_io_apic_irq_on_a_tenant_cpu_is_named_not_failed(tmp_path, capsys):
+    # What the lab's converge showed: irqbalance leaves the i8042 keyboard and mouse IRQs
+    # (IO-APIC 1-edge, 12-edge) on banned CPUs; irq_affinity does not pin legacy GSIs yet.
+    root = _irqbalance_host(tmp_path, "IRQBALANCE_BANNED_CPULIST=2-7\n")
+    facts = _irqbalance_facts(root, capsys)["ansible_facts"]["gpuhost_host"]["irqbalance"]
+    assert {irq["irq"]: irq["chip"] for irq in facts["irqs"]}[24]     # the chip is read
+    facts["irqs"] = [irq for irq in facts["irqs"] if irq["irq"] not in (41, 42)]
+    facts["irqs"].append({"irq": 1, "name": "i8042", "chip": "IO-APIC", "cpus": [0, 1, 2, 3, 4, 5, 6, 7],
+                          "effective": [3]})
+    check = validation.check_irqbalance(PLAN_CPUS, facts)
+    assert check["status"] == "pass", check
+    assert check["detail"].endswith("; legacy IO-APIC IRQ(s) irqbalance leaves on tenant CPUs: 1 (i8042) on 3")
+    facts["irqs"][-1]["chip"] = "IR-IO-APIC"                     # with interrupt remapping
+    assert validation.check_irqbalance(PLAN_CPUS, facts)["status"] == "pass"
+    facts["irqs"][-1]["chip"] = "PCI-MSIX-0000:03:00.0"          # a device's IRQ still fails
+    assert validation.check_irqbalance(PLAN_CPUS, facts)["status"] == "fail"
+
 @pytest.mark.parametrize("text, detail", [
     (None, "/etc/default/irqbalance does not exist: run the sriov_irq stage (irqbalance bans no CPU)"),
     ("IRQBALANCE_ONESHOT=0\n", "/etc/default/irqbalance sets no ban list (IRQBALANCE_BANNED_CPULIST or "
