@@ -315,8 +315,8 @@ def test_the_ban_list_passes_when_no_unmanaged_irq_is_on_a_tenant_cpu(tmp_path, 
     facts["irqs"] = [irq for irq in facts["irqs"] if irq["irq"] not in (41, 42)]
     check = validation.check_irqbalance(PLAN_CPUS, facts)
     assert check["status"] == "pass" and check["detail"] == (
-        "IRQBALANCE_BANNED_CPULIST=2-7 bans the tenant CPUs 2-7; 1 IRQ(s) off them; "
-        "1 kernel-managed IRQ(s) not counted"), check
+        "IRQBALANCE_BANNED_CPULIST=2-7 bans the tenant CPUs 2-7; no IRQ irqbalance balances "
+        "fires on one"), check
     # a managed IRQ this run met (irq_affinity's skipped_managed) counts as managed too
     facts["kernel_managed_names"] = []
     facts["irqs"][1]["cpus"] = [1, 3]      # a managed queue spread over CPUs 1 and 3
@@ -335,8 +335,10 @@ def test_a_legacy_io_apic_irq_on_a_tenant_cpu_is_named_not_failed(tmp_path, caps
     facts["irqs"].append({"irq": 1, "name": "i8042", "chip": "IO-APIC", "cpus": [0, 1, 2, 3, 4, 5, 6, 7],
                           "effective": [3]})
     check = validation.check_irqbalance(PLAN_CPUS, facts)
+    # a pass detail stays the same whether irqbalance has moved the legacy IRQ yet or not
+    # (the lab's second converge found it moved), so a re-run of validate changes nothing
+    assert check == validation.check_irqbalance(PLAN_CPUS, dict(facts, irqs=facts["irqs"][:-1])), check
     assert check["status"] == "pass", check
-    assert check["detail"].endswith("; legacy IO-APIC IRQ(s) irqbalance leaves on tenant CPUs: 1 (i8042) on 3")
     facts["irqs"][-1]["chip"] = "IR-IO-APIC"                     # with interrupt remapping
     assert validation.check_irqbalance(PLAN_CPUS, facts)["status"] == "pass"
     facts["irqs"][-1]["chip"] = "PCI-MSIX-0000:03:00.0"          # a device's IRQ still fails
