@@ -324,7 +324,6 @@ def test_the_ban_list_passes_when_no_unmanaged_irq_is_on_a_tenant_cpu(tmp_path, 
     assert validation.check_irqbalance(PLAN_CPUS, facts)["detail"].startswith("IRQ 40 (nvme0q1) fires on tenant")
 
 
-
 def test_a_legacy_io_apic_irq_on_a_tenant_cpu_is_named_not_failed(tmp_path, capsys):
     # What the lab's converge showed: irqbalance leaves the i8042 keyboard and mouse IRQs
     # (IO-APIC 1-edge, 12-edge) on banned CPUs; irq_affinity does not pin legacy GSIs yet.
@@ -343,6 +342,7 @@ def test_a_legacy_io_apic_irq_on_a_tenant_cpu_is_named_not_failed(tmp_path, caps
     assert validation.check_irqbalance(PLAN_CPUS, facts)["status"] == "pass"
     facts["irqs"][-1]["chip"] = "PCI-MSIX-0000:03:00.0"          # a device's IRQ still fails
     assert validation.check_irqbalance(PLAN_CPUS, facts)["status"] == "fail"
+
 
 @pytest.mark.parametrize("text, detail", [
     (None, "/etc/default/irqbalance does not exist: run the sriov_irq stage (irqbalance bans no CPU)"),
