@@ -65,7 +65,12 @@ def test_reset_facts_match_the_kernel_and_the_scrub_resets_or_refuses(lab):
     by_vfio = {f["address"] for f in facts["reset_findings"]
                if f["gpu"] == GPU0 and f["id"] == "gpu_reset_by_vfio"}
     assert by_vfio <= {a for a, ok in usable.items() if ok is False}, (by_vfio, usable)
-    writable = [a for a in (GPU0, GPU0_HDA) if usable[a]]
+    # A function whose only method is a bus reset, beside another function on its bus
+    # (the lab's 21:00.0 reads "bus" beside its HDA), is refused that reset by the kernel
+    # (ENOTTY: the first run of this test); vfio-pci's bus reset on release wipes it.
+    bus_beside = {a for a in (GPU0, GPU0_HDA)
+                  if reported[a]["bus_only"] and reported[a]["bus_siblings"]}
+    writable = [a for a in (GPU0, GPU0_HDA) if usable[a] and a not in bus_beside]
     wiped = all(usable[a] or a in by_vfio for a in (GPU0, GPU0_HDA))
     print("kernel reset files: %s; reset by vfio-pci: %s" % (kernel, sorted(by_vfio)))
 

@@ -229,6 +229,23 @@ def test_bus_only_reset_shared_with_another_device_is_refused(tmp_path):
     assert "only be reset by a bus reset, which would reset 0000:05:01.0 too" in err.message
 
 
+
+def test_a_bus_only_gpu_beside_its_own_hda_is_left_to_vfio_not_written(tmp_path):
+    """The lab's GPU 21:00.0: its reset_method says "bus" (probed before its HDA
+    appeared), but the kernel refuses that reset with ENOTTY while the HDA shares the
+    bus. Both functions are the tenant's, so vfio-pci's bus reset on release wipes them;
+    the scrub writes no reset for either."""
+    sim = build_host(str(tmp_path / "host"), hda_reset=None)
+    with open(os.path.join(os.path.realpath(os.path.join(sim.root, "sys/bus/pci/devices", GPU)),
+                           "reset_method"), "w") as handle:
+        handle.write("bus\n")
+    path = str(tmp_path / "ledger.json")
+    write_ledger(path, [tenant()])
+    result = scrub(sim, path)
+    assert sim.resets == []
+    assert [d["action"] for d in result["devices"]] == [
+        "reset by vfio-pci (its bus, when the domain let it go)"] * 2
+
 def test_failure_mid_scrub_names_what_was_reset_and_keeps_the_ledger(env):
     sim, path = env
     sim.fail_on["/sys/bus/pci/devices/%s/reset" % HDA] = errno.EIO

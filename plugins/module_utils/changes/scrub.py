@@ -159,6 +159,14 @@ def _function_refusal(writer, functions, address, own, allow_no_reset, plan):
         return ("%s, so what the tenant left in it would reach the next tenant"
                 % capability.reason), ALLOW_NO_RESET
     others = [a for a in capability.bus_siblings if a not in own]
+    if capability.bus_only and capability.bus_siblings and not others and \
+            vfio_resets_on_release(function, functions, own):
+        # The kernel refuses a bus reset through ``reset`` while any other function sits
+        # on the bus (pci_parent_bus_reset: ENOTTY), even one probed as "bus" before its
+        # siblings appeared, as the lab's GPU 21:00.0 is: vfio-pci's reset of the whole
+        # bus on release is what wipes it.
+        entry["action"] = "reset by vfio-pci (its bus, when the domain let it go)"
+        return None
     if capability.bus_only and others:
         return ("%s can only be reset by a bus reset, which would reset %s too"
                 % (address, ", ".join(others))), None
