@@ -229,7 +229,6 @@ def test_bus_only_reset_shared_with_another_device_is_refused(tmp_path):
     assert "only be reset by a bus reset, which would reset 0000:05:01.0 too" in err.message
 
 
-
 def test_a_bus_only_gpu_beside_its_own_hda_is_left_to_vfio_not_written(tmp_path):
     """The lab's GPU 21:00.0: its reset_method says "bus" (probed before its HDA
     appeared), but the kernel refuses that reset with ENOTTY while the HDA shares the
@@ -245,6 +244,7 @@ def test_a_bus_only_gpu_beside_its_own_hda_is_left_to_vfio_not_written(tmp_path)
     assert sim.resets == []
     assert [d["action"] for d in result["devices"]] == [
         "reset by vfio-pci (its bus, when the domain let it go)"] * 2
+
 
 def test_failure_mid_scrub_names_what_was_reset_and_keeps_the_ledger(env):
     sim, path = env
