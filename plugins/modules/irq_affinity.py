@@ -139,7 +139,9 @@ notes:
     udev rule on net add/move events (C(/etc/udev/rules.d/90-gpuhost-irq-affinity.rules)),
     a NetworkManager dispatcher script on link up where NetworkManager is installed, and a
     libvirt qemu hook (C(/etc/libvirt/hooks/qemu.d/gpuhost-irq-affinity)) that, on
-    C(started), watches for a few minutes in the background for the guest's MSI-X IRQs,
+    C(started), watches for a few minutes in the background for the guest's MSI-X IRQs
+    (libvirt finds a new hook only at its daemon's start or reload, so a run that writes
+    the hook reloads the running C(libvirtd) or C(virtqemud); its guests keep running),
     and the enabled boot unit C(gpuhost-irq-reapply.service), which watches for a few
     minutes after boot (a block device's queues have no udev net event)."
   - Only the write tells a kernel-managed IRQ apart (it fails with EIO). A real run with
@@ -284,11 +286,12 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning import (
-    POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, add_managed_record, build_rule, known_managed_names,
-    plan_persistence, plan_pins, select_irqs, validate_cpus)
+    LIBVIRT_HOOK, POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, add_managed_record, build_rule,
+    known_managed_names, plan_persistence, plan_pins, select_irqs, validate_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irqbalance import (
     format_for_version, plan_config, read_config)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.mechanisms import LIBVIRT_UNITS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_cpu_state, read_irqs, read_online_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
@@ -300,6 +303,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import conf
 
 # Linux's MAX_NUMNODES at its largest (CONFIG_NODES_SHIFT=10): one group per node.
 MAX_GROUPS = 1024
+# The daemons that run QEMU guests, monolithic or modular (the sockets start them).
+LIBVIRT_DAEMONS = tuple(unit for units in LIBVIRT_UNITS.values() for unit in units
+                        if unit.endswith(".service"))
 SINGLE_GROUP_OPTIONS = ("state", "cpus", "name_regex", "pci_devices", "irqs", "persist_as")
 SINGLE_REQUIRED_IF = [("state", "present", ["cpus"]),
                       ("state", "present", ["name_regex", "pci_devices", "irqs"], True),
@@ -478,6 +484,30 @@ class IrqPinner(object):
                     lambda: self._systemctl("enable", UNIT_NAME),
                     lambda: self._systemctl("disable", UNIT_NAME))
 
+    def _plan_libvirt_reload(self, changes, hook_changed):
+        """libvirt looks for hook scripts when its daemon starts and on SIGHUP, and
+        remembers what it found (virhook.c): a hook written while the daemon runs would
+        not run before the daemon's next start, so the tenants started until then would
+        keep their vfio IRQs on tenant CPUs. A running daemon is reloaded (SIGHUP; its
+        guests keep running); one that is not running reads the hook when it starts."""
+        if not hook_changed:
+            return
+        if not self.live:
+            self.skipped.append("systemctl reload the running libvirt daemon (root is not /)")
+            return
+        running = [unit for unit in LIBVIRT_DAEMONS
+                   if self.module.run_command(systemctl_argv("is-active", unit))[0] == 0]
+        if not running:
+            return
+
+        def reload_daemons():
+            systemctl(self.module, "reload", *running, field="persistent",
+                      fix="check systemctl status %s" % " ".join(running))
+        # Undone by a second reload once the hook is gone again, so that the daemon does
+        # not keep calling a hook the rollback removed.
+        changes.add("systemctl reload %s" % " ".join(running), reload_daemons,
+                    reload_daemons, undo_last=True)
+
     def run(self):
         params = self.params
         root = params["root"]
@@ -530,14 +560,15 @@ class IrqPinner(object):
         # present store their rule (with persistent), those absent forget theirs.
         forget = [group.persist_as for group in groups if not group.present]
         stored = [group.rule for group in present] if params["persistent"] else []
-        pins_changed = False
+        pins_changed = hook_changed = False
         if stored or forget:
             files_before = len(changes.files)
             pins_changed = plan_persistence(changes, self.writer, stored, sys.executable,
                                             forget=forget)
             if stored:
-                unit_changed = any(f.path == UNIT_FILE for f in changes.files[files_before:])
-                self._plan_unit_enabled(changes, unit_changed)
+                written = [f.path for f in changes.files[files_before:]]
+                self._plan_unit_enabled(changes, UNIT_FILE in written)
+                hook_changed = LIBVIRT_HOOK in written
         # irqbalance asks its policy script about each IRQ when it starts: changed stored
         # pins reach it only through a restart.
         if self.irqbalance_changed or (pins_changed and self._irqbalance_asks_policy()):
@@ -548,6 +579,8 @@ class IrqPinner(object):
                             self._restart_irqbalance, undo_last=True)
             else:
                 self.skipped.append("systemctl try-restart irqbalance (root is not /)")
+        # After irqbalance's restart, so that a rollback restarts irqbalance last.
+        self._plan_libvirt_reload(changes, hook_changed)
         self.setup_steps = len(changes)
         plans = [group.pins for group in present]
         for plan in plans:

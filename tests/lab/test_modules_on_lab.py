@@ -20,6 +20,9 @@ import xml.etree.ElementTree as ET
 import pytest
 from support.helpers import REPO
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    format_cpulist, parse_cpulist)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import realized
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation
 
@@ -44,6 +47,8 @@ DIRTY_BRIDGE, DIRTY_DISPLAY, DIRTY_USB = "0000:00:04.0", "0000:01:01.0", "0000:0
 CONSOLE_VGA = "0000:00:01.0"      # boot_vga=1, fb0 and the framebuffer console on it
 PCI = "/sys/bus/pci/devices/"
 TENANT = "tenant-modlab"
+# The stored IRQ pin of that tenant's functions, as the sriov_irq stage names its own.
+VFIO_PIN = "lab tenant vfio"
 HOUSEKEEPING_NODE0 = "0-1"      # numa_cpuset's default: the node's first core + sibling
 HUGEPAGES_NODE0 = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
 
@@ -426,8 +431,10 @@ def test_libvirt_pinned_domain_defines_the_planned_tenant(lab):
 
 def test_planned_tenant_starts_with_its_devices_on_vfio_under_tcg(lab):
     """Starts the tenant (TCG inside TCG) with the GPU, its HDA and the NIC's VF on
-    vfio-pci behind the emulated intel-iommu: QEMU holds the groups' /dev/vfio nodes.
-    The guest boots no operating system; starting it took 12.6 s on 2026-12-01."""
+    vfio-pci behind the emulated intel-iommu: QEMU holds the groups' /dev/vfio nodes,
+    and the libvirt hook irq_affinity installed (libvirtd reloaded to find it) pins the
+    tenant's vfio IRQs to the node's housekeeping CPUs by itself. The guest boots no
+    operating system; starting it took 12.6 s on 2026-12-01."""
     lab.ssh("echo 512 > %s" % HUGEPAGES_NODE0)
     tenant = SEEN.get("tenant_plan")
     assert tenant, "test_libvirt_pinned_domain_defines_the_planned_tenant (before this) failed"
@@ -441,9 +448,19 @@ def test_planned_tenant_starts_with_its_devices_on_vfio_under_tcg(lab):
     functions = validation.tenant_functions(tenant)
     housekeeping = SEEN["plan_housekeeping"][str(tenant["node"])]
     # irqbalance runs on the lab without the sriov_irq stage's ban list and policy
-    # script, so it may move the pin below back (the first run of this test found the
+    # script, so it may move the hook's pin back (the first run of this test found the
     # vfio-intx line allowed on 0-3 again): it is stopped for the test, started after.
     lab.ssh("systemctl stop irqbalance.service", check=False)
+    # The tenant's functions' pin stored as the sriov_irq stage stores it (by device,
+    # onto the node's housekeeping CPUs), before the start: the libvirt hook, not this
+    # test, must pin the vfio IRQs. libvirtd runs by now (the tests before defined
+    # domains), and libvirt finds a new hook only at its start or on a reload.
+    stored = _ok(lab, "gpuhost.kvm.irq_affinity", {"pci_devices": functions, "cpus": housekeeping,
+                                                   "persistent": True, "persist_as": VFIO_PIN})
+    print("stored pin of the tenant's functions: %s" % stored["steps"])
+    if any(step.endswith(irq_pinning.LIBVIRT_HOOK) for step in stored["steps"]):
+        assert "systemctl reload libvirtd.service" in stored["steps"], _why(
+            lab, "libvirtd was not reloaded for its new hook", stored)
     try:
         t0 = time.monotonic()
         rc, result = lab.module("gpuhost.kvm.libvirt_pinned_domain", args, timeout=600)
@@ -459,14 +476,16 @@ def test_planned_tenant_starts_with_its_devices_on_vfio_under_tcg(lab):
         assert rc == 0 and state == "running", _why(lab, "tenant did not start:\n%s" % log,
                                                     result)
         assert fds and int(fds) >= 1, _why(lab, "QEMU holds no /dev/vfio node:\n%s" % log)
-        # What the libvirt hook does on "started" (sriov_irq installs it; this test does
-        # not): the tenant's vfio IRQs (vfio-intx of a function with an INTx pin, once
-        # QEMU enables it; no guest OS runs to enable MSI-X) go to the housekeeping CPUs.
-        # An INTx line may be shared: its action names are joined with ", ".
-        vfio_irqs = r"(?:^|, )vfio-(?:msix|msi|intx)(?:\[[0-9]+\])?\((?:%s)\)(?:,|$)" % "|".join(
-            re.escape(f) for f in functions)
-        pinned = _ok(lab, "gpuhost.kvm.irq_affinity", {"name_regex": vfio_irqs, "cpus": housekeeping})
-        print("tenant vfio IRQs pinned to %s: %s" % (housekeeping, pinned["selected"]))
+        # The libvirt hook on "started" forks and re-applies the stored pins for a while:
+        # the tenant's vfio IRQs (vfio-intx of a function with an INTx pin, once QEMU
+        # enables it; no guest OS runs to enable MSI-X) go to the housekeeping CPUs.
+        hooked = _wait_for_vfio_pins(lab, functions, housekeeping, timeout_s=180)
+        print("tenant vfio IRQs pinned to %s by the hook, %.1f s after the start returned: %s"
+              % (housekeeping, hooked["waited_s"], hooked["irqs"]))
+        assert hooked["irqs"] and hooked["pinned"], _why(
+            lab, "the libvirt hook did not pin the tenant's vfio IRQs to %s within 180 s: %s\n%s"
+            % (housekeeping, hooked["irqs"], lab.ssh("journalctl -b -u libvirtd --no-pager | tail -n 20",
+                                                     check=False).stdout))
         # Realized placement, read by host_facts from /proc as validate would: every vCPU
         # thread on its pinned CPU, every emulator thread on the emulator set, the
         # hugepage memory on the planned node only and all of it there, the
@@ -486,8 +505,28 @@ def test_planned_tenant_starts_with_its_devices_on_vfio_under_tcg(lab):
                                   "pools_after": facts["ansible_facts"]["gpuhost_host"]["memory"]["hugepages"]}
     finally:
         lab.module("gpuhost.kvm.libvirt_pinned_domain", {"name": TENANT, "state": "absent"})
+        lab.module("gpuhost.kvm.irq_affinity", {"state": "absent", "persist_as": VFIO_PIN})
         lab.ssh("echo 0 > %s" % HUGEPAGES_NODE0, check=False)
         lab.ssh("systemctl start irqbalance.service", check=False)
+
+
+def _wait_for_vfio_pins(lab, functions, cpus, timeout_s):
+    """Polls /proc/interrupts (one ssh call per round, no module run) until every vfio
+    IRQ of ``functions`` is allowed on ``cpus`` exactly: {irqs: {irq: affinity},
+    pinned, waited_s}."""
+    wanted = format_cpulist(parse_cpulist(cpus))
+    script = ("for n in $(grep -E 'vfio-(intx|msix?\\[[0-9]+\\])\\((%s)\\)' /proc/interrupts"
+              " | cut -d: -f1); do echo $n $(cat /proc/irq/$n/smp_affinity_list); done"
+              % "|".join(re.escape(f) for f in functions))
+    t0 = time.monotonic()
+    while True:
+        rows = [line.split() for line in lab.ssh(script, check=False).stdout.splitlines()]
+        irqs = {row[0]: row[1] for row in rows if len(row) == 2}
+        pinned = bool(irqs) and all(value == wanted for value in irqs.values())
+        waited = time.monotonic() - t0
+        if pinned or waited > timeout_s:
+            return {"irqs": irqs, "pinned": pinned, "waited_s": waited}
+        time.sleep(3)
 
 
 def test_bench_realized_on_the_started_tenant_records_ratio_1(lab):

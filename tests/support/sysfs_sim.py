@@ -539,6 +539,8 @@ class TreeBuilder:
         self.write(folder + "/node", "0\n")
         if device:
             self.write("/sys/bus/pci/devices/%s/msi_irqs/%d" % (device, irq), "msix\n")
+        # kernel/irq/irqdesc.c actions_show(): the action names joined with ",".
+        self.write("/sys/kernel/irq/%d/actions" % irq, name.replace(", ", ",") + "\n")
         if not os.path.exists(self.p("/proc/interrupts")):
             self.write("/proc/interrupts", self._interrupts_header())
         counts = "%11d" % 0 * len(online)

@@ -564,3 +564,86 @@ def test_a_device_vector_without_a_proc_irq_entry_is_not_selected(tmp_path):
     os.makedirs(os.path.join(root, "proc/irq/47"))
     rule = irq_pinning.IrqRule(cpus=(0, 1), pci_devices=("0000:23:00.0",))
     assert irq_pinning.select_irqs(root, {}, rule) == [47]
+
+
+def live_pinner_answering(sim, active_units, **extra):
+    """A persistent pin on the live host (systemctl answered here): ``active_units`` are
+    the units ``systemctl is-active`` calls running; every command run is recorded."""
+    from ansible.module_utils.testing import patch_module_args
+    args = dict(root=sim.root, pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True,
+                _ansible_check_mode=False, _ansible_diff=False, **extra)
+    with patch_module_args(args):
+        module = irq_affinity.build_module()
+    calls = []
+
+    def run_command(argv, **_kwargs):
+        calls.append(argv)
+        if argv[1] == "is-active":
+            return (0 if argv[-1] in active_units else 3), "", ""
+        return 0, "", ""
+    module.run_command = run_command
+    pinner = irq_affinity.IrqPinner(module, writer=sim)
+    pinner.live = True
+    return pinner, calls
+
+
+@pytest.mark.parametrize("active", [("libvirtd.service",), ("virtqemud.service",), ()])
+def test_a_new_libvirt_hook_reloads_the_running_libvirt_daemon(sim, active):
+    """libvirt looks for hook scripts at its daemon's start and on SIGHUP only
+    (src/util/virhook.c caches virHooksFound): the hook written while libvirtd runs (the
+    vm stage starts it before the sriov_irq stage pins) would not run for the tenants
+    started before the host's next boot. The running daemon, monolithic or modular, is
+    reloaded once; none running, none is; a second run (hook unchanged) reloads nothing."""
+    pinner, calls = live_pinner_answering(sim, active)
+    pinner.run()
+    reloads = [argv for argv in calls if argv[1] == "reload"]
+    assert reloads == ([["systemctl", "reload", "--"] + list(active)] if active else [])
+    assert sim.read_file(irq_pinning.LIBVIRT_HOOK)
+    again, calls = live_pinner_answering(sim, active)
+    again.run()
+    assert [argv for argv in calls if argv[1] == "reload"] == []
+
+
+def test_a_rolled_back_run_reloads_libvirt_again_without_the_hook(sim):
+    """A pin that fails after the hook and the reload takes the hook away again; the
+    daemon is reloaded once more, after the hook is gone, so it does not keep calling a
+    hook that no longer exists."""
+    sim.fail_on["/proc/irq/40/smp_affinity_list"] = errno.ENOSPC
+    pinner, calls = live_pinner_answering(sim, ("libvirtd.service",))
+    with pytest.raises(GpuhostError) as info:
+        pinner.run()
+    assert info.value.details["rolled_back"][-1] == "systemctl reload libvirtd.service"
+    assert [argv for argv in calls if argv[1] == "reload"] == [
+        ["systemctl", "reload", "--", "libvirtd.service"]] * 2
+    assert sim.read_file(irq_pinning.LIBVIRT_HOOK) is None
+
+
+def test_a_hook_below_another_root_reloads_nothing_and_says_so(sim):
+    result = pin(sim, pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True).result
+    assert "systemctl reload the running libvirt daemon (root is not /)" in result["skipped_actions"]
+
+
+def test_a_passed_through_functions_intx_line_is_selected_by_its_vfio_handler(sim):
+    """A function whose guest drives it by INTx has no msi_irqs: vfio-pci's handler
+    vfio-intx(ADDR) sits on a legacy line, which on the lab was shared (IRQ 11). A rule by
+    device covers that line and the function's vfio-msi/-msix vectors; a look-alike name
+    of another function, or a handler that only mentions vfio, is not covered."""
+    sim.add_irq(11, "vfio-intx(0000:41:00.1), uhci_hcd:usb1", chip="IR-IO-APIC")
+    sim.add_irq(12, "vfio-intx(0000:41:00.10)", chip="IR-IO-APIC")
+    sim.add_irq(13, "myvfio-intx(0000:41:00.1)", chip="IR-IO-APIC")
+    sim.add_irq(85, "vfio-msi[0](0000:41:00.1)")
+    result = pin(sim, pci_devices=["0000:41:00.1"], cpus="0-1", persistent=True).result
+    assert 11 in result["selected"] and 85 in result["selected"]
+    assert not {12, 13} & set(result["selected"])
+    assert affinity(sim, 11)[0] == (0, 1)
+    # irqbalance's policy script answers the same for each line, from the kernel's
+    # one-line actions file, and the re-apply pins the line again after a guest restart.
+    config = json.loads(sim.read_file(irq_pinning.CONFIG_FILE))
+    assert {11, 85} <= irq_pinning.pinned_irqs(sim.root, config)
+    for number, banned in ((11, True), (12, False), (13, False), (85, True)):
+        out = []
+        irq_policy.irqbalance_policy_main(["/sys/x", str(number)], root=sim.root,
+                                          out=type("Out", (), {"write": out.append})())
+        assert (out == ["ban=true\n"]) is banned, number
+    sim.write_file("/proc/irq/11/smp_affinity_list", "0-7")
+    assert irq_pinning.reapply(sim, config)["pinned"] == [11]

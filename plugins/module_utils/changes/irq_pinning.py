@@ -53,7 +53,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_policy import (
     CONFIG_FILE, parse_stored_rule)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
-    read_cpu_state, read_irqs)
+    read_cpu_state, read_irqs, vfio_actions)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.shipping import (
     python_library_files, wrapper_script)
@@ -181,6 +181,11 @@ def select_irqs(root, irqs, rule, strict=True):
         # appears. Writing its affinity failed with ENOENT and rolled the whole run back.
         numbers.update(n for n in found if str(n) in irqs
                        or os.path.isdir(os.path.join(root, "proc/irq", str(n))))
+        # A passed-through function's INTx line is not in its msi_irqs: vfio-pci names
+        # its handler vfio-intx(ADDRESS) on a legacy IRQ the line may share with others.
+        numbers.update(irq.number for irq in irqs.values()
+                       if irq.number is not None and irq.name
+                       and any(device == address for _a, _k, device in vfio_actions(irq.name)))
     if rule.name_regex is not None:
         pattern = re.compile(rule.name_regex)
         numbers.update(irq.number for irq in irqs.values()

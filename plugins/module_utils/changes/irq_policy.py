@@ -7,8 +7,8 @@ irqbalance runs ``POLICYSCRIPT DEVPATH IRQ`` for every IRQ it finds when it star
 for new ones on a rescan) and waits for each answer: ``ban=true`` keeps it from
 balancing that IRQ. One Python process per IRQ, thousands of IRQs on a large host: so
 this file imports next to nothing, and an answer looks at the asked IRQ alone (its
-number, the ``msi_irqs`` of the stored devices, its /proc/interrupts row only for a name
-rule). bench/bench_irq_policy.py measures it: reading every IRQ as the re-apply does,
+number, the ``msi_irqs`` of the stored devices, its one-line /sys/kernel/irq/N/actions for
+a device rule, its /proc/interrupts row only for a name rule). bench/bench_irq_policy.py measures it: reading every IRQ as the re-apply does,
 with the re-apply's imports, cost 0.6 s per IRQ on a 256-CPU host with 1,500 IRQs, a
 quarter of an hour of irqbalance's start (on this project's loaded 2-core machine).
 """
@@ -53,15 +53,34 @@ def _action_names(root, number):
     return irq.name if irq else None
 
 
+def _holds_vfio_handler(root, number, pci_devices, names):
+    """Whether IRQ ``number`` carries a vfio-pci handler of one of ``pci_devices`` (an
+    INTx line is in no msi_irqs). The kernel's one-line /sys/kernel/irq/N/actions is read
+    first; the row parser is loaded only for an IRQ that names vfio at all."""
+    try:
+        with open(os.path.join(root, "sys/kernel/irq", str(number), "actions"),
+                  encoding="utf-8") as handle:
+            text = handle.read().strip()
+    except OSError:
+        text = names()
+    if not text or "vfio-" not in text:
+        return False
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
+        vfio_actions)
+    return any(device in pci_devices for dummy, dummy, device in vfio_actions(text))
+
+
 def covers(root, name_regex, pci_devices, irqs, number, names):
     """Whether a stored pin with these selectors selects IRQ ``number`` now, as
     irq_pinning.select_irqs does for all IRQs at once. ``names()`` gives the IRQ's action
-    names, read only when a name rule needs them."""
+    names, read only when a rule needs them."""
     if number in irqs:
         return True
     if any(os.path.exists(os.path.join(root, "sys/bus/pci/devices", address, "msi_irqs",
                                        str(number)))
            for address in pci_devices):
+        return True
+    if pci_devices and _holds_vfio_handler(root, number, pci_devices, names):
         return True
     if name_regex is not None:
         found = names()

@@ -30,7 +30,8 @@ import os
 import re
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
+    read_irqs, vfio_actions)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist, parse_cpulist
 
 _VCPU_THREAD_RE = re.compile(r"^CPU ([0-9]+)/[A-Za-z0-9_-]+\Z")
@@ -45,8 +46,6 @@ _PROCESS_ID_RE = re.compile(r"^[1-9][0-9]{0,9}\Z")
 # /dev/vfio/devices/vfioN an iommufd cdev: neither names a group).
 _VFIO_GROUP_RE = re.compile(r"^/dev/vfio/([0-9]{1,9})\Z")
 _PCI_ADDRESS_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
-# vfio-pci's request_irq names (drivers/vfio/pci/vfio_pci_intrs.c).
-_VFIO_IRQ_RE = re.compile(r"^vfio-(msix|msi|intx)(?:\[([0-9]{1,6})\])?\(([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\)\Z")
 # A domain's pid file, written by libvirt's QEMU driver when it starts the domain.
 LIBVIRT_PID_FILE = "run/libvirt/qemu/%s.pid"
 
@@ -136,10 +135,9 @@ def read_vfio_irqs(addresses, root="/"):
     for irq in read_irqs(root).values():
         if irq.number is None or not irq.name:
             continue
-        for action in irq.name.split(", "):
-            match = _VFIO_IRQ_RE.match(action.strip())
-            if match and match.group(3) in wanted:
-                found.append({"irq": irq.number, "name": action.strip(), "device": match.group(3),
+        for action, _kind, device in vfio_actions(irq.name):
+            if device in wanted:
+                found.append({"irq": irq.number, "name": action, "device": device,
                               "cpus": list(irq.smp_affinity_list) if irq.smp_affinity_list is not None else None,
                               "effective": list(irq.effective_affinity_list or ())})
     return sorted(found, key=lambda entry: (entry["irq"], entry["name"]))

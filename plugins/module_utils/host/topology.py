@@ -430,6 +430,24 @@ def parse_proc_interrupts(text, field="interrupts"):
     return irqs
 
 
+# vfio-pci's request_irq names (drivers/vfio/pci/vfio_pci_intrs.c): vfio-intx(ADDR),
+# vfio-msi[N](ADDR), vfio-msix[N](ADDR).
+_VFIO_ACTION_RE = re.compile(r"^vfio-(msix|msi|intx)(?:\[([0-9]{1,6})\])?"
+                             r"\(([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\)\Z")
+
+
+def vfio_actions(name):
+    """[(action name, kind, PCI address)] of the vfio-pci handlers among an IRQ's action
+    names (a shared line's names, joined with ", " in /proc/interrupts and with "," in
+    /sys/kernel/irq/N/actions); kind is msix, msi or intx."""
+    found = []
+    for action in (name or "").split(","):
+        match = _VFIO_ACTION_RE.match(action.strip())
+        if match:
+            found.append((action.strip(), match.group(1), match.group(3)))
+    return found
+
+
 def read_irqs(root="/", with_affinity=True):
     """/proc/interrupts, plus each IRQ's smp_affinity_list and effective_affinity_list."""
     text = sysfs.read_text(sysfs.path(root, "proc/interrupts"), inner_nul_unknown=False)
