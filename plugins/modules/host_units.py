@@ -107,8 +107,10 @@ notes:
     unit this run started is stopped); a daemon-reload, a restart and a stop are not
     undone, nor are the steps of a unit with O(units[].undo=false). The failure lists in
     C(details) what was undone and what was not.
-  - Acting on units needs the running system, so the module refuses an O(root) other
-    than V(/) (a recorded tree has no systemd to ask); roles skip it on a recorded tree.
+  - Acting on units needs the running system. Below an O(root) other than V(/) (a
+    recorded tree or an image being built, which has no running systemd to ask) the
+    module checks its options, changes nothing and lists in RV(skipped_actions) what it
+    leaves to a run on the live host, so a role needs no condition of its own.
   - Timestamps are read with C(systemctl show --timestamp=unix), which needs systemd
     247 or later (RHEL 9, Debian 12).
 attributes:
@@ -150,6 +152,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+skipped_actions:
+  description:
+    - Below an O(root) other than V(/), each unit with what the run leaves to the live
+      host; empty on the live host.
+  returned: always
+  type: list
+  elements: str
+  sample: ["gpuhost-numa.service: enabled, started (root is not /)"]
 steps:
   description: The commands of the change set, in order (done, or in check mode to do).
   returned: always
@@ -221,12 +231,9 @@ class HostUnits(object):
         self.diff = None
         self.changed_paths = set()
         self.slim = []
+        self.skipped = []
 
     def check(self):
-        if self.params["root"] not in ("/", None):
-            raise GpuhostError("%r is a recorded tree: units are started and enabled on the running "
-                               "system only" % (self.params["root"],), field="root",
-                               fix="leave root at / on a live host; skip the task on a recorded tree")
         seen = set()
         for index, unit in enumerate(self.params["units"]):
             unit_name(unit["name"], "units[%d].name" % index)
@@ -261,6 +268,10 @@ class HostUnits(object):
     def run(self):
         self.check()
         units = self.params["units"]
+        if self.params["root"] not in ("/", None):
+            self.skipped = ["%s: %s (root is not /)" % (unit["name"], unit_core.wanted_text(unit))
+                            for unit in units]
+            return
         names = [unit["name"] for unit in units]
         properties = unit_core.parse_show_blocks(self.systemctl(unit_core.show_argv(names)), len(names))
         mtimes = [dict(input_mtimes(unit["inputs"], self.params["root"]),
@@ -328,7 +339,8 @@ class HostUnits(object):
                   "steps": [unit_core.step_text(step) for step in done],
                   "restarted": [name for verb, name in done if verb == "restart"],
                   "units": self.plans,
-                  "slimmed": self.slimmed(done)}
+                  "slimmed": self.slimmed(done),
+                  "skipped_actions": self.skipped}
         if self.diff is not None:
             result["diff"] = self.diff
         return result

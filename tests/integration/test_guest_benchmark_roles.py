@@ -111,8 +111,8 @@ def test_benchmark_role_reports_then_fails_the_gate_on_purpose(server, tmp_path)
 def test_guest_role_check_mode_skips_nvidia_steps_and_says_so(tmp_path):
     playbook = tmp_path / "guest.yml"
     playbook.write_text(GUEST_PLAY)
-    # gpuhost_live=false: this machine has no systemd as PID 1 to ask about units.
-    proc = ansible_playbook(str(playbook), "--check", "--diff", "-e", '{"gpuhost_live": false}')
+    # guest_manage_services=false: this machine has no systemd as PID 1 to ask about units.
+    proc = ansible_playbook(str(playbook), "--check", "--diff", "-e", '{"guest_manage_services": false}')
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "SKIPPING the NVIDIA driver, CUDA and nvidia-container-toolkit steps on tenant guest localhost" in proc.stdout
     assert "check mode" in proc.stdout

@@ -50,7 +50,8 @@ INVENTORY = os.path.join(REPO, "inventories", "example", "hosts.yml")
 
 def point_hk_gpu_01_at(base, build=build_runbook_host, **overrides):
     """Build a synthetic host below ``base`` and the extra vars that point hk-gpu-01 at
-    it (local connection, test:///default libvirt, state and ledger below ``base``)."""
+    it (local connection, test:///default libvirt, state and ledger below ``base``, the
+    guests' services left alone)."""
     root = str(base / "root")
     build(root, **overrides)
     image = str(base / "base.qcow2")
@@ -67,6 +68,9 @@ def point_hk_gpu_01_at(base, build=build_runbook_host, **overrides):
         "vm_base_image": image,
         "vm_image_dir": str(base / "images"),
         "vm_domain_type": "test",
+        # The tenants' guests run here too (the local connection is an extra var): this
+        # machine has no systemd as PID 1 to start their services.
+        "guest_manage_services": False,
     }
     path = base / "extra.json"
     path.write_text(json.dumps(extra))

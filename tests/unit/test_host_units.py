@@ -283,9 +283,19 @@ def test_fake_systemctl_unit_listed_twice_is_refused(capsys, systemd):
     assert code == 1 and result["field"] == "units[1].name" and systemd.calls == []
 
 
-def test_fake_systemctl_recorded_tree_is_refused_without_a_command(tmp_path, capsys, systemd):
-    code, result = _run(capsys, root=str(tmp_path), units=[_want("a.service")])
-    assert code == 1 and result["field"] == "root" and systemd.calls == []
+def test_fake_systemctl_recorded_tree_runs_no_command_and_lists_what_it_leaves(tmp_path, capsys, systemd):
+    """Below a tree root (a recorded tree, an image being built) there is no running
+    systemd: nothing is asked or changed, and each unit says what the live host would
+    get. The options are still checked: a hostile name is refused there too."""
+    code, result = _run(capsys, root=str(tmp_path), units=[
+        _want("a.service", inputs=["/etc/a.conf"]), {"name": "b.service", "enabled": False}])
+    assert code == 0 and result["changed"] is False and systemd.calls == []
+    assert result["steps"] == []
+    assert result["skipped_actions"] == [
+        "a.service: enabled, started, restarted if running before its inputs changed (root is not /)",
+        "b.service: disabled (root is not /)"]
+    code, result = _run(capsys, root=str(tmp_path), units=[_want("a.service;reboot")])
+    assert code == 1 and result["field"] == "units[0].name" and systemd.calls == []
 
 
 def test_fake_systemctl_names_come_after_end_of_options(capsys, systemd):

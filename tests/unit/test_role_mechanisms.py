@@ -126,4 +126,10 @@ def test_stage_reads_the_mechanisms_once_per_play():
     assert _render(expression, base) == ["mechanisms"]
     assert _render(expression, dict(base, gpuhost_mechanisms={})) == []
     bios = next(t for t in _yaml("bios", "tasks", "main.yml") if "gpuhost.kvm.host_facts" in t)
-    assert "'mechanisms'" in bios["gpuhost.kvm.host_facts"]["gather"]
+    # The bios role's read, the first of the play, takes the mechanisms and the packages
+    # with it, so the stage include of every role after it reads neither again.
+    assert {"mechanisms", "packages"} <= set(bios["gpuhost.kvm.host_facts"]["gather"])
+    assert _render(expression, dict(base, ansible_facts={"pkg_mgr": "apt", "os_family": "Debian"},
+                                    gpuhost_mechanisms={}, gpuhost_host_read={})) == []
+    assert _render(expression, dict(base, ansible_facts={"pkg_mgr": "apt", "os_family": "Debian"},
+                                    gpuhost_mechanisms={})) == ["packages"]

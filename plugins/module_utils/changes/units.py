@@ -169,6 +169,19 @@ def step_text(step):
     return "systemctl %s" % verb + (" -- %s" % name if name else "")
 
 
+def wanted_text(unit):
+    """What a unit entry asks for, in words: ``enabled, started`` (the inputs' refresh of
+    a running unit included), for a run that cannot ask systemd."""
+    wanted = []
+    if unit.get("enabled") is not None:
+        wanted.append("enabled" if unit["enabled"] else "disabled")
+    if unit.get("state"):
+        wanted.append(unit["state"])
+    if unit.get("inputs") and unit.get("restart_on_change", True) and unit.get("state") != "stopped":
+        wanted.append("restarted if running before its inputs changed")
+    return ", ".join(wanted) or "nothing asked"
+
+
 def state_lines(units, plans, after=False):
     """The units' enablement and activity before (or as predicted after) the steps, one
     line each: the text of --diff."""
