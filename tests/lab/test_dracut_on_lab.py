@@ -16,14 +16,18 @@ generator. Here the real dracut builds the image, and the checks read what it bu
 2. site.yml converges it, limited to the stages that touch the initramfs and the
    binding (``--tags bios,iommu,vfio``; the plan runs always): the iommu role's reboot
    for its kernel arguments included; numa, sriov_irq and vm do not touch the initramfs
-   and are proven on the default image by test_site_on_lab.py;
+   and are proven on the default image by test_site_on_lab.py. The limited converge took
+   189 s on 2026-12-03 (idle cores; ok=38 changed=6), the whole file 326 s: first boot
+   43 s, the reboot after the converge 64 s;
 3. ``lsinitrd`` of the running kernel's image lists vfio, vfio_iommu_type1 and vfio-pci
    and the configuration that loads them first (``rd.driver.pre=``, from the iommu role's
    ``force_drivers+=``), and the binding's udev rules and overrides are in it; the
    initramfs module then finds nothing stale (no rebuild at every run);
 4. after one more reboot, the GPU functions the plan assigned are on vfio-pci and the
    boot's kernel log shows vfio-pci loaded before the switch to the real root and no
-   other driver touching them.
+   other driver touching them. (The bind itself is driverctl's, on the real root: the
+   initramfs's rule sets driver_override there, after vfio-pci registered; measured:
+   vfio loaded at 16.7 s, switch at 22.1 s, vfio-pci on 21:00.0 at 44.1 s.)
 
 Marker ``acceptance`` (tools/acceptance only). It boots a second lab (its own state
 directory, ``GPUHOST_LAB_DRACUT_RUN``, default lab/.run-dracut, and ports,
