@@ -29,12 +29,28 @@ except OSError:
 PY
 }
 
+# The image variant (GPUHOST_LAB_VARIANT): "default" (initramfs-tools) or the name of a
+# directory of lab/variants/ (dracut: the same image with dracut as its initramfs
+# generator, issue 23 item 10). A variant's files (packages.txt: more packages; rootfs/:
+# copied over image/rootfs; customize: run after image/customize) are part of its recipe
+# only, so editing a variant never rebuilds the default image. Its image has its own
+# recipe directory and its own link, <cache>/current-<variant>.
+lab_variant=${GPUHOST_LAB_VARIANT:-default}
+case $lab_variant in
+  default) lab_variant_dir= ;;
+  *[!a-z0-9-]*|"") lab_die "GPUHOST_LAB_VARIANT=$lab_variant: expected default or a directory name of lab/variants" ;;
+  *) lab_variant_dir=$lab_dir/variants/$lab_variant
+     [ -d "$lab_variant_dir" ] || lab_die "GPUHOST_LAB_VARIANT=$lab_variant: no $lab_variant_dir" ;;
+esac
+
 lab_recipe_hash() {
   (
     cd "$lab_dir" || exit 1
     {
       printf '%s\n' build packages.txt
       find image -type f -o -type l
+      # The default recipe's list stays as it was, so its hash (and cached image) too.
+      [ -z "$lab_variant_dir" ] || find "variants/$lab_variant" -type f -o -type l
     } | LC_ALL=C sort | while read -r f; do
       printf '== %s\n' "$f"
       if [ -L "$f" ]; then readlink "$f"; else cat "$f"; fi
@@ -43,6 +59,20 @@ lab_recipe_hash() {
 }
 
 lab_image_dir() { printf '%s/%s\n' "$lab_cache_root" "$(lab_recipe_hash)"; }
+
+# <cache>/current for the default image, <cache>/current-<variant> for a variant's.
+lab_current_link() {
+  if [ -z "$lab_variant_dir" ]; then printf '%s/current\n' "$lab_cache_root"
+  else printf '%s/current-%s\n' "$lab_cache_root" "$lab_variant"; fi
+}
+
+# The variant an image directory was built as (image.info's variant=; images built before
+# variants existed are the default's).
+lab_image_variant() {
+  local variant
+  variant=$(sed -n 's/^variant=//p' "$1/image.info" 2>/dev/null | head -n1)
+  printf '%s\n' "${variant:-default}"
+}
 
 # State written by lab/up, read by the other commands and by the test harness.
 lab_state_file=$lab_run_dir/state
@@ -197,4 +227,28 @@ lab_apt_sources() {
   while IFS= read -r line; do
     [ -n "$line" ] && apt_options+=("--aptopt=$line")
   done < <(python3 "$repo_dir/tools/apt_sources.py" aptopts)
+}
+
+# Removes the images of older recipes of this variant, keeping the newest one besides
+# $1 (the image just built: a checkout of the previous commit boots without a rebuild);
+# about 1 GB each. Another variant's images are never touched (a dracut build must not
+# take the default image from a run that boots it, nor the other way round), and neither
+# is an image that a current link names. Recipe directories are the 16-hex-digit ones;
+# apt-archives and the links stay.
+lab_prune_images() {
+  local keep=$1 in_use link old
+  in_use=$(for link in "$lab_cache_root"/current "$lab_cache_root"/current-*; do
+    [ -L "$link" ] && printf '%s/%s\n' "$lab_cache_root" "$(readlink "$link")"; done || true)
+  # shellcheck disable=SC2012
+  ls -1dt "$lab_cache_root"/*/ 2>/dev/null | sed 's:/*$::' \
+    | { grep -E '/[0-9a-f]{16}$' || true; } | { grep -vxF "$keep" || true; } \
+    | while read -r old; do
+        [ "$(lab_image_variant "$old")" = "$lab_variant" ] || continue
+        printf '%s\n' "$in_use" | grep -qxF "$old" && continue
+        printf '%s\n' "$old"
+      done | tail -n +2 \
+    | while read -r old; do
+        lab_log "removing the image of an older $lab_variant recipe: $old"
+        rm -rf --one-file-system "$old"
+      done
 }

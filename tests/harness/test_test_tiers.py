@@ -23,6 +23,12 @@ ACCEPTANCE_ONLY = {
         "test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state",
         "test_default_scenario_destroys_the_lab_and_creates_it_from_a_stopped_lab"},
     "test_tenant_guest_on_lab.py": {"test_tenant_guest_scenario_serves_and_gates_the_tenant"},
+    # The dracut variant, a lab of its own (issue 23 item 10).
+    "test_dracut_on_lab.py": {
+        "test_the_dracut_lab_has_no_initramfs_tools_and_host_facts_detect_dracut",
+        "test_site_converges_the_dracut_lab_through_its_iommu_reboot",
+        "test_the_running_kernels_dracut_image_loads_vfio_pci_first",
+        "test_after_a_reboot_vfio_pci_has_the_gpu_functions_before_any_other_driver"},
 }
 # The site proofs CI keeps: the converge (with its reboot and validate) and idempotence.
 IN_CI = {"test_site_on_lab.py": {"test_site_converges_reboots_for_the_kernel_arguments_and_validates",
@@ -69,6 +75,16 @@ def test_the_tests_that_start_from_a_first_boot_again_run_last_and_are_acceptanc
     names = [node.value for node in tree.body if isinstance(node, ast.Assign)
              and [t.id for t in node.targets] == ["FIRST_BOOT_AGAIN"]][0]
     assert set(ast.literal_eval(names)) <= ACCEPTANCE_ONLY["test_site_on_lab.py"]
+
+
+def test_the_files_that_boot_a_lab_of_their_own_are_acceptance_only():
+    with open(os.path.join(TESTS, "lab", "conftest.py"), encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    names = [node.value for node in tree.body if isinstance(node, ast.Assign)
+             and [t.id for t in node.targets] == ["OWN_LAB_FILES"]][0]
+    for name in ast.literal_eval(names):
+        marked, unmarked = _tests_by_mark(os.path.join(TESTS, "lab", name))
+        assert marked == ACCEPTANCE_ONLY[name] and not unmarked, (name, unmarked)
 
 
 def test_the_marker_is_declared_and_the_old_one_is_gone():

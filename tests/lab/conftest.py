@@ -38,6 +38,9 @@ WAIT_BOOT_TIMEOUT = 2 * BOOT_TIMEOUT + 120
 # "acceptance" (tools/acceptance only).
 FIRST_BOOT_AGAIN = ("test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state",
                     "test_default_scenario_destroys_the_lab_and_creates_it_from_a_stopped_lab")
+# The lab test files that boot a lab of their own (the dracut variant, issue 23 item 10;
+# marker "acceptance"): after every test of the lane, whose lab they stop first.
+OWN_LAB_FILES = ("test_dracut_on_lab.py",)
 
 
 def pytest_collection_modifyitems(items):
@@ -60,13 +63,17 @@ def pytest_collection_modifyitems(items):
     #    onboardings, all on that converged host; then tenant_guest, which needs no
     #    particular host state and leaves Docker running;
     # 3. last, FIRST_BOOT_AGAIN: each throws the lab's state away, so they come after
-    #    every test that uses the converged host instead of costing another converge.
+    #    every test that uses the converged host instead of costing another converge;
+    # 4. after them, OWN_LAB_FILES: each stops the lane's lab and boots one of its own, so
+    #    that two TCG guests of one lane never share the 2 cores.
     # The session fixture stops the lab right after the last lab test instead of leaving
     # QEMU running through the rest of the run.
 
     def rank(item):
         if item.get_closest_marker("lab") is None:
             return 0
+        if os.path.basename(str(item.path)) in OWN_LAB_FILES:
+            return 3
         return 2 if getattr(item, "originalname", item.name) in FIRST_BOOT_AGAIN else 1
     items.sort(key=rank)      # stable: file order within each rank
 
@@ -86,8 +93,11 @@ def _tail(path, lines=40):
 class Lab:
     """The running lab: SSH commands, file reads and Ansible runs against hk-gpu-01."""
 
-    def __init__(self, run_dir=RUN_DIR):
+    def __init__(self, run_dir=RUN_DIR, lab_env=None):
         self.run_dir = run_dir
+        # The lab/* commands' environment for a lab other than this session's own (another
+        # state directory, image variant or port range: tests/lab/test_dracut_on_lab.py).
+        self.lab_env = lab_env
         self.console_log = os.path.join(run_dir, "console.log")
         state = {}
         with open(os.path.join(run_dir, "state"), encoding="utf-8") as handle:
@@ -133,14 +143,14 @@ class Lab:
 
     def reboot(self):
         """Reboot through GRUB and wait for SSH from the new boot (lab/reboot)."""
-        run_lab_command("reboot", timeout=WAIT_BOOT_TIMEOUT)
+        run_lab_command("reboot", timeout=WAIT_BOOT_TIMEOUT, env=self.lab_env)
 
     def reset_to_first_boot(self):
         """Throw the overlay away and boot the image's first boot again (lab/reset,
         lab/up), for checks that need it when a reused lab has been rebooted."""
-        run_lab_command("reset", timeout=300)
-        run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT)
-        self.__init__(self.run_dir)
+        run_lab_command("reset", timeout=300, env=self.lab_env)
+        run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT, env=self.lab_env)
+        self.__init__(self.run_dir, self.lab_env)
 
     # -- Ansible -----------------------------------------------------------------------
     def ansible_env(self, **extra):
@@ -198,10 +208,10 @@ class Lab:
 QEMU_USAGE = {"cpu_s": 0.0, "wall_s": 0.0, "labs": 0}
 
 
-def qemu_usage():
+def qemu_usage(run_dir=RUN_DIR):
     """(CPU seconds, seconds since it started) of the running lab's QEMU, or None."""
     try:
-        with open(os.path.join(RUN_DIR, "qemu.pid"), encoding="utf-8") as handle:
+        with open(os.path.join(run_dir, "qemu.pid"), encoding="utf-8") as handle:
             pid = int(handle.read().strip())
         with open("/proc/%d/stat" % pid, encoding="utf-8") as handle:
             fields = handle.read().rsplit(")", 1)[1].split()
@@ -214,11 +224,13 @@ def qemu_usage():
     return (int(fields[11]) + int(fields[12])) / ticks, uptime - int(fields[19]) / ticks
 
 
-def run_lab_command(name, *args, timeout=BOOT_TIMEOUT):
-    """Run lab/<name>; a failure names the console log and shows its tail."""
-    console_log = os.path.join(RUN_DIR, "console.log")
+def run_lab_command(name, *args, timeout=BOOT_TIMEOUT, env=None):
+    """Run lab/<name>; a failure names the console log and shows its tail. ``env`` is
+    the whole environment for a lab other than this session's (its GPUHOST_LAB_RUN)."""
+    run_dir = (env or {}).get("GPUHOST_LAB_RUN", RUN_DIR)
+    console_log = os.path.join(run_dir, "console.log")
     if name in ("down", "reset"):
-        usage = qemu_usage()
+        usage = qemu_usage(run_dir)
         if usage is not None:
             QEMU_USAGE["cpu_s"] += usage[0]
             QEMU_USAGE["wall_s"] += usage[1]
@@ -226,7 +238,7 @@ def run_lab_command(name, *args, timeout=BOOT_TIMEOUT):
     try:
         proc = subprocess.run([os.path.join(LAB_DIR, name)] + list(args), cwd=REPO,
                               capture_output=True, text=True, timeout=timeout, check=False,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, env=env)
     except subprocess.TimeoutExpired as err:
         raise LabError("lab/%s did not finish in %ss; console log: %s\n--- console tail\n%s"
                        % (name, timeout, console_log, _tail(console_log))) from err
@@ -301,15 +313,21 @@ def molecule_steps_in_order(output, scenario, steps):
     return positions
 
 
-def lab_is_running():
-    pid_file = os.path.join(RUN_DIR, "qemu.pid")
+def lab_is_running(run_dir=RUN_DIR):
+    pid_file = os.path.join(run_dir, "qemu.pid")
     try:
         with open(pid_file, encoding="utf-8") as handle:
             pid = int(handle.read().strip())
         os.kill(pid, 0)
     except (OSError, ValueError):
         return False
-    return os.path.exists(os.path.join(RUN_DIR, "state"))
+    return os.path.exists(os.path.join(run_dir, "state"))
+
+
+# The session lab fixture's own lab once it has booted it: a test that boots a lab of its
+# own (test_dracut_on_lab.py) stops this one first, so that two TCG guests of one lane
+# never share the 2 cores.
+SESSION_LAB = {}
 
 
 @pytest.fixture(scope="session")
@@ -342,6 +360,7 @@ def lab():
         pytest.fail(str(err), pytrace=False)
     instance.timings = timings
     instance.started_here = started_here
+    SESSION_LAB["lab"] = instance
     yield instance
     if started_here and os.environ.get("GPUHOST_LAB_KEEP") != "1":
         run_lab_command("down", timeout=300)
