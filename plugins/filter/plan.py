@@ -42,6 +42,8 @@ class FilterModule(object):
             "validate_evidence": validation.check_evidence,
             "validate_gpu_health": validation.check_gpu_health,
             "validate_report": validation.report,
+            "restart_required_add": validation.restart_required_add,
+            "restart_required_summary": validation.restart_summary,
             "validate_report_markdown": validation.report_markdown,
             "validate_report_json": validation.report_json,
         }

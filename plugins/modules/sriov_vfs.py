@@ -184,6 +184,37 @@ created:
   type: list
   elements: str
   sample: ["0000:41:00.2", "0000:41:00.3"]
+running_domain_vfs:
+  description:
+    - The VFs running libvirt domains hold whose settings this run changes (or would, in
+      check mode), each with the domains and the settings. The PF applies a VLAN, spoof
+      checking, trust or link state to the VF's traffic at once; a MAC reaches the guest
+      only when its VF driver probes the VF again, so a changed MAC sets
+      C(restart_required) (the tenant's next start). Empty when no running domain holds a
+      changed VF, or when the running domains were not read (see RV(skipped_actions)).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: VF number.
+      type: int
+    address:
+      description: PCI address.
+      type: str
+    domains:
+      description: The running domains that hold the VF.
+      type: list
+      elements: str
+    changed:
+      description: The settings this run changes, of C(mac), C(vlan), C(spoofchk), C(trust), C(link_state).
+      type: list
+      elements: str
+    restart_required:
+      description: Whether the guest sees the change only at its next start (a changed MAC).
+      type: bool
+  sample: [{"index": 0, "address": "0000:41:00.2", "domains": ["tenant-a100"],
+            "changed": ["mac"], "restart_required": true}]
 steps:
   description: The planned (check mode) or applied steps, in order.
   returned: always
@@ -212,7 +243,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov import (
-    UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, plan_persistence, plan_sriov)
+    UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, held_vf_changes, plan_persistence,
+    plan_sriov)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.systemd import systemctl
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import VFIO_PCI, prepend_modprobe
@@ -248,6 +280,7 @@ class SriovConfigurator(object):
         self.plan = None
         self.vfs = []
         self.skipped = []
+        self.domain_devices = None
 
     def _run_command(self, argv):
         return self.module.run_command(argv)
@@ -277,9 +310,10 @@ class SriovConfigurator(object):
 
     def run(self):
         params = self.params
+        self.domain_devices = self._domain_devices()
         self.plan = plan_sriov(self.writer, params["pf"], params["num_vfs"],
                                params["vf_driver"], params["force"], params["vfs"],
-                               self.runner, self._domain_devices())
+                               self.runner, self.domain_devices)
         self._check_destroyed_vfs()
         changes = self.plan.changes
         self.skipped.extend(self.plan.skipped)
@@ -317,6 +351,7 @@ class SriovConfigurator(object):
                   "netdev": plan.netdev if plan else None,
                   "vfs": self.vfs,
                   "created": list(plan.created) if plan else [],
+                  "running_domain_vfs": held_vf_changes(plan, self.domain_devices) if plan else [],
                   "steps": plan.changes.descriptions if plan else [],
                   "skipped_actions": self.skipped}
         if plan and self.module._diff:

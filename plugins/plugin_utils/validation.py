@@ -391,17 +391,103 @@ def check_gpu_health(guest_results, benchmark_results=None):
     return _check("gpu_health", title, PASS, "; ".join(passed))
 
 
-def report(host, checks):
+def _domains_waiting(results):
+    """libvirt_pinned_domain's loop results (the vm role's): each running tenant whose
+    persistent definition this run changed (or would, in check mode)."""
+    entries = []
+    for result in results or ():
+        if not (result or {}).get("restart_required"):
+            continue
+        # A rebuilt cloud-init seed the guest has open changes no element: its step says it.
+        changed = list(result.get("changed_elements") or ()) or \
+            [a for a in result.get("actions") or () if a not in ("define", "start")]
+        entries.append({"tenant": (result.get("item") or {}).get("name") or result.get("name"),
+                        "stage": "vm", "changed": changed,
+                        "why": "runs with its old definition; the new one applies at its next "
+                               "start (the vm role never restarts a tenant: shut it down and start "
+                               "it in a maintenance window)"})
+    return entries
+
+
+def _vfs_waiting(results):
+    """sriov_vfs's loop results (the sriov_irq role's): each running tenant holding a VF
+    whose MAC this run changed (its ``running_domain_vfs``)."""
+    entries = []
+    for result in results or ():
+        for vf in (result or {}).get("running_domain_vfs") or ():
+            if not vf.get("restart_required"):
+                continue
+            for domain in vf.get("domains") or ():
+                entries.append({
+                    "tenant": domain, "stage": "sriov_irq",
+                    "changed": ["VF %s (VF %s of %s): %s" % (
+                        vf.get("address"), vf.get("index"), result.get("pf"),
+                        ", ".join(vf.get("changed") or ()))],
+                    "why": "the PF set the VF's MAC under the running guest, whose VF driver reads "
+                           "it only when it probes the VF: restart the tenant (the VLAN, spoof "
+                           "checking and trust apply at once)"})
+    return entries
+
+
+# The stages whose module results can leave a running tenant waiting for its restart.
+# Not listed, since they change nothing a running tenant waits for: the numa stage
+# (hugepage pools and the host's CPUs; a tenant's own CPUs, memory and node are in its
+# domain definition, so the vm stage's), the IRQ pins and irqbalance's ban list (applied
+# at once) and the kernel arguments (a host reboot: gpuhost_reboot_required).
+RESTART_READERS = {"vm": _domains_waiting, "sriov_irq": _vfs_waiting}
+
+
+def restart_required_add(current, stage, results):
+    """The run's list of tenants waiting for a restart (``gpuhost_restart_required``:
+    ``[{tenant, stage, changed, why}]``), with ``stage``'s entries replaced by those of
+    its module's registered loop ``results``, so that a stage run twice counts once."""
+    if stage not in RESTART_READERS:
+        raise ValueError("restart_required_add: stage %r is not one of %s"
+                         % (stage, ", ".join(sorted(RESTART_READERS))))
+    kept = [entry for entry in current or () if entry.get("stage") != stage]
+    return sorted(kept + RESTART_READERS[stage](results),
+                  key=lambda e: (str(e.get("tenant")), str(e.get("stage"))))
+
+
+def restart_summary(entries):
+    """One line naming every tenant waiting for a restart, with what changed."""
+    if not entries:
+        return "no running tenant waits for a restart"
+    tenants = {}
+    for entry in entries:
+        tenants.setdefault(entry["tenant"], []).extend(entry.get("changed") or ())
+    return "%d tenant(s) wait for a restart: %s; each change applies at the tenant's next start " \
+        "(no tenant is restarted)" % (len(tenants), "; ".join(
+            "%s (%s)" % (name, ", ".join(changed)) for name, changed in sorted(tenants.items())))
+
+
+def report(host, checks, restart_required=None):
+    """``restart_required``: the run's tenants waiting for a restart (see
+    restart_required_add), a section of its own: a report, never a failed check."""
     failed = [c["id"] for c in checks if c["status"] == FAIL]
-    return {"host": host, "passed": not failed, "failed": failed, "checks": checks}
+    return {"host": host, "passed": not failed, "failed": failed, "checks": checks,
+            "restart_required": list(restart_required or ())}
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|")
 
 
 def report_markdown(data):
-    lines = ["# Validation of %s: %s" % (data["host"], "PASS" if data["passed"] else "FAIL"),
+    waiting = data.get("restart_required") or []
+    lines = ["# Validation of %s: %s; %s" % (data["host"], "PASS" if data["passed"] else "FAIL",
+                                             restart_summary(waiting)),
              "", "| Check | Status | Detail |", "|---|---|---|"]
     for check in data["checks"]:
-        lines.append("| %s | %s | %s |" % (check["title"], check["status"].upper(),
-                                           str(check["detail"]).replace("|", "\\|")))
+        lines.append("| %s | %s | %s |" % (check["title"], check["status"].upper(), _cell(check["detail"])))
+    lines += ["", "## Tenants waiting for a restart", ""]
+    if waiting:
+        lines += ["| Tenant | Stage | Changed | Why |", "|---|---|---|---|"]
+        lines += ["| %s | %s | %s | %s |" % (
+            _cell(e["tenant"]), _cell(e["stage"]), _cell(", ".join(e.get("changed") or ())),
+            _cell(e.get("why", ""))) for e in waiting]
+    else:
+        lines.append("None: no stage of this run changed what a running tenant sees at its next start.")
     return "\n".join(lines) + "\n"
 
 

@@ -257,6 +257,30 @@ def test_per_vf_settings_in_check_mode_change_nothing(sim):
     assert all(c[:3] != ["ip", "link", "set"] for c in ip.calls)
 
 
+def test_a_changed_mac_on_a_vf_a_running_domain_holds_waits_for_its_restart(sim, tmp_path):
+    # iproute2 is faked (no SR-IOV NIC here); the running domain is the real libvirt test
+    # driver's, holding VF 0 (0000:03:00.2) of the PF.
+    configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci")
+    ip = ip_state(MLX5_FRESH)
+    uri = write_libvirt_test_node(tmp_path, "0000:03:00.2")
+    first = configure(sim, runner=ip.call, pf="eno1", num_vfs=2, vf_driver="vfio-pci",
+                      vfs=TENANT_VFS, libvirt_uri=uri).result
+    # VF 1 changes too (spoof checking), but no running domain holds it.
+    assert first["running_domain_vfs"] == [
+        {"index": 0, "address": "0000:03:00.2", "domains": ["tenant-a"],
+         "changed": ["mac", "spoofchk", "vlan"], "restart_required": True}]
+    # A VLAN alone is the PF's filter, applied at once: listed, no restart.
+    vlan_only = [dict(TENANT_VFS[0], vlan=200), TENANT_VFS[1]]
+    preview = configure(sim, check_mode=True, runner=ip.call, pf="eno1", num_vfs=2,
+                        vf_driver="vfio-pci", vfs=vlan_only, libvirt_uri=uri).result
+    assert preview["running_domain_vfs"] == [
+        {"index": 0, "address": "0000:03:00.2", "domains": ["tenant-a"],
+         "changed": ["vlan"], "restart_required": False}]
+    again = configure(sim, runner=ip.call, pf="eno1", num_vfs=2, vf_driver="vfio-pci",
+                      vfs=TENANT_VFS, libvirt_uri=uri).result
+    assert again["changed"] is False and again["running_domain_vfs"] == []
+
+
 def test_settings_of_new_vfs_are_read_once_the_vfs_exist(sim):
     # A fresh VF's values are the driver's choice (mlx5: spoofchk off), so nothing is
     # assumed: the step reads the VF after creating it and sets what differs.

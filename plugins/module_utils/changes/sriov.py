@@ -29,7 +29,7 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
@@ -209,6 +209,8 @@ class SriovPlan:
     changes: ChangeSet
     vfs: List[dict] = field(default_factory=list)
     settings_changed: List[int] = field(default_factory=list)
+    # index -> the settings this run changes on a VF that exists (not one it creates)
+    settings_delta: Dict[int, List[str]] = field(default_factory=dict)
     created: List[str] = field(default_factory=list)    # VFs this run (re)creates
     skipped: List[str] = field(default_factory=list)    # what a test root cannot do
     # VFs handed to vfio-pci need the driver loaded: the native PF driver does not pull it
@@ -333,6 +335,7 @@ def _plan_vf_settings(plan, runner, settings, recreate):
         if not delta:
             continue
         plan.settings_changed.append(index)
+        plan.settings_delta[index] = sorted(delta)
         undo_values = {k: have.get(k, FRESH_VF[k]) for k in delta}
         argv = ip_vf_argv(netdev, index, delta)
         changes.value_changes.append(("ip link %s vf %d" % (netdev, index),
@@ -340,6 +343,34 @@ def _plan_vf_settings(plan, runner, settings, recreate):
                                       json.dumps(delta, sort_keys=True)))
         changes.add(" ".join(argv), lambda argv=argv: _run(runner, argv),
                     lambda u=ip_vf_argv(netdev, index, undo_values): _run(runner, u))
+
+
+# The VF settings a running guest sees only once its VF driver probes the VF again (a
+# restart of the tenant): the MAC. The PF driver hands the VF its MAC at the VF's reset,
+# and igb, ixgbe and i40e log "Reload the VF driver to make this change effective" when
+# the PF sets it under a VF in use. VLAN, spoof checking, trust and link state are the
+# PF's (or the switchdev's) filters, applied to the VF's traffic at once.
+READ_BY_THE_GUEST_AT_PROBE = ("mac",)
+
+
+def held_vf_changes(plan, domain_devices):
+    """The VFs of ``plan`` that running domains hold and whose settings this run changes:
+    ``[{index, address, domains, changed, restart_required}]``, ``restart_required``
+    when a changed setting is one the guest reads only at its VF's next probe.
+
+    ``domain_devices``: PCI address -> running domain names (host_safety's
+    running_domain_devices), None when it was not read."""
+    held = []
+    addresses = {vf["index"]: vf["address"] for vf in plan.vfs}
+    for index, changed in sorted(plan.settings_delta.items()):
+        address = addresses.get(index)
+        domains = sorted((domain_devices or {}).get(address) or ())
+        if domains:
+            held.append({"index": index, "address": address, "domains": domains,
+                         "changed": list(changed),
+                         "restart_required": any(key in READ_BY_THE_GUEST_AT_PROBE
+                                                 for key in changed)})
+    return held
 
 
 # What a released tenant's VF is given back with (tenant_scrub): no MAC, no VLAN, spoof
