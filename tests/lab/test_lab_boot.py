@@ -191,8 +191,10 @@ DRAIN_DOMAIN_XML = """<domain type='qemu'>
   <devices><serial type='pty'/><console type='pty'/></devices>
 </domain>
 """ % DRAIN_DOMAIN
-# Harmless: Debian's kernel stamps printk lines by default (CONFIG_PRINTK_TIME=y).
-DRAIN_EXTRA_ARG = "printk.time=1"
+# The argument that makes a reboot necessary: one the kernel does not know, which it
+# hands to init as an environment variable (harmless), named after the boot it was
+# added in, so that it is new on a lab this test ran on before (GPUHOST_LAB_KEEP=1).
+DRAIN_EXTRA_ARG = "gpuhost_drain_proof=%s"
 
 
 def _domstate(lab):
@@ -211,9 +213,12 @@ def test_iommu_reboot_is_refused_while_a_domain_runs_and_drains_it_with_gpuhost_
     same boot, the domain still running. With gpuhost_drain=true (15 s, destroy) the lab
     reboots, the argument is active, the domain runs again and the drain record is empty.
     The domain is removed at the end; the argument stays on the command line (harmless;
-    the later tests of the lane only look for the iommu role's own arguments). Wall time
-    on 2026-12-03 (TCG lab, alone): see the commit that added it."""
+    the later tests of the lane only look for the iommu role's own arguments). Passed in
+    157 s on 2026-12-03 (TCG lab already up, alone on the 2-core machine, its IOMMU
+    arguments active from an earlier run; from a first boot, which also rebuilds the
+    initramfs, a run took 190 s up to its last assertions)."""
     boot_id = lab.read("/proc/sys/kernel/random/boot_id").strip()
+    extra_arg = DRAIN_EXTRA_ARG % boot_id[:8]
     lab.ssh("virsh -c qemu:///system destroy %s; virsh -c qemu:///system undefine %s"
             % (DRAIN_DOMAIN, DRAIN_DOMAIN), check=False)
     lab.ssh("cat > /tmp/%s.xml && virsh -c qemu:///system define /tmp/%s.xml && "
@@ -221,7 +226,7 @@ def test_iommu_reboot_is_refused_while_a_domain_runs_and_drains_it_with_gpuhost_
             input_text=DRAIN_DOMAIN_XML)
     try:
         assert _domstate(lab) == "running"
-        reboot = {"gpuhost_reboot_ok": True, "iommu_extra_kernel_args": [DRAIN_EXTRA_ARG]}
+        reboot = {"gpuhost_reboot_ok": True, "iommu_extra_kernel_args": [extra_arg]}
         refused = lab.playbook(os.path.join(REPO, "site.yml"), "--tags", "iommu",
                                "-e", json.dumps(reboot), check=False, timeout=1800)
         printed = " ".join(refused.stdout.split())
@@ -233,15 +238,18 @@ def test_iommu_reboot_is_refused_while_a_domain_runs_and_drains_it_with_gpuhost_
             "the iommu role rebooted the lab although a domain ran and no drain was asked for"
         assert _domstate(lab) == "running"
 
-        drained = lab.playbook(os.path.join(REPO, "site.yml"), "--tags", "iommu", "-e", json.dumps(
+        # -v: the drain's result (what it stopped, what it forced off) is in the output.
+        drained = lab.playbook(os.path.join(REPO, "site.yml"), "--tags", "iommu", "-v", "-e", json.dumps(
             dict(reboot, gpuhost_drain=True, gpuhost_drain_timeout=15,
                  gpuhost_drain_on_timeout="destroy")), timeout=1800)
-        printed = " ".join(drained.stdout.split())
+        printed = " ".join((drained.stdout + drained.stderr).split())
         assert "forced off after 15 s without powering off (on_timeout=destroy): %s" \
             % DRAIN_DOMAIN in printed, printed[-6000:]
+        assert '"destroyed": ["%s"]' % DRAIN_DOMAIN in printed, printed[-6000:]
+        assert '"started": ["%s"]' % DRAIN_DOMAIN in printed, printed[-6000:]
         assert lab.read("/proc/sys/kernel/random/boot_id").strip() != boot_id, \
             "the drain did not lead to a reboot"
-        assert DRAIN_EXTRA_ARG in lab.read("/proc/cmdline").split()
+        assert extra_arg in lab.read("/proc/cmdline").split()
         assert _domstate(lab) == "running", "the restore did not start the drained domain again"
         record = json.loads(lab.read("/var/lib/gpuhost/drain.json"))
         assert record["domains"] == {}, record
