@@ -213,10 +213,10 @@ def test_iommu_reboot_is_refused_while_a_domain_runs_and_drains_it_with_gpuhost_
     same boot, the domain still running. With gpuhost_drain=true (15 s, destroy) the lab
     reboots, the argument is active, the domain runs again and the drain record is empty.
     The domain is removed at the end; the argument stays on the command line (harmless;
-    the later tests of the lane only look for the iommu role's own arguments). Passed in
-    157 s on 2026-12-03 (TCG lab already up, alone on the 2-core machine, its IOMMU
-    arguments active from an earlier run; from a first boot, which also rebuilds the
-    initramfs, a run took 190 s up to its last assertions)."""
+    the later tests of the lane only look for the iommu role's own arguments). Passed on
+    2026-12-03 on a TCG lab alone on the 2-core machine: 220 s right after the iommu
+    role's reboot test (133.6 s) from a first boot, as the lane runs them; 157 s on a
+    lab whose IOMMU arguments were already active."""
     boot_id = lab.read("/proc/sys/kernel/random/boot_id").strip()
     extra_arg = DRAIN_EXTRA_ARG % boot_id[:8]
     lab.ssh("virsh -c qemu:///system destroy %s; virsh -c qemu:///system undefine %s"
