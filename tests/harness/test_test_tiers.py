@@ -14,7 +14,8 @@ from support import REPO, TESTS
 
 ACCEPTANCE_ONLY = {
     "test_lab_boot.py": {
-        "test_iommu_role_never_reboots_without_reboot_ok_and_its_arguments_apply_after_reboot"},
+        "test_iommu_role_never_reboots_without_reboot_ok_and_its_arguments_apply_after_reboot",
+        "test_iommu_reboot_is_refused_while_a_domain_runs_and_drains_it_with_gpuhost_drain"},
     "test_site_on_lab.py": {
         "test_check_mode_on_a_fresh_lab_changes_nothing",
         "test_reboot_without_rerunning_brings_the_host_back",

@@ -12,12 +12,15 @@ is the test driver's own behaviour.
 
 The module runs in process with that connection (its state lives in the connection), as
 tests/unit/test_libvirt_pinned_domain.py does; the last test runs ``ansible -m``, which
-opens the node file afresh. The iommu role's use of the module (branch
-drain-role-wiring) waits for its lab proof.
+opens the node file afresh. The last ones run the iommu role's reboot tasks
+(roles/iommu/tasks/reboot.yml) with ansible-playbook up to the reboot, which ansible
+refuses on a local connection; the lab proves the reboot itself
+(tests/lab/test_lab_boot.py).
 """
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -27,7 +30,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import tenant_drain as mod
 
-from support.helpers import run_module_adhoc
+from support.helpers import ansible_env, run_module_adhoc, run_tool
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
 
@@ -303,3 +306,103 @@ def test_ansible_run_of_checked_fails_naming_the_running_tenant(tmp_path):
 
 
 # -- the iommu role's reboot tasks ---------------------------------------------------------
+#
+# roles/iommu/tasks/reboot.yml through a real ansible-playbook run on a local connection,
+# each of its tenant_drain tasks opening the node file afresh (a task sees the node as
+# written, not what an earlier task did to it). ansible refuses a reboot over a local
+# connection ("would reboot the control node"), so these runs never get past the reboot
+# task: they prove what comes before it (the refusal, the drain's plan, check mode) and
+# that the restore runs after a reboot that failed. The reboot itself, with a running
+# domain, is the lab's proof (tests/lab/test_lab_boot.py).
+
+REBOOT_TASK = "TASK [gpuhost.kvm.iommu : Reboot to apply the kernel arguments]"
+RESTORE_TASK = ("TASK [gpuhost.kvm.iommu : Start again the domains the drain stopped (the record "
+                "decides; none recorded, nothing to do)]")
+
+
+def _reboot_tasks(tmp_path, host, check, **extra):
+    """The iommu role's reboot.yml (tasks_from, as main.yml's include runs it) with a
+    reboot required and allowed, against ``host``'s test node, ledger and state dir."""
+    playbook = tmp_path / "reboot.yml"
+    playbook.write_text(
+        "- name: The iommu role's reboot tasks\n"
+        "  hosts: localhost\n"
+        "  gather_facts: false\n"
+        "  tasks:\n"
+        "    - name: Include them\n"
+        "      ansible.builtin.include_role:\n"
+        "        name: gpuhost.kvm.iommu\n"
+        "        tasks_from: reboot.yml\n")
+    values = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+              "gpuhost_reboot_required": True, "gpuhost_reboot_ok": True,
+              "gpuhost_libvirt_uri": host.uri, "gpuhost_ledger_path": host.ledger,
+              "gpuhost_state_dir": os.path.dirname(host.record),
+              "__iommu_kernel_args": ["iommu=pt"]}
+    values.update(extra)
+    (tmp_path / "extra.json").write_text(json.dumps(values))
+    argv = ["-i", "localhost,", str(playbook), "-e", "@%s" % (tmp_path / "extra.json"), "-v"]
+    if check:
+        argv.append("--check")
+    env = ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    return run_tool("ansible-playbook", *argv, env=env, check=False, timeout=600)
+
+
+def _task_output(out, task):
+    return out.split(task, 1)[1].split("TASK [", 1)[0] if task in out else None
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["run", "check-mode"])
+def test_iommu_reboot_without_gpuhost_drain_is_refused_naming_the_running_domain(tmp_path, check):
+    """Issue 22's "a reboot needed while tenants run is refused, and the refusal lists the
+    running tenants": the first task fails, naming each running domain and the way out
+    (gpuhost_drain), and neither the reboot nor the restore runs."""
+    host = Host(tmp_path, {"tenant-a": "running", "scratch": "running", "tenant-off": "shut off"},
+                tenants=["tenant-a", "tenant-off"])
+    proc = _reboot_tasks(tmp_path, host, check)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 2, proc.stdout[-4000:]
+    assert ("a reboot of the host would stop 2 running domain(s): tenants tenant-a (running); "
+            "not in the allocation ledger: scratch (running)") in out, out[-4000:]
+    assert "set gpuhost_drain: true" in out
+    assert REBOOT_TASK not in proc.stdout and RESTORE_TASK not in proc.stdout
+    assert host.recorded() is None
+
+
+def test_iommu_reboot_with_gpuhost_drain_in_check_mode_reports_the_drain_and_changes_nothing(tmp_path):
+    """Check mode: the drain reports the domain it would shut down and writes no record;
+    the reboot task is where ansible stops a local run, and the restore after it (always)
+    finds nothing recorded."""
+    host = Host(tmp_path, {"tenant-a": "running"})
+    proc = _reboot_tasks(tmp_path, host, True, gpuhost_drain=True)
+    out = proc.stdout
+    drain = _task_output(out, "TASK [gpuhost.kvm.iommu : Refuse the reboot while domains run, or "
+                              "shut them down gracefully (gpuhost_drain)]")
+    assert drain is not None and "changed: [localhost]" in drain, out[-4000:]
+    assert '"to_stop": [' in drain and '"tenant-a"' in drain, drain
+    assert "ask tenant-a to shut down (ACPI)" in drain
+    assert "with local connection would reboot the control node" in _task_output(out, REBOOT_TASK)
+    restore = _task_output(out, RESTORE_TASK)
+    assert restore is not None and "ok: [localhost]" in restore, out[-4000:]
+    assert not os.path.exists(host.record)
+
+
+def test_iommu_reboot_with_gpuhost_drain_restores_after_a_failed_reboot(tmp_path):
+    """A real drain (on_timeout destroy, as the lab's proof sets it) records the domain
+    and shuts it down; the reboot fails (ansible's local-connection refusal stands in for
+    a reboot that did not happen); the restore, in the block's always, still runs and
+    settles the record: the test node shows the domain running again (every task opens
+    it afresh), so the restore takes it off the record as already running."""
+    host = Host(tmp_path, {"tenant-a": "running"})
+    proc = _reboot_tasks(tmp_path, host, False, gpuhost_drain=True, gpuhost_drain_timeout=5,
+                         gpuhost_drain_on_timeout="destroy")
+    out = proc.stdout
+    assert proc.returncode == 2, out[-4000:]
+    drain = _task_output(out, "TASK [gpuhost.kvm.iommu : Refuse the reboot while domains run, or "
+                              "shut them down gracefully (gpuhost_drain)]")
+    assert drain is not None and "changed: [localhost]" in drain, out[-4000:]
+    assert '"stopped": [' in drain and '"tenant-a"' in drain, drain
+    assert "with local connection would reboot the control node" in _task_output(out, REBOOT_TASK)
+    restore = _task_output(out, RESTORE_TASK)
+    assert restore is not None and '"already_running": [' in restore, out[-4000:]
+    assert '"pending_restore": []' in " ".join(restore.split()), restore
+    assert host.recorded()["domains"] == {}

@@ -138,30 +138,83 @@ def _task_files():
     return sorted(f for p in patterns for f in glob.glob(os.path.join(REPO, p)))
 
 
-def test_every_reboot_task_is_guarded_by_gpuhost_reboot_ok(tally):
-    reboot_tasks = []
+INCLUDE_MODULES = ("ansible.builtin.include_tasks", "include_tasks",
+                   "ansible.builtin.import_tasks", "import_tasks")
+REBOOT_OK = re.compile(r"\bgpuhost_reboot_ok\s*\|\s*bool\b")
+
+
+def _file_tasks(path):
+    with open(path) as handle:
+        data = yaml.safe_load(handle) or []
+    plays = data if isinstance(data, list) else []
+    tasks = []
+    for item in plays:
+        if isinstance(item, dict) and "hosts" in item:      # a play
+            for key in ("pre_tasks", "tasks", "post_tasks", "handlers"):
+                tasks += item.get(key) or []
+        else:
+            tasks.append(item)
+    return tasks
+
+
+def _included_file(path, task):
+    """The tasks file an include_tasks/import_tasks task names, relative to its role's
+    tasks/ directory (a name with a template resolves to no file)."""
+    for module in INCLUDE_MODULES:
+        if module in task:
+            target = task[module]
+            target = target.get("file") if isinstance(target, dict) else target
+            if not target or "{{" in str(target):
+                return None
+            return os.path.normpath(os.path.join(os.path.dirname(path), str(target)))
+    return None
+
+
+def _includes():
+    """{included file: [(including file, task name, conditions of the include)]}."""
+    found = {}
     for path in _task_files():
-        with open(path) as handle:
-            data = yaml.safe_load(handle) or []
-        plays = data if isinstance(data, list) else []
-        tasks = []
-        for item in plays:
-            if isinstance(item, dict) and "hosts" in item:      # a play
-                for key in ("pre_tasks", "tasks", "post_tasks", "handlers"):
-                    tasks += item.get(key) or []
-            else:
-                tasks.append(item)
-        for task, conditions in _walk(tasks):
+        for task, conditions in _walk(_file_tasks(path)):
+            target = _included_file(path, task)
+            if target is not None:
+                found.setdefault(target, []).append((path, task.get("name"), conditions))
+    return found
+
+
+def test_every_reboot_task_is_guarded_by_gpuhost_reboot_ok(tally):
+    """Every reboot task is guarded by gpuhost_reboot_ok by itself (its own when or its
+    blocks'), and a tasks file holding one is only ever included by tasks guarded by it
+    too: roles/iommu/tasks/reboot.yml, which main.yml includes."""
+    reboot_tasks = []
+    includes = _includes()
+    for path in _task_files():
+        for task, conditions in _walk(_file_tasks(path)):
             if _reboots(task):
                 reboot_tasks.append((os.path.relpath(path, REPO), task.get("name"),
                                      conditions))
     tally.bump("lockout", "tried")
-    unguarded = [t for t in reboot_tasks
-                 if not any(re.search(r"\bgpuhost_reboot_ok\s*\|\s*bool\b", c) for c in t[2])]
+    assert reboot_tasks, "no reboot task found: the scan no longer sees the iommu role's"
+    unguarded = [t for t in reboot_tasks if not any(REBOOT_OK.search(c) for c in t[2])]
     assert not unguarded, "reboot tasks without gpuhost_reboot_ok: %s" % unguarded
-    # The iommu role is the one place that may reboot (kernel arguments).
-    assert [t[0] for t in reboot_tasks] == ["roles/iommu/tasks/main.yml"], reboot_tasks
+    # The iommu role is the one place that may reboot (kernel arguments), in its own file.
+    assert [t[0] for t in reboot_tasks] == ["roles/iommu/tasks/reboot.yml"], reboot_tasks
+    for relpath in {t[0] for t in reboot_tasks}:
+        path = os.path.join(REPO, relpath)
+        if relpath.endswith("/tasks/main.yml"):
+            continue
+        includers = includes.get(path, [])
+        assert includers, "%s holds a reboot task but nothing includes it" % relpath
+        unguarded = [(os.path.relpath(p, REPO), name, c) for p, name, c in includers
+                     if not any(REBOOT_OK.search(w) for w in c)]
+        assert not unguarded, "%s (a reboot) is included without gpuhost_reboot_ok: %s" % (
+            relpath, unguarded)
+        assert [os.path.relpath(p, REPO) for p, dummy, dummy in includers] == \
+            ["roles/iommu/tasks/main.yml"], includers
     tally.bump("lockout", "refused")
+
+
+REBOOT_INCLUDE = ("Drain the tenants, reboot to apply the kernel arguments, check them, start "
+                  "the tenants again")
 
 
 def test_check_mode_with_kernel_args_missing_runs_no_reboot(tmp_path, tally):
@@ -173,9 +226,12 @@ def test_check_mode_with_kernel_args_missing_runs_no_reboot(tmp_path, tally):
     env = harness.ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     proc = harness.run_playbook(host, harness.role_playbook(host, ["plan", "iommu"]),
                                 {"gpuhost_reboot_ok": False}, check=True, env=env)
-    assert "TASK [gpuhost.kvm.iommu : Reboot to apply the kernel arguments]" in proc.output
-    after = proc.output.split("TASK [gpuhost.kvm.iommu : Reboot to apply the kernel "
-                              "arguments]", 1)[1].split("TASK [", 1)[0]
+    # The reboot is behind one include (roles/iommu/tasks/reboot.yml): skipped, it runs
+    # neither the drain nor the reboot, which are not even listed then.
+    include = "TASK [gpuhost.kvm.iommu : %s]" % REBOOT_INCLUDE
+    assert include in proc.output, proc.output[-3000:]
+    assert "Reboot to apply the kernel arguments" not in proc.output
+    after = proc.output.split(include, 1)[1].split("TASK [", 1)[0]
     assert "skipping:" in after and "changed:" not in after and "ok:" not in after, after
     assert "gpuhost_reboot_required: True" in proc.output or \
         '"gpuhost_reboot_required: True"' in proc.output, proc.output[-3000:]
