@@ -90,29 +90,53 @@ EXAMPLES = r"""
 
 RETURN = r"""
 image:
-  description: O(image)'s presence; absent without O(image).
+  description: O(image)'s presence.
   returned: when O(image) is given
   type: dict
   contains:
-    name: {description: The reference., type: str}
-    present: {description: Whether the runtime has it., type: bool}
-    id: {description: Its ID, null when absent., type: str}
-    error: {description: What the runtime said when it is absent., type: str}
-  sample: {name: "nvcr.io/nvidia/tritonserver:24.07-py3", present: true, id: "sha256:4f1c...", error: null}
+    name:
+      description: The reference.
+      type: str
+    present:
+      description: Whether the runtime has it.
+      type: bool
+    id:
+      description: Its ID; null when absent.
+      type: str
+    error:
+      description: What the runtime said when it is absent.
+      type: str
+  sample: {"name": "nvcr.io/nvidia/tritonserver:24.07-py3", "present": true, "id": "sha256:4f1c", "error": null}
 container:
-  description: O(container)'s main process and its binding; absent without O(container).
+  description: O(container)'s main process and its binding.
   returned: when O(container) is given
   type: dict
   contains:
-    name: {description: The container., type: str}
-    running: {description: Whether it has a main process., type: bool}
-    pid: {description: The main PID, null when not running., type: int}
-    waited_s: {description: Seconds spent waiting for it to run., type: float}
-    error: {description: What the runtime said when it does not run., type: str}
-    cpus_allowed: {description: The process's Cpus_allowed_list, normalised., type: str}
-    mems_allowed: {description: The process's Mems_allowed_list, normalised., type: str}
+    name:
+      description: The container.
+      type: str
+    running:
+      description: Whether it has a main process.
+      type: bool
+    pid:
+      description: The main PID; null when it does not run.
+      type: int
+    waited_s:
+      description: Seconds spent waiting for it to run.
+      type: float
+    error:
+      description: What the runtime said when it does not run.
+      type: str
+    cpus_allowed:
+      description: The process's C(Cpus_allowed_list), as a normalised CPU list.
+      type: str
+    mems_allowed:
+      description: The process's C(Mems_allowed_list), as a normalised node list.
+      type: str
     numactl:
-      description: C(numactl --show) in the container, C(ran) false (with C(error)) when the image lacks it.
+      description:
+        - C(numactl --show) in the container (C(ran), C(membind), C(physcpubind)); C(ran)
+          false, with C(error), when the image lacks numactl.
       type: dict
   sample:
     name: gpuhost-triton
@@ -122,7 +146,7 @@ container:
     error: null
     cpus_allowed: "0-3"
     mems_allowed: "0"
-    numactl: {ran: true, membind: "0", physcpubind: "0-3", error: null}
+    numactl: {"ran": true, "membind": "0", "physcpubind": "0-3", "error": null}
 findings:
   description: With O(cpus) and O(node), what keeps the server off the cell, one sentence each.
   returned: always
