@@ -165,7 +165,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import container as core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number, unit_name
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    container_name, finite_number, image_reference, unit_name)
 
 MAX_WAIT_S = 3600
 POLL_S = 3.0
@@ -201,9 +202,9 @@ class ContainerFacts(object):
     def check(self):
         params = self.params
         if params["image"] is not None:
-            core.image_reference(params["image"])
+            image_reference(params["image"])
         if params["container"] is not None:
-            core.container_name(params["container"])
+            container_name(params["container"])
         if params["unit"] is not None:
             unit_name(params["unit"], "unit")
         self.wait_s = finite_number(params["wait_s"], "wait_s", allow_minimum=True, maximum=MAX_WAIT_S,

@@ -23,11 +23,6 @@ import re
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist, parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
-# Docker's and Podman's container and image-reference names, matched whole: a name that
-# starts with "-" would be read as an option, and the runtime's Go templates never see one.
-CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-IMAGE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
-
 # The inspect formats (Go templates of docker and podman alike).
 PID_FORMAT = "{{.State.Pid}}"
 IMAGE_ID_FORMAT = "{{.Id}}"
@@ -37,22 +32,6 @@ MAX_NODE = 1023
 
 _STATUS_FIELD = re.compile(r"^(Cpus_allowed_list|Mems_allowed_list):\s*(\S+)\s*$", re.M)
 _NUMACTL_FIELD = re.compile(r"^(membind|physcpubind|cpubind|nodebind):\s*(.*?)\s*$", re.M)
-
-
-def container_name(value, field="container"):
-    if not isinstance(value, str) or not CONTAINER_NAME.fullmatch(value):
-        raise GpuhostError("%r is not a container name" % (value,), field=field,
-                           fix="letters, digits, '_', '.' and '-', starting with a letter or digit "
-                               "(at most 128 characters), as docker and podman name containers")
-    return value
-
-
-def image_reference(value, field="image"):
-    if not isinstance(value, str) or not IMAGE_REFERENCE.fullmatch(value):
-        raise GpuhostError("%r is not an image reference" % (value,), field=field,
-                           fix="a reference such as nvcr.io/nvidia/tritonserver:24.07-py3 (letters, "
-                               "digits and . _ / : @ + -, starting with a letter or digit)")
-    return value
 
 
 def image_inspect_argv(runtime, image):
