@@ -31,6 +31,8 @@ BOOT_TIMEOUT = int(os.environ.get("GPUHOST_LAB_BOOT_TIMEOUT", "600"))
 # lab/up and lab/reboot reset a stalled guest once (lab/lib.sh), so a boot may take two
 # boot timeouts before they give up themselves.
 WAIT_BOOT_TIMEOUT = 2 * BOOT_TIMEOUT + 120
+# Pauses before Lab.ssh's retries of ssh's own failures (exit 255).
+SSH_RETRY_PAUSES_S = (5, 15)
 
 
 # The lab tests that throw the lab's state away: issue 8's interrupted converge (it resets
@@ -119,9 +121,18 @@ class Lab:
                 "-o", "ControlPersist=120"] + list(extra) + ["root@127.0.0.1"]
 
     def ssh(self, command, check=True, timeout=300, input_text=None):
-        """Run a shell command in the lab; returns the CompletedProcess (text)."""
-        proc = subprocess.run(self.ssh_argv() + [command], capture_output=True, text=True,
-                              timeout=timeout, input=input_text, check=False)
+        """Run a shell command in the lab; returns the CompletedProcess (text).
+
+        ssh's own failure (exit 255: the keepalive gave up on a TCG guest stalled by a
+        busy machine, or the master connection died) is retried twice, as the lab
+        inventory's ansible_ssh_retries does for Ansible; a command's own exit status
+        never is, and a lab that stays unreachable still fails."""
+        for pause in SSH_RETRY_PAUSES_S + (None,):
+            proc = subprocess.run(self.ssh_argv() + [command], capture_output=True, text=True,
+                                  timeout=timeout, input=input_text, check=False)
+            if proc.returncode != 255 or pause is None:
+                break
+            time.sleep(pause)
         if check and proc.returncode != 0:
             raise LabError("lab command failed (rc=%d): %s\nstdout:\n%s\nstderr:\n%s\n"
                            "console log: %s" % (proc.returncode, command, proc.stdout,
