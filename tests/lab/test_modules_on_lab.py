@@ -529,6 +529,132 @@ def _wait_for_vfio_pins(lab, functions, cpus, timeout_s):
         time.sleep(3)
 
 
+# The tenant's L2 guest for its MSI/MSI-X IRQs: the lab's own Debian kernel (an EFI-stub
+# bzImage, booted directly by QEMU: no disk, no boot loader) and an initramfs-tools
+# initramfs of the lab's own, built with MODULES=list of the two drivers that enable
+# MSI(-X) on the tenant's functions (the lab's /boot/initrd.img has neither: its
+# MODULES=list keeps the lab's boot small). break=premount stops it in the initramfs's
+# shell after the modules are loaded, so no root file system is needed.
+L2_BOOT = "/var/lib/libvirt/boot"
+L2_KERNEL, L2_INITRD = L2_BOOT + "/l2-vmlinuz", L2_BOOT + "/l2-initrd.img"
+L2_DRIVERS = ("igbvf", "snd_hda_intel")
+L2_CMDLINE = "console=ttyS0,115200 break=premount panic=-1 mitigations=off no_timer_check"
+L2_SERIAL_LOG = "/var/log/libvirt/qemu/%s-serial.log" % TENANT
+
+
+def _with_direct_kernel_boot(xml_text):
+    """The defined tenant's XML with <kernel>/<initrd>/<cmdline> in <os> and its serial
+    port logged to L2_SERIAL_LOG (libvirt's <log> of a pty serial, written by virtlogd)."""
+    domain = ET.fromstring(xml_text)
+    os_element = domain.find("os")
+    for tag, text in (("kernel", L2_KERNEL), ("initrd", L2_INITRD), ("cmdline", L2_CMDLINE)):
+        ET.SubElement(os_element, tag).text = text
+    serial = domain.find("devices/serial")
+    ET.SubElement(serial, "log", file=L2_SERIAL_LOG, append="off")
+    return ET.tostring(domain, encoding="unicode")
+
+
+def _wait_for_vfio_msi_lines(lab, functions, timeout_s):
+    """Polls /proc/interrupts until each of ``functions`` that has an MSI or MSI-X
+    capability shows a vfio-msi/vfio-msix line: {function: [(irq, affinity)]},
+    seconds waited. One ssh call per round."""
+    script = ("grep -E 'vfio-msix?\\[[0-9]+\\]\\((%s)\\)' /proc/interrupts | while read n rest; do"
+              " n=${n%%:}; echo $n $(cat /proc/irq/$n/smp_affinity_list) "
+              "$(echo \"$rest\" | grep -oE 'vfio-msix?\\[[0-9]+\\]\\([^)]+\\)'); done"
+              % "|".join(re.escape(f) for f in functions))
+    capable = [f for f in functions
+               if lab.ssh("lspci -s %s -vv | grep -qE 'MSI(-X)?:'" % f, check=False).returncode == 0]
+    t0 = time.monotonic()
+    while True:
+        lines = {}
+        for row in lab.ssh(script, check=False).stdout.splitlines():
+            fields = row.split()
+            if len(fields) != 3:     # an IRQ freed between the grep and the cat
+                continue
+            irq, affinity, name = fields
+            lines.setdefault(name.split("(")[1].rstrip(")"), []).append((irq, affinity, name))
+        waited = time.monotonic() - t0
+        if all(f in lines for f in capable) or waited > timeout_s:
+            return lines, capable, waited
+        time.sleep(5)
+
+
+@pytest.mark.acceptance
+@pytest.mark.xfail(strict=True, reason=(
+    "the libvirt hook watches WATCH_SECONDS (180 s) after 'started'; under TCG inside the "
+    "TCG lab the L2 kernel enables MSI-X about 250 s after virsh start returns, so its "
+    "vfio-msi(x) lines stay on 0-3 (seen 2026-12-03)"))
+def test_planned_tenant_l2_kernel_enables_msi_and_the_hook_pins_it(lab):
+    """Issue 22: the tenant's functions enable MSI/MSI-X only once a guest kernel drives
+    them, so the tenant here boots a tiny L2 guest (TCG inside the TCG lab): the lab's
+    own kernel and a small initramfs loading igbvf (the VF: MSI-X) and snd_hda_intel
+    (the GPU's HDA function: MSI), by direct kernel boot. The test edits the
+    module-defined domain's XML for that (virsh dumpxml, <kernel>/<initrd>/<cmdline>,
+    virsh define): libvirt_pinned_domain has no direct kernel boot option. Every
+    vfio-msi/vfio-msix line of the tenant's functions must appear in the lab's
+    /proc/interrupts and be allowed exactly on the node's housekeeping CPUs, pinned by
+    the libvirt hook (which watches for WATCH_SECONDS after the start). Prints what
+    the boot cost.
+
+    First run, 2026-12-03 (2-core machine): initramfs 32.5 s, virsh start 206.3 s, start
+    to both lines (vfio-msix[0] of the VF, vfio-msi[0] of the HDA; the HDA's vfio-intx
+    went away) 455.8 s, the test 565 s. The lines appeared after the hook's 180 s watch
+    had ended and stayed allowed on 0-3, not 0-1: hence the strict xfail, which turns
+    into a failure once the hook watches long enough (or until the lines appear)."""
+    lab.ssh("echo 512 > %s" % HUGEPAGES_NODE0)
+    tenant = SEEN.get("tenant_plan")
+    assert tenant, "test_libvirt_pinned_domain_defines_the_planned_tenant (before this) failed"
+    args = {"name": TENANT, "plan": tenant, "domain_type": "qemu", "cpu_mode": "maximum",
+            "network": {"type": "vf", "vf_mode": "hostdev"}, "autostart": False,
+            "hide_kvm": False, "state": "present"}
+    functions = validation.tenant_functions(tenant)
+    housekeeping = SEEN["plan_housekeeping"][str(tenant["node"])]
+    wanted = format_cpulist(parse_cpulist(housekeeping))
+    costs = {}
+    # as in the start test: irqbalance would move the hook's pins back
+    lab.ssh("systemctl stop irqbalance.service", check=False)
+    _ok(lab, "gpuhost.kvm.irq_affinity", {"pci_devices": functions, "cpus": housekeeping,
+                                          "persistent": True, "persist_as": VFIO_PIN})
+    try:
+        t0 = time.monotonic()
+        kernel = lab.ssh("ls /boot/vmlinuz-* | sort -V | tail -n 1").stdout.strip()
+        release = kernel.split("vmlinuz-", 1)[1]
+        lab.ssh("set -e; rm -rf /tmp/l2-initramfs; cp -a /etc/initramfs-tools /tmp/l2-initramfs; "
+                "sed -i 's/^MODULES=.*/MODULES=list/' /tmp/l2-initramfs/initramfs.conf; "
+                "printf '%%s\\n' %s > /tmp/l2-initramfs/modules; mkdir -p %s; "
+                "mkinitramfs -d /tmp/l2-initramfs -o %s %s; cp %s %s"
+                % (" ".join(L2_DRIVERS), L2_BOOT, L2_INITRD, release, kernel, L2_KERNEL), timeout=900)
+        costs["initramfs_s"] = round(time.monotonic() - t0, 1)
+        _ok(lab, "gpuhost.kvm.libvirt_pinned_domain", args)
+        lab.ssh("virsh define /dev/stdin", input_text=_with_direct_kernel_boot(
+            _virsh(lab, "dumpxml", "--inactive", TENANT)))
+        t0 = time.monotonic()
+        lab.ssh("virsh start %s" % TENANT, timeout=600)
+        costs["start_s"] = round(time.monotonic() - t0, 1)
+        lines, capable, waited = _wait_for_vfio_msi_lines(lab, functions, timeout_s=900)
+        costs["start_to_msi_lines_s"] = round(costs["start_s"] + waited, 1)
+        # The hook re-applies every 2 s: give its next round the chance to pin lines
+        # that appeared a moment ago.
+        time.sleep(5)
+        pinned = _wait_for_vfio_pins(lab, functions, housekeeping, timeout_s=30)
+        serial = lab.ssh("tail -c 3000 %s" % L2_SERIAL_LOG, check=False).stdout
+        print("L2 direct kernel boot costs %s; MSI(-X)-capable functions %s; vfio MSI lines %s;"
+              " all vfio IRQs %s\nL2 serial tail:\n%s" % (costs, capable, lines, pinned["irqs"], serial))
+        assert capable and all(f in lines for f in capable), _why(
+            lab, "no vfio-msi/vfio-msix line within 900 s for %s (found %s); L2 serial:\n%s"
+            % ([f for f in capable if f not in lines], lines, serial))
+        unpinned = [row for rows in lines.values() for row in rows if pinned["irqs"].get(row[0]) != wanted]
+        assert not unpinned, _why(lab, "vfio MSI lines not allowed on exactly %s: %s (now %s)"
+                                  % (wanted, unpinned, pinned["irqs"]))
+    finally:
+        lab.ssh("virsh destroy %s" % TENANT, check=False)
+        lab.module("gpuhost.kvm.libvirt_pinned_domain", {"name": TENANT, "state": "absent"})
+        lab.module("gpuhost.kvm.irq_affinity", {"state": "absent", "persist_as": VFIO_PIN})
+        lab.ssh("rm -rf %s %s /tmp/l2-initramfs %s" % (L2_KERNEL, L2_INITRD, L2_SERIAL_LOG), check=False)
+        lab.ssh("echo 0 > %s" % HUGEPAGES_NODE0, check=False)
+        lab.ssh("systemctl start irqbalance.service", check=False)
+
+
 def test_bench_realized_on_the_started_tenant_records_ratio_1(lab):
     """bench/bench_realized.py's core on what host_facts read of the tenant the test
     before started (issue 22): each thread's planned and observed CPUs, the memory-node
