@@ -235,6 +235,87 @@ def test_libvirt_hook_only_acts_on_started():
     assert forks == [1]     # the parent returns at once; the child does the watching
 
 
+def _qemu_process(sim, name, pid, start):
+    """libvirt's pid file of domain ``name`` and a /proc/<pid>/stat with start time ``start``."""
+    run_dir = os.path.join(sim.root, irq_pinning.LIBVIRT_QEMU_RUN_DIR.lstrip("/"))
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, name + ".pid"), "w", encoding="utf-8") as handle:
+        handle.write("%d\n" % pid)
+    proc = os.path.join(sim.root, "proc", str(pid))
+    os.makedirs(proc, exist_ok=True)
+    # comm with a space and a ")" in it, as a hostile or odd process name may have
+    fields = ["S"] + ["0"] * 18 + [str(start)] + ["0"] * 10
+    with open(os.path.join(proc, "stat"), "w", encoding="utf-8") as handle:
+        handle.write("%d (qemu-system) x) %s\n" % (pid, " ".join(fields)))
+
+
+def test_the_hook_watcher_pins_msix_that_comes_long_after_the_start_and_ends_with_qemu(sim):
+    pin(sim, name_regex="vfio-msix", cpus="0-1", persistent=True)
+    _qemu_process(sim, "tenant-a", 4242, 777)
+    process = irq_pinning.domain_process(sim, "tenant-a")
+    assert process == (4242, "777")
+    rounds = []
+
+    def sleep(seconds):
+        rounds.append(seconds)
+        if len(rounds) == 4:        # the guest's driver loads well after the watch
+            sim.add_irq(80, "vfio-msix[0](0000:41:00.0)", device="0000:41:00.0")
+        if len(rounds) == 6:        # the domain stops: its QEMU is gone
+            os.remove(os.path.join(sim.root, "proc", "4242", "stat"))
+    now = iter(range(0, 1000, 3)).__next__
+    assert irq_pinning.reapply_main(["--watch", "5"], writer=sim, sleep=sleep, clock=now,
+                                    alive=lambda: irq_pinning.process_alive(sim, process),
+                                    log=lambda line: None) == 0
+    assert affinity(sim, 80)[0] == (0, 1)
+    # quick looks within the watch (clock 0 and 3 of 5), slow ones while QEMU lives, the end
+    assert rounds == [2] + [irq_pinning.DOMAIN_WATCH_INTERVAL_S] * 5
+
+
+def test_a_later_process_with_the_domains_old_pid_is_not_the_domain(sim):
+    _qemu_process(sim, "tenant-a", 4242, 777)
+    process = irq_pinning.domain_process(sim, "tenant-a")
+    _qemu_process(sim, "tenant-b", 4242, 999)     # pid reused by another process
+    assert not irq_pinning.process_alive(sim, process)
+
+
+@pytest.mark.parametrize("name", ["", "../etc/x", "a/b", ".hidden", "no-such-domain"])
+def test_no_process_for_a_bad_or_unknown_domain_name(sim, name):
+    assert irq_pinning.domain_process(sim, name) is None
+
+
+def test_the_watcher_reads_the_pins_again_and_never_puts_back_a_forgotten_one(sim):
+    pin(sim, name_regex="vfio-msix", cpus="0-1", persistent=True, persist_as="tenant-a vfio")
+    rounds = []
+
+    def sleep(_seconds):
+        rounds.append(1)
+        if len(rounds) == 1:        # offboarding forgets the pin while the watcher runs
+            pin(sim, state="absent", persist_as="tenant-a vfio")
+            sim.add_irq(81, "vfio-msix[0](0000:41:00.0)", device="0000:41:00.0")
+    alive = iter([True, True, False]).__next__
+    assert irq_pinning.reapply_main([], writer=sim, sleep=sleep, clock=lambda: 0,
+                                    alive=alive, log=lambda line: None) == 0
+    assert affinity(sim, 81)[0] == tuple(range(8))
+
+
+def test_the_hooks_child_detaches_then_watches_while_the_domain_runs(sim, monkeypatch):
+    _qemu_process(sim, "tenant-a", 4242, 777)
+    seen = {}
+
+    def fake_reapply_main(argv, writer, alive, log):
+        seen.update(argv=argv, alive=alive(), log=log)
+        return 0
+    monkeypatch.setattr(irq_pinning, "reapply_main", fake_reapply_main)
+    detached = []
+    logger = detached.append
+    assert irq_pinning.libvirt_hook_main(["tenant-a", "started", "begin", "-"], fork=lambda: 0,
+                                         detach=lambda: detached.append("detached") or logger,
+                                         writer=sim) == 0
+    assert detached == ["detached"]
+    assert seen == {"argv": ["--watch", str(irq_pinning.WATCH_SECONDS)], "alive": True,
+                    "log": logger}
+
+
 # -- irqbalance leaves the pinned IRQs alone (its policy script) ---------------------------
 
 def test_persistent_pins_make_irqbalance_ask_the_policy_script_and_restart(sim):

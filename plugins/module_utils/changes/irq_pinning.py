@@ -72,6 +72,12 @@ UNIT_NAME = "gpuhost-irq-reapply.service"
 UNIT_FILE = "/etc/systemd/system/" + UNIT_NAME
 LIBRARY = ("changes.irq_pinning",)
 WATCH_SECONDS = 180
+# After WATCH_SECONDS (a look every 2 s), the libvirt hook's watcher goes on looking every
+# DOMAIN_WATCH_INTERVAL_S for as long as the domain's QEMU lives: a guest enables MSI or
+# MSI-X when its driver loads, which can be minutes after the start (on the lab, an L2
+# kernel's igbvf and snd_hda_intel came 456 s after it), and again on every reload.
+DOMAIN_WATCH_INTERVAL_S = 10
+LIBVIRT_QEMU_RUN_DIR = "/run/libvirt/qemu"
 
 
 @dataclass
@@ -438,8 +444,17 @@ def reapply(writer, config):
     return report
 
 
-def reapply_main(argv, writer=None, sleep=time.sleep, clock=time.monotonic):
-    """gpuhost-irq-reapply [--config FILE] [--watch SECONDS]."""
+def _read_config(writer, config_path):
+    return json.loads(writer.read_file(config_path) or '{"rules": []}')
+
+
+def reapply_main(argv, writer=None, sleep=time.sleep, clock=time.monotonic, alive=None,
+                 log=sys.stderr.write):
+    """gpuhost-irq-reapply [--config FILE] [--watch SECONDS].
+
+    ``alive`` (the libvirt hook's): after the watch, go on every DOMAIN_WATCH_INTERVAL_S
+    while it answers true. The stored pins are read again on every round, so a pin
+    forgotten or changed meanwhile (offboarding, a re-plan) is never put back stale."""
     config_path, watch = CONFIG_FILE, 0
     args = list(argv)
     while args:
@@ -450,21 +465,29 @@ def reapply_main(argv, writer=None, sleep=time.sleep, clock=time.monotonic):
             watch = float(args.pop(0))
     writer = writer or HostWriter("/")
     try:
-        config = json.loads(writer.read_file(config_path) or '{"rules": []}')
+        config = _read_config(writer, config_path)
     except ValueError as err:
-        sys.stderr.write("gpuhost-irq-reapply: %s: %s\n" % (config_path, err))
+        log("gpuhost-irq-reapply: %s: %s\n" % (config_path, err))
         return 2
     deadline = clock() + watch
     while True:
         report = reapply(writer, config)
         for line in report["errors"]:
-            sys.stderr.write("gpuhost-irq-reapply: %s\n" % line)
+            log("gpuhost-irq-reapply: %s\n" % line)
         if report["pinned"]:
-            sys.stderr.write("gpuhost-irq-reapply: pinned IRQ(s) %s\n"
-                             % format_cpulist(report["pinned"]))
-        if clock() >= deadline:
+            log("gpuhost-irq-reapply: pinned IRQ(s) %s\n" % format_cpulist(report["pinned"]))
+        if clock() < deadline:
+            sleep(2)
+        elif alive is not None and alive():
+            sleep(DOMAIN_WATCH_INTERVAL_S)
+        else:
             return 1 if report["errors"] else 0
-        sleep(2)
+        try:
+            config = _read_config(writer, config_path)
+        except (OSError, ValueError) as err:
+            # Half-written by hand, or unreadable for a moment: keep the last pins.
+            log("gpuhost-irq-reapply: %s: %s (keeping the pins read before)\n"
+                % (config_path, err))
 
 
 def pinned_irqs(root, config):
@@ -479,15 +502,69 @@ def pinned_irqs(root, config):
     return numbers
 
 
-def libvirt_hook_main(argv, fork=os.fork):
-    """libvirt qemu hook: on "started", re-apply in the background for a while.
+def _process_start_time(writer, pid):
+    """Field 22 of /proc/<pid>/stat (start time), or None when the process is gone."""
+    try:
+        stat = writer.read_file("/proc/%d/stat" % pid)
+    except (OSError, UnicodeDecodeError, GpuhostError):
+        return None
+    try:
+        return stat.rsplit(")", 1)[1].split()[19] if stat else None
+    except IndexError:
+        return None
 
-    libvirt waits for its hooks, and the guest enables MSI-X only after it boots, so
-    the hook forks, detaches and watches instead of blocking the domain's start.
+
+def domain_process(writer, name):
+    """(pid, start time) of domain ``name``'s QEMU, from libvirt's pid file, or None.
+
+    The start time tells the same process from a later one that got its pid."""
+    if not name or "/" in name or name.startswith(".") or "\0" in name:
+        return None
+    try:
+        text = writer.read_file("%s/%s.pid" % (LIBVIRT_QEMU_RUN_DIR, name))
+        pid = int((text or "").strip())
+    except (OSError, ValueError, UnicodeDecodeError, GpuhostError):
+        return None
+    if pid <= 0:
+        return None
+    start = _process_start_time(writer, pid)
+    return None if start is None else (pid, start)
+
+
+def process_alive(writer, process):
+    pid, start = process
+    return _process_start_time(writer, pid) == start
+
+
+def libvirt_hook_main(argv, fork=os.fork, detach=None, writer=None):
+    """libvirt qemu hook (argv: domain, operation, ...): on "started", re-apply in the
+    background while the domain runs.
+
+    libvirt waits for its hooks, and the guest enables MSI or MSI-X only when its driver
+    loads, so the hook forks and watches instead of blocking the domain's start. The
+    child leaves libvirt's pipes (stdin, stdout and stderr on /dev/null, messages to
+    syslog): libvirt captures a hook's output and reads it to its end, so a child that
+    kept them could hold the domain's start for as long as it watches.
     """
     if len(argv) < 2 or argv[1] != "started":
         return 0
     if fork() != 0:
         return 0
+    log = (detach or _detach)()
+    writer = writer or HostWriter("/")
+    process = domain_process(writer, argv[0])
+    alive = (lambda: process_alive(writer, process)) if process else None
+    return reapply_main(["--watch", str(WATCH_SECONDS)], writer=writer, alive=alive, log=log)
+
+
+def _detach():
+    """A new session, stdio on /dev/null; returns a logger to syslog."""
+    import syslog       # only the hook's child needs it
     os.setsid()
-    return reapply_main(["--watch", str(WATCH_SECONDS)])
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if null > 2:
+        os.close(null)
+    syslog.openlog("gpuhost-irq-reapply", syslog.LOG_PID, syslog.LOG_DAEMON)
+    return lambda line: syslog.syslog(syslog.LOG_INFO, line.rstrip("\n"))
