@@ -24,6 +24,8 @@ ACCEPTANCE_ONLY = {
         "test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state",
         "test_default_scenario_destroys_the_lab_and_creates_it_from_a_stopped_lab"},
     "test_tenant_guest_on_lab.py": {"test_tenant_guest_scenario_serves_and_gates_the_tenant"},
+    # An L2 kernel in the tenant (TCG inside TCG) for its MSI/MSI-X lines: ~10 min (issue 22).
+    "test_modules_on_lab.py": {"test_planned_tenant_l2_kernel_enables_msi_and_the_hook_pins_it"},
     # The dracut variant, a lab of its own (issue 23 item 10).
     "test_dracut_on_lab.py": {
         "test_the_dracut_lab_has_no_initramfs_tools_and_host_facts_detect_dracut",
