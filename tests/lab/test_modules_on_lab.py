@@ -429,18 +429,29 @@ def test_libvirt_pinned_domain_defines_the_planned_tenant(lab):
     assert lab.ssh("virsh dominfo %s" % TENANT, check=False).returncode != 0
 
 
+def _planned_tenant(lab):
+    """The tenant the define test planned, with node 0's 2M pool filled for its memory."""
+    lab.ssh("echo 512 > %s" % HUGEPAGES_NODE0)
+    tenant = SEEN.get("tenant_plan")
+    assert tenant, "test_libvirt_pinned_domain_defines_the_planned_tenant (before this) failed"
+    return tenant
+
+
+def _tenant_args(tenant, state):
+    """libvirt_pinned_domain's arguments for the planned tenant under TCG, VF as hostdev."""
+    return {"name": TENANT, "plan": tenant, "domain_type": "qemu", "cpu_mode": "maximum",
+            "network": {"type": "vf", "vf_mode": "hostdev"}, "autostart": False,
+            "hide_kvm": False, "state": state}
+
+
 def test_planned_tenant_starts_with_its_devices_on_vfio_under_tcg(lab):
     """Starts the tenant (TCG inside TCG) with the GPU, its HDA and the NIC's VF on
     vfio-pci behind the emulated intel-iommu: QEMU holds the groups' /dev/vfio nodes,
     and the libvirt hook irq_affinity installed (libvirtd reloaded to find it) pins the
     tenant's vfio IRQs to the node's housekeeping CPUs by itself. The guest boots no
     operating system; starting it took 12.6 s on 2026-12-01."""
-    lab.ssh("echo 512 > %s" % HUGEPAGES_NODE0)
-    tenant = SEEN.get("tenant_plan")
-    assert tenant, "test_libvirt_pinned_domain_defines_the_planned_tenant (before this) failed"
-    args = {"name": TENANT, "plan": tenant, "domain_type": "qemu", "cpu_mode": "maximum",
-            "network": {"type": "vf", "vf_mode": "hostdev"}, "autostart": False,
-            "hide_kvm": False, "state": "running"}
+    tenant = _planned_tenant(lab)
+    args = _tenant_args(tenant, state="running")
     # The pools before the start: bench_realized's "free hugepages drop by the domain's
     # size" item (test_bench_realized_on_the_started_tenant_records_ratio_1, next).
     pools_before = _ok(lab, "gpuhost.kvm.host_facts", {"gather": ["memory"]})[
@@ -598,12 +609,8 @@ def test_planned_tenant_l2_kernel_enables_msi_and_the_hook_pins_it(lab):
     (180 s) had ended and stayed allowed on 0-3, not 0-1: this test found that the hook
     must watch while the domain runs; its child now also leaves libvirt's pipes, which
     libvirt reads to their end, so that the watch cannot hold the start."""
-    lab.ssh("echo 512 > %s" % HUGEPAGES_NODE0)
-    tenant = SEEN.get("tenant_plan")
-    assert tenant, "test_libvirt_pinned_domain_defines_the_planned_tenant (before this) failed"
-    args = {"name": TENANT, "plan": tenant, "domain_type": "qemu", "cpu_mode": "maximum",
-            "network": {"type": "vf", "vf_mode": "hostdev"}, "autostart": False,
-            "hide_kvm": False, "state": "present"}
+    tenant = _planned_tenant(lab)
+    args = _tenant_args(tenant, state="present")
     functions = validation.tenant_functions(tenant)
     housekeeping = SEEN["plan_housekeeping"][str(tenant["node"])]
     wanted = format_cpulist(parse_cpulist(housekeeping))
@@ -693,9 +700,7 @@ def test_planned_tenant_boots_ovmf_with_firmware_efi_under_tcg(lab):
     the live <os> loses firmware='efi' and gains <loader readonly='yes'
     type='pflash'>.../OVMF_CODE_4M.fd</loader> and <nvram template=...OVMF_VARS_4M.fd>,
     QEMU gets them as pflash0/pflash1 blockdevs, the stored definition is unchanged."""
-    lab.ssh("echo 512 > %s" % HUGEPAGES_NODE0)
-    tenant = SEEN.get("tenant_plan")
-    assert tenant, "test_libvirt_pinned_domain_defines_the_planned_tenant (before this) failed"
+    tenant = _planned_tenant(lab)
     descriptors = lab.ssh("ls /usr/share/qemu/firmware/", check=False).stdout.split()
     assert "60-edk2-x86_64.json" in descriptors, _why(
         lab, "the lab image has no ovmf descriptors (%s): is ovmf in lab/packages.txt and "
