@@ -273,6 +273,35 @@ options:
         description: NIC model for V(bridge).
         type: str
         default: virtio
+  kernel:
+    description:
+      - Boot this kernel directly (libvirt's C(<os><kernel>)) instead of the disk: a
+        small guest without a boot loader, or a rescue kernel.
+      - An absolute path below O(boot_images_dir), without C(..) or control characters;
+        the file must exist below O(root) as a regular file reached through no symbolic
+        link (QEMU reads it at each start).
+    type: str
+  initrd:
+    description:
+      - The initrd of O(kernel), with the same rules. Needs O(kernel).
+    type: str
+  cmdline:
+    description:
+      - The kernel command line of O(kernel): printable ASCII, at most 2047 characters
+        (x86's limit). Needs O(kernel).
+    type: str
+  boot_images_dir:
+    description:
+      - The one directory O(kernel) and O(initrd) must be below (libvirt's own place for
+        boot images, labelled C(virt_content_t) by RHEL's SELinux policy).
+    type: str
+    default: /var/lib/libvirt/boot
+  serial_log:
+    description:
+      - A file below C(/var/log/libvirt) to which virtlogd writes the guest's serial
+        console (C(<serial><log append='off'>)), for a guest without a network, or
+        to read a boot afterwards.
+    type: str
   autostart:
     description: Start the domain when the host boots.
     type: bool
@@ -525,6 +554,16 @@ EXAMPLES = r"""
       - device: gpus
         bar: "off"
     state: present
+- name: Boot a diskless tenant straight into its kernel, its console logged
+  gpuhost.kvm.libvirt_pinned_domain:
+    name: tenant-rescue
+    plan: "{{ placement.plan.tenants[0] }}"
+    kernel: /var/lib/libvirt/boot/vmlinuz-6.1.0-28-amd64
+    initrd: /var/lib/libvirt/boot/initrd.img-6.1.0-28-amd64
+    cmdline: console=ttyS0,115200 break=premount
+    serial_log: /var/log/libvirt/qemu/tenant-rescue-serial.log
+    state: running
+
 - name: Boot tenant-a100 with UEFI (OVMF) instead of SeaBIOS
   gpuhost.kvm.libvirt_pinned_domain:
     name: tenant-a100
@@ -623,6 +662,8 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.compare import (
     check_same_machine, plan_domain_change, plan_domain_removal)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.direct_boot import (
+    check_boot_files)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.lifecycle import (
     defined_domains, existing_domain, inactive_xml, lookup_domain, set_autostart,
     set_run_state, state_name, undefine_domain)
@@ -708,6 +749,7 @@ class PinnedDomain:
             topology_from_dict(self.params["topology"]) if self.params["topology"] is not None
             else read_host_topology(root=self.params["root"], with_irqs=False))
         spec = domain_spec_from_params(self.params, topo)
+        check_boot_files(spec.direct_boot, self.params["root"])
         self.preflight(spec, topo)
         target, autostart = self.params["state"], self.params["autostart"]
         try:

@@ -7,6 +7,8 @@ AnsibleModule checked them) and the host topology. Pure: no libvirt, no file."""
 from __future__ import annotations
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.direct_boot import (
+    DEFAULT_BOOT_IMAGES_DIR, direct_boot_from_params, serial_log_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number
@@ -140,6 +142,8 @@ def _spec_of_shape(params, topo):
         common["disk"] = dx.DiskSpec(path=params["disk"]["path"], bus=params["disk"]["bus"])
     if params["cloud_init"]:
         common["seed_path"] = params["cloud_init"]["seed_path"]
+    common["direct_boot"] = direct_boot_from_params(params)
+    common["serial_log"] = serial_log_from_params(params)
     network = params["network"]
     if network:
         common["network"] = dx.NetworkSpec(
@@ -242,6 +246,11 @@ ARGUMENT_SPEC = dict(
         vlan=dict(type="int"),
         model=dict(type="str", default="virtio")),
         required_if=[("type", "bridge", ("bridge",))]),
+    kernel=dict(type="str"),
+    initrd=dict(type="str"),
+    cmdline=dict(type="str"),
+    boot_images_dir=dict(type="str", default=DEFAULT_BOOT_IMAGES_DIR),
+    serial_log=dict(type="str"),
     autostart=dict(type="bool", default=True),
     hide_kvm=dict(type="bool", default=True),
     vcpusched=dict(type="dict", options=dict(
@@ -275,4 +284,5 @@ MODULE_RULES = dict(
     mutually_exclusive=[("plan", option) for option in STRUCTURED_OPTIONS],
     required_together=[("vcpus", "vcpu_pins", "memory_gib")],
     required_if=[("state", state, ("plan", "vcpus"), True) for state in DEFINED_STATES],
+    required_by=dict(initrd=("kernel",), cmdline=("kernel",)),
 )

@@ -146,6 +146,9 @@ class DomainSpec:
     network: NetworkSpec = field(default_factory=NetworkSpec)
     disk: Optional[DiskSpec] = None
     seed_path: Optional[str] = None
+    # direct_boot.DirectBoot: <os> boots this kernel (and initrd, cmdline), not the disk
+    direct_boot: Optional[object] = None
+    serial_log: Optional[str] = None                # virtlogd's file of the serial console
     hide_kvm: bool = True
     domain_type: str = "kvm"
     machine: str = "q35"
@@ -588,8 +591,9 @@ def build_domain_xml(spec):
 
 
 def _build_os(domain, spec):
-    """<os>: BIOS (nothing named, SeaBIOS) or the auto-selected UEFI of FIRMWARE_FEATURES;
-    children in libvirt's order (type, firmware, boot)."""
+    """<os>: BIOS (nothing named, SeaBIOS) or the auto-selected UEFI of FIRMWARE_FEATURES,
+    and a direct kernel boot when the spec has one; children in libvirt's order (type,
+    firmware, kernel, initrd, cmdline, boot)."""
     efi = spec.firmware in FIRMWARE_FEATURES
     os_element = _sub(domain, "os", firmware="efi" if efi else None)
     _sub(os_element, "type", "hvm", arch=spec.arch, machine=spec.machine)
@@ -597,6 +601,14 @@ def _build_os(domain, spec):
         firmware = _sub(os_element, "firmware")
         for name, enabled in FIRMWARE_FEATURES[spec.firmware]:
             _sub(firmware, "feature", enabled=enabled, name=name)
+    boot = spec.direct_boot
+    if boot is not None:
+        # libvirt's order: after the firmware (and the loader it selects), before <boot>
+        _sub(os_element, "kernel", boot.kernel)
+        if boot.initrd:
+            _sub(os_element, "initrd", boot.initrd)
+        if boot.cmdline:
+            _sub(os_element, "cmdline", boot.cmdline)
     _sub(os_element, "boot", dev="hd")
     return os_element
 
@@ -699,8 +711,13 @@ def _build_devices(domain, spec):
         if net.vf_address in spec.rom_bar:
             _sub(interface, "rom", bar=spec.rom_bar[net.vf_address])
     serial = _sub(devices, "serial", type="pty")
+    if spec.serial_log:
+        _sub(serial, "log", file=spec.serial_log, append="off")
     _sub(serial, "target", port=0)
     console = _sub(devices, "console", type="pty")
+    if spec.serial_log:
+        # libvirt gives the console (the serial port's alias) the same log
+        _sub(console, "log", file=spec.serial_log, append="off")
     _sub(console, "target", type="serial", port=0)
     for number, gpu in enumerate(spec.gpus):
         bus = gpu_root_port_index(number)
