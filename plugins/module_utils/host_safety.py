@@ -648,6 +648,8 @@ HOST_NEEDED_SERVICES = {
     "ssh": "the SSH daemon (Debian's name): Ansible and the operators reach the host through it",
     "systemd-networkd": "it brings the host's network up (SSH, the tenants' bridges)",
     "NetworkManager": "it brings the host's network up (SSH, the tenants' bridges)",
+    "networking": "ifupdown (Debian's /etc/network/interfaces) brings the host's network up "
+                  "(SSH, the tenants' bridges)",
     "libvirtd": "the monolithic libvirt daemon runs the tenants",
     "virtqemud": "the modular libvirt daemon runs the tenants",
     "virtlogd": "libvirt cannot start a QEMU domain without its log daemon",
@@ -685,3 +687,116 @@ def check_slim_services(names, needed=None, option="gpuhost_slim_services"):
         if unit not in result:
             result.append(unit)
     return result
+
+
+# -- every verb that takes a service away --------------------------------------------------
+
+# The services without which nobody reaches the host: stopping, disabling, masking or
+# restarting them can cut the SSH session the run itself goes over, whichever way the
+# request comes (a unit entry, host slimming, a restart on changed inputs).
+LOCKOUT_SERVICES = ("ssh", "sshd", "networking", "NetworkManager", "systemd-networkd")
+# The services the running tenants depend on: libvirt loses its hold on their QEMUs,
+# and virtlogd their console logs.
+TENANT_SERVICES = ("libvirtd", "virtqemud", "virtlogd")
+TAKING_VERBS = ("stop", "disable", "mask", "restart")
+ALLOW_HOST_CRITICAL = "allow_host_critical"
+
+
+def running_tenants(root="/"):
+    """The names of the running libvirt QEMU domains: libvirt keeps a status file
+    /run/libvirt/qemu/<name>.xml for exactly as long as a domain runs (the monolithic
+    libvirtd and the modular virtqemud alike)."""
+    return sorted(name[:-4] for name in _listdir(root, "/run/libvirt/qemu")
+                  if name.endswith(".xml"))
+
+
+def check_unit_verbs(requests, tenants=(), allowed=False, option="units"):
+    """Refuse, before any systemctl call, a verb of TAKING_VERBS on a LOCKOUT_SERVICES
+    unit, and on a TENANT_SERVICES unit while ``tenants`` run, unless ``allowed`` (the
+    module's allow_host_critical). ``requests``: (index, unit name, verbs) for each unit
+    entry; a socket of the same name counts as the service."""
+    for index, unit, verbs in requests:
+        base = unit.rsplit(".", 1)[0] if "." in unit else unit
+        taking = [verb for verb in verbs if verb in TAKING_VERBS]
+        if not taking or allowed:
+            continue
+        if base in LOCKOUT_SERVICES:
+            why = "the host's operators and this run reach the host through it"
+        elif base in TENANT_SERVICES and tenants:
+            why = "tenants run under it (%s)" % ", ".join(tenants)
+        else:
+            continue
+        raise GpuhostError(
+            "refusing to %s %s: %s" % (" and ".join(taking), unit, why),
+            field="%s[%d]" % (option, index),
+            fix="leave %s as it is; to %s it all the same (from a console that does not "
+                "depend on it), set %s: true" % (unit, " and ".join(taking), ALLOW_HOST_CRITICAL))
+
+
+def check_devices_free(root, tenant, functions, groups):
+    """Refuse to release ``tenant`` in the ledger while a process (the QEMU of its
+    domain) holds one of its vfio groups open: the next tenant would be given devices
+    that are still in use. ``groups``: address -> IOMMU group of ``functions``."""
+    nodes = sorted({"/dev/vfio/%d" % groups[a] for a in functions if groups.get(a) is not None})
+    users = open_users(root, nodes)
+    if users:
+        raise GpuhostError(
+            "refusing to release tenant %s: %s still open" % (tenant, "; ".join(
+                "PID %d (%s) holds %s" % (pid, comm, ", ".join(held))
+                for pid, (comm, held) in sorted(users.items()))),
+            field="names",
+            fix="stop and remove the tenant's domain first (libvirt_pinned_domain "
+                "state=absent), scrub it (tenant_scrub), then release it")
+
+
+# -- kernel arguments that replace what the host boots ------------------------------------
+
+# key -> why the next boot would lock the operator out or drop the tenants' isolation;
+# a key with values only refuses those values. A kernel argument is written for every
+# later boot, so one of these is found only after a reboot, from a console.
+BOOT_REPLACING_ARGS = {
+    "root": (None, "it chooses another root file system: the host would boot something else"),
+    "init": (None, "it replaces the host's init (systemd)"),
+    "rdinit": (None, "it replaces the initramfs's init"),
+    "systemd.unit": (None, "it boots another target than the host's default (rescue and "
+                           "emergency have no network)"),
+    "rd.systemd.unit": (None, "it stops the boot in the initramfs at another target"),
+    "single": (None, "it boots into rescue mode, without the network"),
+    "rescue": (None, "it boots into rescue mode, without the network"),
+    "emergency": (None, "it boots into emergency mode, without the network"),
+    "s": (None, "it boots into rescue mode, without the network"),
+    "S": (None, "it boots into rescue mode, without the network"),
+    "1": (None, "it boots into rescue mode, without the network"),
+    "console": (None, "it moves the kernel console and the emergency shell, so the serial "
+                      "line (or the screen) the operators reach the host through stays silent"),
+    "net.ifnames": (None, "it renames the NICs, so the host's network configuration no "
+                          "longer matches them"),
+    "biosdevname": (None, "it renames the NICs, so the host's network configuration no "
+                          "longer matches them"),
+    "ip": (None, "the initramfs's network configuration replaces the host's"),
+    "modprobe.blacklist": (None, "it can keep the NIC or the disk controller's driver from "
+                                 "loading"),
+    "module_blacklist": (None, "it can keep the NIC or the disk controller's driver from "
+                               "loading"),
+    "iommu": (("off",), "it turns the IOMMU off, on which every tenant's isolation rests"),
+    "intel_iommu": (("off",), "it turns the IOMMU off, on which every tenant's isolation rests"),
+    "amd_iommu": (("off",), "it turns the IOMMU off, on which every tenant's isolation rests"),
+}
+ALLOW_BOOT_REPLACING = "allow_boot_replacing_args"
+
+
+def check_boot_args(args, allowed=False, field="args"):
+    """Refuse kernel arguments of BOOT_REPLACING_ARGS unless ``allowed`` (the module's
+    allow_boot_replacing_args): syntax alone does not make an argument safe to keep for
+    every later boot."""
+    if allowed:
+        return
+    for index, arg in enumerate(args):
+        key, sep, value = arg.partition("=")
+        rule = BOOT_REPLACING_ARGS.get(key)
+        if rule is None or (rule[0] is not None and (not sep or value not in rule[0])):
+            continue
+        raise GpuhostError(
+            "refusing the kernel argument %s: %s" % (arg, rule[1]), field="%s[%d]" % (field, index),
+            fix="leave %s out; if the host really must boot with it, set %s: true and keep a "
+                "console at hand for the reboot" % (arg, ALLOW_BOOT_REPLACING))

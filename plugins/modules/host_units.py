@@ -91,6 +91,16 @@ options:
         sriov_irq role bans the tenant CPUs through it).
     type: dict
     default: {}
+  allow_host_critical:
+    description:
+      - Stop, disable or restart a unit the host is reached through (C(ssh), C(sshd),
+        C(networking), C(NetworkManager), C(systemd-networkd), their sockets too), or
+        libvirt (C(libvirtd), C(virtqemud), C(virtlogd)) while tenants run (a status
+        file in C(/run/libvirt/qemu)). Without it such a request is refused before any
+        systemctl call, whether it comes as a unit entry, in O(disable) or as a restart
+        on changed inputs.
+    type: bool
+    default: false
   changed_paths:
     description:
       - Paths this run wrote or, in check mode, would write (such as the C(changed_paths)
@@ -209,7 +219,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import input_mtimes
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import check_slim_services
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
+    check_slim_services, check_unit_verbs, running_tenants)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     absolute_path, unit_name)
@@ -217,6 +228,12 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
 
 # The modification time given to an input this run changed: newer than any start.
 CHANGED_NOW = float("inf")
+
+
+def _requested_verbs(unit):
+    """The verbs a unit entry asks for whatever the unit's state now."""
+    return (["disable"] if unit.get("enabled") is False else []) + (
+        ["stop"] if unit.get("state") == "stopped" else [])
 
 
 class HostUnits(object):
@@ -257,6 +274,14 @@ class HostUnits(object):
         if not self.params["units"]:
             raise GpuhostError("no unit given", field="units",
                                fix="name at least one unit, or one service to disable")
+        self.check_verbs([(index, unit["name"], _requested_verbs(unit))
+                          for index, unit in enumerate(self.params["units"])])
+
+    def check_verbs(self, requests):
+        """The host-safety policy of every verb, below any root: nothing stops, disables
+        or restarts what the host is reached through, or libvirt under running tenants."""
+        check_unit_verbs(requests, running_tenants(self.params["root"]),
+                         self.params["allow_host_critical"])
 
     def systemctl(self, argv):
         rc, out, err = self.module.run_command(argv)
@@ -278,6 +303,9 @@ class HostUnits(object):
                        **{path: CHANGED_NOW for path in unit["inputs"] if path in self.changed_paths})
                   for unit in units]
         self.plans, self.steps = unit_core.plan_units(units, properties, mtimes)
+        # a restart on changed inputs is decided only now, still before any step
+        self.check_verbs([(index, unit["name"], self.plans[unit["name"]]["actions"])
+                          for index, unit in enumerate(units)])
         if self.module._diff:
             self.diff = {"before": unit_core.state_lines(units, self.plans),
                          "after": unit_core.state_lines(units, self.plans, after=True)}
@@ -360,6 +388,7 @@ def build_module():
             changed_paths={"type": "list", "elements": "path", "default": []},
             disable={"type": "list", "elements": "str", "default": []},
             needed={"type": "dict", "default": {}},
+            allow_host_critical={"type": "bool", "default": False},
         ),
         supports_check_mode=True,
     )

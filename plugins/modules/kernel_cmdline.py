@@ -30,9 +30,21 @@ options:
     description:
       - The kernel arguments, each one C(name) or C(name=value) token of letters, digits
         and C(_.,:/@+=-) (no whitespace, quotes, newlines or NUL), at most 64.
+      - Arguments that replace what the host boots or cut the operators off are refused
+        unless O(allow_boot_replacing_args) - C(root=), C(init=), C(rdinit=),
+        C(systemd.unit=), C(rd.systemd.unit=), the rescue and emergency words
+        (C(single), C(rescue), C(emergency), C(s), C(S), C(1)), C(console=),
+        C(net.ifnames=), C(biosdevname=), C(ip=), C(modprobe.blacklist=),
+        C(module_blacklist=), and C(iommu=off), C(intel_iommu=off), C(amd_iommu=off).
     type: list
     elements: str
     required: true
+  allow_boot_replacing_args:
+    description:
+      - Write the arguments of O(args) that replace what the host boots all the same
+        (keep a console at hand for the reboot).
+    type: bool
+    default: false
   method:
     description:
       - V(auto) asks the host's files below O(root) (the collection's one detector, which
@@ -146,7 +158,8 @@ def build_module():
         method=dict(type="str", choices=["auto", "grub", "grubby"], default="auto"),
         grub_dropin=dict(type="path", default="/etc/default/grub.d/90-gpuhost.cfg"),
         grub_cfg=dict(type="path", default="/boot/grub/grub.cfg"),
-        grub_update_argv=dict(type="list", elements="str", default=["update-grub"]))
+        grub_update_argv=dict(type="list", elements="str", default=["update-grub"]),
+        allow_boot_replacing_args=dict(type="bool", default=False))
     return AnsibleModule(argument_spec=spec, supports_check_mode=True)
 
 

@@ -48,7 +48,11 @@ options:
     type: list
     elements: dict
   names:
-    description: Names of the tenants to release. Required with I(state=absent).
+    description:
+      - Names of the tenants to release. Required with I(state=absent).
+      - A tenant whose vfio groups a process (its domain's QEMU) still holds open is
+        refused, and nothing is released: the next tenant would get devices in use.
+        Offboard it first (M(gpuhost.kvm.tenant_scrub) refuses such a tenant too).
     type: list
     elements: str
   smt_policy:
@@ -161,6 +165,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
+    tenant_entry, tenant_functions)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import check_devices_free
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import layout_from_topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
@@ -240,6 +247,7 @@ class TenantLedger:
                     allow_acs_override=params["allow_acs_override"],
                     vf_count=params["vf_count"])
             else:
+                self.refuse_held(current, topology)
                 new, self.plan, self.released = ledger_core.release(
                     current, topology, params["names"])
             self.after = _summary(new)
@@ -249,6 +257,15 @@ class TenantLedger:
             self.serial = current.serial
             if self.changed and not self.module.check_mode:
                 self.serial = ledger_core.write_ledger(params["path"], new).serial
+
+    def refuse_held(self, current, topology):
+        """The host-safety policy of a release: no tenant whose vfio groups a process
+        (its domain's QEMU) still holds open, as tenant_scrub refuses to scrub one."""
+        groups = {a: f.iommu_group for a, f in topology.pci.items()}
+        for name in self.params["names"]:
+            entry = tenant_entry(current, name)
+            if entry is not None:
+                check_devices_free(self.params["root"], name, tenant_functions(entry), groups)
 
     @property
     def result(self):

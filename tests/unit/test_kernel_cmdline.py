@@ -221,3 +221,42 @@ def test_auto_with_no_boot_loader_tooling_refuses_with_what_to_install(tmp_path)
     with pytest.raises(GpuhostError) as info:
         _run(tmp_path, method="auto")
     assert info.value.field == "method" and "install grubby" in info.value.fix
+
+
+# -- arguments that replace what the host boots ---------------------------------------------
+
+@pytest.mark.parametrize("arg", [
+    "root=/dev/sdb1", "init=/bin/sh", "rdinit=/bin/sh", "systemd.unit=rescue.target",
+    "rd.systemd.unit=emergency.target", "single", "emergency", "1", "console=tty0",
+    "console=ttyS1,115200", "net.ifnames=0", "biosdevname=0", "ip=dhcp",
+    "modprobe.blacklist=mlx5_core", "module_blacklist=nvme", "iommu=off", "intel_iommu=off",
+    "amd_iommu=off"])
+def test_an_argument_that_replaces_the_boot_is_refused_before_anything_is_written(tmp_path, arg):
+    """Syntax alone passed these before: each one is refused by the host-safety policy,
+    naming the argument, why the next boot would lock the operator out, and the override;
+    no drop-in is written and no command runs."""
+    _host(tmp_path)
+    before = snapshot(str(tmp_path))
+    grub = UpdateGrub(tmp_path)
+    with pytest.raises(GpuhostError) as info:
+        _run(tmp_path, commands=grub, args=ARGS + [arg])
+    err = info.value
+    assert err.field == "args[%d]" % len(ARGS) and "refusing the kernel argument %s" % arg in err.message
+    assert "allow_boot_replacing_args: true" in err.fix
+    assert snapshot(str(tmp_path)) == before and grub.calls == []
+
+
+def test_the_override_writes_a_boot_replacing_argument(tmp_path):
+    _host(tmp_path)
+    grub = UpdateGrub(tmp_path)
+    result = _run(tmp_path, commands=grub, args=ARGS + ["console=ttyS0,115200"],
+                  allow_boot_replacing_args=True).result
+    assert result["changed"] and "console=ttyS0,115200" in _read(tmp_path, DROPIN)
+
+
+@pytest.mark.parametrize("arg", ["iommu=pt", "intel_iommu=on", "amd_iommu=on", "console_msg_format=syslog",
+                                 "initcall_debug", "rootdelay=5"])
+def test_look_alike_safe_arguments_pass(tmp_path, arg):
+    _host(tmp_path)
+    result = _run(tmp_path, commands=UpdateGrub(tmp_path), args=ARGS + [arg]).result
+    assert result["changed"]

@@ -381,3 +381,34 @@ def test_a_topology_not_read_from_sysfs_is_not_refused_for_an_unknown_reset():
     topo = runbook_topology()
     assert topo.pci[RUNBOOK_GPU].reset_file is None
     assert no_reset_functions(topo.pci, [RUNBOOK_GPU]) == []
+
+
+# -- the release: the same policy as the scrub ----------------------------------------------
+
+def _release(sim, path):
+    from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
+    args = {"state": "absent", "names": [TENANT], "path": path, "root": sim.root,
+            "_ansible_check_mode": False, "_ansible_diff": False}
+    with patch_module_args(args):
+        module = tenant_ledger.build_module()
+    worker = tenant_ledger.TenantLedger(module)
+    worker.run()
+    return worker.result
+
+
+def test_a_tenant_whose_qemu_holds_its_vfio_group_is_not_released(env):
+    """The ledger refuses what the scrub refuses: a domain's QEMU still holding the
+    tenant's /dev/vfio/<group> means its GPU is in use, and a release would hand it to
+    the next onboarding."""
+    sim, path = env
+    tree = TreeBuilder(sim.root)
+    tree.write("/dev/vfio/2", "")
+    tree.open_fd(4242, 31, "/dev/vfio/2", comm="qemu-system-x86")
+    before = open(path).read()
+    with pytest.raises(GpuhostError) as info:
+        _release(sim, path)
+    err = info.value
+    assert err.field == "names" and "refusing to release tenant %s" % TENANT in err.message
+    assert "PID 4242 (qemu-system-x86) holds /dev/vfio/2" in err.message
+    assert "libvirt_pinned_domain state=absent" in err.fix
+    assert open(path).read() == before

@@ -27,6 +27,8 @@ from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
+    ALLOW_BOOT_REPLACING, check_boot_args)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import (
     check_image_pattern, read_initramfs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
@@ -311,6 +313,7 @@ def cmdline_plan(writer, params, run_command):
     """The kernel_cmdline module's plan: reads only (``grubby --info=DEFAULT`` too, which
     changes nothing), then the steps that make the next boot carry ``params["args"]``."""
     args = validate_kernel_args(params["args"])
+    check_boot_args(args, params.get(ALLOW_BOOT_REPLACING, False))
     plan = BootPlan()
     method = params.get("method") or "auto"
     if method == "auto":
