@@ -275,7 +275,7 @@ options:
         default: virtio
   kernel:
     description:
-      - Boot this kernel directly (libvirt's C(<os><kernel>)) instead of the disk: a
+      - Boot this kernel directly (libvirt's C(<os><kernel>)) instead of the disk, for a
         small guest without a boot loader, or a rescue kernel.
       - An absolute path below O(boot_images_dir), without C(..) or control characters;
         the file must exist below O(root) as a regular file reached through no symbolic
@@ -287,7 +287,7 @@ options:
     type: str
   cmdline:
     description:
-      - The kernel command line of O(kernel): printable ASCII, at most 2047 characters
+      - The kernel command line of O(kernel), in printable ASCII, at most 2047 characters
         (x86's limit). Needs O(kernel).
     type: str
   boot_images_dir:

@@ -51,7 +51,7 @@ options:
     description:
       - Names of the tenants to release. Required with I(state=absent).
       - A tenant whose vfio groups a process (its domain's QEMU) still holds open is
-        refused, and nothing is released: the next tenant would get devices in use.
+        refused, and nothing is released, since the next tenant would get devices in use.
         Offboard it first (M(gpuhost.kvm.tenant_scrub) refuses such a tenant too).
     type: list
     elements: str
