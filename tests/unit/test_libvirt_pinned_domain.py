@@ -49,7 +49,12 @@ def test_runbook_tenant_round_trips_and_second_run_is_unchanged(tmp_path):
     assert "<vcpupin vcpu='29' cpuset='47'/>" in held
     assert "<emulatorpin cpuset='0,32'/>" in held
     assert "<page size='1048576' unit='KiB'/>" in held
-    assert "<maxphysaddr mode='emulate' bits='40'/>" in held
+    # SeaBIOS, an Intel guest (vendor unknown), 32 GiB RAM and a 64 GiB window: 37
+    # bits leave the BARs right after RAM, [64 GiB, 128 GiB)
+    assert "<maxphysaddr mode='emulate' bits='37'/>" in held
+    assert first["address_width"] == {"bits": 37, "window": "0x1000000000-0x1fffffffff",
+                                      "size_gib": 64, "firmware": "bios",
+                                      "vendor": "GenuineIntel"}
     second = env.run(state="running", **plan_args())
     assert second["changed"] is False
     assert second["restart_required"] is False
