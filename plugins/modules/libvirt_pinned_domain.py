@@ -310,9 +310,14 @@ options:
     type: bool
     default: true
   hide_kvm:
-    description: Hide the KVM signature from the guest (C(<kvm><hidden state='on'/>)).
+    description:
+      - Hide the KVM signature from the guest (C(<kvm><hidden state='on'/>)).
+      - Only for a Windows guest on a consumer NVIDIA GPU, whose driver stopped with
+        Code 43 when it saw a hypervisor. It hides KVM's CPUID leaves, so the guest
+        loses kvmclock, steal time and the other paravirtual features; a Linux guest
+        on a datacentre GPU needs none of it, hence off by default.
     type: bool
-    default: true
+    default: false
   vcpusched:
     description: Real-time scheduling of the vCPU threads.
     type: dict
@@ -548,7 +553,6 @@ EXAMPLES = r"""
     vcpusched:
       scheduler: fifo
       priority: 1
-    hide_kvm: false
     state: present
 
 - name: Hide the GPU's option ROM from the guest, keep the VF's

@@ -210,7 +210,7 @@ def test_the_loader_and_nvram_newer_libvirt_fills_in_are_no_change(firmware, cod
     assert code not in change.diff["before"] and NVRAM not in change.diff["before"]
     # the redefinition of a changed tenant leaves the choice to libvirt again
     changed = compare.plan_domain_change(existing, spec(firmware, domain_type="test",
-                                                        hide_kvm=False), "running")
+                                                        hide_kvm=True), "running")
     assert changed.changed_elements == ["features"] and code not in changed.xml_to_define
 
 

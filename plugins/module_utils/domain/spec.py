@@ -268,7 +268,7 @@ ARGUMENT_SPEC = dict(
     boot_images_dir=dict(type="str", default=DEFAULT_BOOT_IMAGES_DIR),
     serial_log=dict(type="str"),
     autostart=dict(type="bool", default=True),
-    hide_kvm=dict(type="bool", default=True),
+    hide_kvm=dict(type="bool", default=False),
     vcpusched=dict(type="dict", options=dict(
         scheduler=dict(type="str", required=True, choices=["fifo", "rr"]),
         priority=dict(type="int", required=True),
