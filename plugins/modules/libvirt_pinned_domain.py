@@ -654,7 +654,8 @@ address_width:
       CPU (vendor_id, pdpe1gb and address sizes from /proc/cpuinfo under O(root)).
     - C(bits) is the width, C(window) the window's first and last address, C(size_gib)
       its size, C(firmware) the O(firmware) and C(vendor) the CPU vendor the
-      firmware's rule was applied for (GenuineIntel when unknown).
+      firmware's rule was applied for (C(unknown) under TCG or without
+      /proc/cpuinfo; then only widths every vendor's rule trusts).
     - Null with O(maxphysaddr.mode=none), or passthrough with the host's width unknown.
   returned: when state is not absent
   type: dict

@@ -47,7 +47,8 @@ def assert_window_holds(result, boards, memory):
 @pytest.mark.parametrize("bits, vendor, trusted", [
     (40, INTEL, False), (39, INTEL, True), (36, INTEL, True), (38, INTEL, False),
     (40, AMD, True), (39, AMD, False), (41, INTEL, True), (41, AMD, True),
-    (40, None, False), (40, "HygonGenuine", False), (46, "HygonGenuine", True),
+    (40, None, False), (39, None, False), (36, None, False), (41, None, True),
+    (40, "HygonGenuine", False), (46, "HygonGenuine", True),
 ])
 def test_firmware_trusts_a_width_by_cpu_vendor(bits, vendor, trusted):
     assert aw.firmware_trusts(bits, vendor) is trusted
@@ -151,9 +152,13 @@ def test_eight_h200_with_2t_ram_on_intel_uefi():
     assert_window_holds(result, [H200] * 8, 2 * TIB)
 
 
-def test_unknown_vendor_counts_as_intel():
+def test_unknown_vendor_takes_only_widths_every_vendor_trusts():
+    # Intel trusts 39 and AMD 40; neither is safe when the vendor is not known
+    a100_32g = [(32 * GIB, 32 * MIB)]
+    assert width(a100_32g, vendor=INTEL).bits == 39
+    assert width(a100_32g, vendor=None).bits == 41
     assert width([A100_40GB], vendor=None).bits == 41
-    assert width([A100_40GB], vendor=None).vendor == INTEL
+    assert width([A100_40GB], vendor=None).vendor == "unknown"
 
 
 def test_efi_refuses_more_than_the_46_bit_window():
@@ -270,9 +275,9 @@ def test_plan_entry_without_bar_sizes_counts_the_total_as_one_bar():
     from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
     from support.domain_xml import runbook_tenant
     tenant = runbook_tenant(memory_gib=64)
-    legacy = dx.spec_from_plan(tenant, firmware="efi")
+    legacy = dx.spec_from_plan(tenant, firmware="efi", cpu_vendor=INTEL)
     tenant["gpus"][0]["bar64_sizes"] = [128 * GIB, 32 * MIB]
-    sized = dx.spec_from_plan(tenant, firmware="efi")
+    sized = dx.spec_from_plan(tenant, firmware="efi", cpu_vendor=INTEL)
     assert legacy.gpus[0].bar_sizes() == ((32 * GIB) + (32 * MIB),)
     assert dx.address_width_for(legacy).bits == 39
     assert sized.gpus[0].bar_sizes() == (128 * GIB, 32 * MIB)
@@ -317,3 +322,45 @@ def test_plan_report_lists_each_gpu_tenant_width_and_window():
             "0x7000000000-0x7fffffffff (64 GiB, efi, GenuineIntel)") in text
     assert "- tenant-cpu:" not in text
     assert plan["tenants"][1]["address_width"] is None
+
+
+def test_guest_cpu_comes_from_the_host_under_kvm_and_not_under_tcg():
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import guest_cpu_of
+    from support.domain_xml import runbook_topology
+    topology = runbook_topology()
+    topology.cpus.phys_bits = 46
+    assert guest_cpu_of(topology, "kvm") == {"cpu_vendor": INTEL, "host_phys_bits": 46,
+                                             "cpu_1g_pages": True}
+    topology.cpus.flags = ("fpu", "lm")
+    assert guest_cpu_of(topology, "kvm")["cpu_1g_pages"] is False
+    # TCG's CPU is QEMU's own: neither the host's vendor nor its width applies
+    assert guest_cpu_of(topology, "qemu") == {}
+
+
+def test_module_options_take_cpu_and_bars_from_the_host_tree_below_root(tmp_path):
+    """What libvirt_pinned_domain reads below root (read_host_topology, as its run()
+    does): vendor_id, pdpe1gb and address sizes from proc/cpuinfo, each 64-bit BAR of
+    the GPU and its HDA from their sysfs resource files."""
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
+        domain_spec_from_params)
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
+        read_host_topology)
+    from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
+    from support import fixturegen
+    root = fixturegen.build_runbook_host(str(tmp_path), phys_bits=40)
+    with patch_module_args({"name": "tenant-h100", "vcpus": 2, "vcpu_pins": ["1", "33"],
+                            "memory_gib": 64, "gpus": [fixturegen.RUNBOOK_GPU],
+                            "firmware": "efi", "root": root}):
+        params = mod.build_module().params
+    topo = read_host_topology(root, with_irqs=False)
+    assert (topo.cpus.vendor, topo.cpus.phys_bits) == (INTEL, 40)
+    spec = domain_spec_from_params(params, topo)
+    assert spec.gpus[0].bar64_sizes == (128 * GIB, 32 * MIB)
+    assert (spec.cpu_vendor, spec.host_phys_bits, spec.cpu_1g_pages) == (INTEL, 40, True)
+    # a 256 GiB window needs 41 bits; this host has 40
+    with pytest.raises(GpuhostError) as err:
+        dx.address_width_for(spec)
+    assert "tenant-h100" in str(err.value) and "41 bits" in str(err.value)
+    assert "has 40" in str(err.value)

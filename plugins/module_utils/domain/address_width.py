@@ -16,6 +16,9 @@ The width is written as ``<maxphysaddr mode='emulate' bits='N'/>`` (QEMU's
   46 bits, and at 40 without 1 GiB pages (``pdpe1gb``); the 64-bit window is then the
   top 1/8 of that space, if RAM ends below it and 1/8 exceeds the classic 32 GiB.
   Otherwise OVMF keeps its classic window: 32 GiB after RAM, aligned to 32 GiB.
+  (The first edk2 versions of this code capped at 47 bits, later ones at 46: the lower
+  cap is taken. Newer edk2 also trusts any width when QEMU reports guest-phys-bits in
+  CPUID; a width trusted by the quirk is trusted there too.)
 * SeaBIOS 1.16.3 (``firmware: bios``; ``src/fw/pciinit.c``): the same trust rule on
   the CPUID width, capped at 46 bits. Trusted, and with RAM above 4 GiB, the window
   sits at the top of the space and is sized in steps of 1/8 of it; untrusted, the
@@ -54,6 +57,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 GIB = 1 << 30
 INTEL = "GenuineIntel"
 AMD = "AuthenticAMD"
+UNKNOWN_VENDOR = "unknown"
 # x86-64's architectural minimum and maximum physical address widths.
 MIN_PHYS_BITS = 36
 MAX_PHYS_BITS = 52
@@ -108,10 +112,12 @@ def ram_end(memory_bytes):
 
 def firmware_trusts(bits, vendor):
     """Whether the firmware believes a CPUID width (the quirk both OVMF and SeaBIOS
-    apply, since QEMU long reported 40 bits whatever the host had)."""
+    apply, since QEMU long reported 40 bits whatever the host had). With the vendor
+    unknown (None) only what every vendor's rule trusts: Intel's 40 is not trusted,
+    and neither are AMD's 36 and 39, so no rule is stricter than the other."""
     if bits >= 41:
         return True
-    if (vendor or INTEL) == INTEL:
+    if vendor == INTEL:
         return bits in (36, 39)
     return vendor == AMD and bits == 40
 
@@ -186,7 +192,8 @@ def evaluate(bits, firmware, memory_bytes, gpu_bar_sizes, vendor=None, gib_pages
     limit = min(base + size, 1 << bits)
     holds = base >= ram_end(memory_bytes) and pack_windows(base, windows) <= limit
     width = AddressWidth(bits=bits, window_base=base, window_size=size,
-                         firmware=firmware, vendor=vendor or INTEL, needed=needed)
+                         firmware=firmware, vendor=vendor or UNKNOWN_VENDOR,
+                         needed=needed)
     return width, holds
 
 
@@ -196,8 +203,8 @@ def choose_address_width(tenant, memory_bytes, gpu_bar_sizes: Sequence[Tuple[int
     """The smallest width the firmware trusts whose window holds every GPU's window.
 
     ``gpu_bar_sizes``: per GPU, the size of each 64-bit BAR of it and its companions.
-    ``vendor``: the guest CPU's vendor_id (host-passthrough: the host's); None counts
-    as Intel, whose rule is the stricter. ``gib_pages``: the guest CPU has pdpe1gb.
+    ``vendor``: the guest CPU's vendor_id (host-passthrough: the host's); None: unknown,
+    only widths every vendor's rule trusts. ``gib_pages``: the guest CPU has pdpe1gb.
     ``host_bits``: the host's own width; None when unknown (then not checked).
     A tenant without 64-bit BARs keeps QEMU's default (or the host's, if narrower).
     """

@@ -136,7 +136,7 @@ def _spec_of_shape(params, topo):
         vcpusched=params["vcpusched"], locked=params["lock_memory"],
     )
     common["firmware"] = params["firmware"]
-    common.update(guest_cpu_of(topo))
+    common.update(guest_cpu_of(topo, params["domain_type"]))
     if params["maxphysaddr"]:
         common["maxphysaddr_mode"] = params["maxphysaddr"]["mode"]
         common["maxphysaddr_bits"] = params["maxphysaddr"]["bits"]
@@ -177,12 +177,14 @@ def _spec_of_shape(params, topo):
         **common)
 
 
-def guest_cpu_of(topo):
+def guest_cpu_of(topo, domain_type="kvm"):
     """The DomainSpec's cpu_vendor, cpu_1g_pages and host_phys_bits from the host's
-    /proc/cpuinfo (host-passthrough shows the guest the host's CPU); unknown values are
-    left to DomainSpec's defaults."""
+    /proc/cpuinfo (under KVM, host-passthrough and maximum show the guest the host's
+    CPU); unknown values are left to DomainSpec's defaults. Under TCG (domain_type
+    qemu) the guest CPU is QEMU's own, whatever the host's, and no EPT limits its
+    width: nothing is taken from the host."""
     cpus = getattr(topo, "cpus", None)
-    if cpus is None:
+    if cpus is None or domain_type == "qemu":
         return {}
     values = {"cpu_vendor": cpus.vendor, "host_phys_bits": cpus.phys_bits}
     if cpus.flags:

@@ -168,8 +168,8 @@ class DomainSpec:
     maxphysaddr_mode: str = "auto"                   # auto, emulate, passthrough, none
     maxphysaddr_bits: Optional[int] = None
     # The guest CPU as the firmware sees it (host-passthrough: the host's): vendor_id
-    # (None: Intel, the stricter rule), pdpe1gb, and the host's own width (None: not
-    # checked). domain.address_width uses them to choose the width.
+    # (None: unknown, only widths every vendor's rule trusts), pdpe1gb, and the host's
+    # own width (None: not checked). domain.address_width uses them to choose the width.
     cpu_vendor: Optional[str] = None
     cpu_1g_pages: bool = True
     host_phys_bits: Optional[int] = None
