@@ -190,6 +190,14 @@ ansible_facts:
               description: Bytes of 64-bit prefetchable BARs (what needs Above 4G Decoding).
               type: int
               sample: 137472507904
+            bar64_sizes:
+              description:
+                - The size in bytes of each 64-bit prefetchable BAR of the GPU and its
+                  companion functions, largest first; the guest address width rule
+                  places them (libvirt_pinned_domain's RV(address_width)).
+              type: list
+              elements: int
+              sample: [137438953472, 33554432]
             reset_method:
               description: The kernel's reset methods for the device, in order.
               type: list

@@ -137,10 +137,13 @@ options:
     description:
       - GPUs to pass through (structured form). Each item is a PCI address or a dict
         with the keys C(address) (required), C(functions) (the host functions of the
-        GPU's slot to pass through, the GPU included) and C(bar64_total) (bytes of
-        64-bit prefetchable BARs).
+        GPU's slot to pass through, the GPU included), C(bar64_sizes) (the size in bytes
+        of each 64-bit prefetchable BAR of the GPU and its companions) and
+        C(bar64_total) (bytes of 64-bit prefetchable BARs, counted as one BAR when
+        C(bar64_sizes) is not given).
       - Companion functions default to every function of the GPU's slot found in the
-        host topology; the BAR total defaults to the topology's 64-bit prefetchable BARs.
+        host topology; the BAR sizes default to the 64-bit prefetchable BARs of those
+        functions in the host's sysfs C(resource) files.
     type: list
     elements: raw
   hostdevs:
@@ -307,9 +310,14 @@ options:
     type: bool
     default: true
   hide_kvm:
-    description: Hide the KVM signature from the guest (C(<kvm><hidden state='on'/>)).
+    description:
+      - Hide the KVM signature from the guest (C(<kvm><hidden state='on'/>)).
+      - Only for a Windows guest on a consumer NVIDIA GPU, whose driver stopped with
+        Code 43 when it saw a hypervisor. It hides KVM's CPUID leaves, so the guest
+        loses kvmclock, steal time and the other paravirtual features; a Linux guest
+        on a datacentre GPU needs none of it, hence off by default.
     type: bool
-    default: true
+    default: false
   vcpusched:
     description: Real-time scheduling of the vCPU threads.
     type: dict
@@ -328,11 +336,13 @@ options:
         type: str
   maxphysaddr:
     description:
-      - The guest's physical address width. V(auto) computes it so guest RAM plus every
-        GPU's 64-bit BAR window fits. RAM may sit entirely above 4 GiB; each GPU's
-        window is its BAR total rounded up to a power of two, aligned; one bit of
-        headroom for the firmware's aperture; never below QEMU's default 40 bits. It is
-        written as C(<maxphysaddr mode='emulate' bits='N'/>) (libvirt 8.7 or later).
+      - The guest's physical address width. V(auto) chooses the smallest width the
+        guest firmware trusts whose 64-bit PCI window holds every GPU's root-port
+        window, by the firmware's own rules (OVMF for O(firmware=efi), SeaBIOS for
+        V(bios); see RV(address_width)), never above the host's address sizes (a tenant
+        the host cannot serve is refused). A tenant without 64-bit BARs keeps QEMU's
+        default 40 bits. It is written as C(<maxphysaddr mode='emulate' bits='N'/>)
+        (libvirt 8.7 or later).
       - V(passthrough) gives the guest the host's width; V(emulate) with
         O(maxphysaddr.bits) sets it; V(none) leaves it to QEMU.
     type: dict
@@ -543,7 +553,6 @@ EXAMPLES = r"""
     vcpusched:
       scheduler: fifo
       priority: 1
-    hide_kvm: false
     state: present
 
 - name: Hide the GPU's option ROM from the guest, keep the VF's
@@ -631,9 +640,27 @@ warnings_preflight:
   type: list
   elements: str
 diff:
-  description: Normalized before/after domain XML (with --diff).
+  description:
+    - Normalized before/after domain XML (with --diff).
+    - C(after_header) names the guest address width and the 64-bit PCI window it
+      yields, as in RV(address_width).
   returned: when diff mode is on
   type: dict
+address_width:
+  description:
+    - The guest physical address width written as C(<maxphysaddr>) and the 64-bit PCI
+      window the guest firmware opens with it (in check mode too), computed with the
+      firmware's own rules from the GPUs' 64-bit BARs, the guest RAM and the host's
+      CPU (vendor_id, pdpe1gb and address sizes from /proc/cpuinfo under O(root)).
+    - C(bits) is the width, C(window) the window's first and last address, C(size_gib)
+      its size, C(firmware) the O(firmware) and C(vendor) the CPU vendor the
+      firmware's rule was applied for (C(unknown) under TCG or without
+      /proc/cpuinfo; then only widths every vendor's rule trusts).
+    - Null with O(maxphysaddr.mode=none), or passthrough with the host's width unknown.
+  returned: when state is not absent
+  type: dict
+  sample: {"bits": 41, "window": "0x1c000000000-0x1ffffffffff", "size_gib": 256,
+           "firmware": "efi", "vendor": "GenuineIntel"}
 state:
   description: The domain's run state after the module (C(running), C(shut off),
     C(absent), ...).
@@ -660,6 +687,7 @@ import copy
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import report_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.compare import (
     check_same_machine, plan_domain_change, plan_domain_removal)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.direct_boot import (
@@ -709,6 +737,7 @@ class PinnedDomain:
         self.created_files, self.removed_files = [], []
         self.xml, self.uuid, self.run_state = None, "", "absent"
         self.diff = {"before": "", "after": ""}
+        self.address_width = None
 
     @property
     def result(self):
@@ -718,8 +747,10 @@ class PinnedDomain:
                       warnings_preflight=self.warnings, state=self.run_state)
         if self.params["state"] == "absent":
             result["removed_files"] = self.removed_files
-        elif self.xml is not None:
-            result["xml"] = self.xml
+        else:
+            result["address_width"] = self.address_width
+            if self.xml is not None:
+                result["xml"] = self.xml
         if self.module._diff:
             result["diff"] = self.diff
         return result
@@ -749,6 +780,8 @@ class PinnedDomain:
             topology_from_dict(self.params["topology"]) if self.params["topology"] is not None
             else read_host_topology(root=self.params["root"], with_irqs=False))
         spec = domain_spec_from_params(self.params, topo)
+        width = dx.address_width_for(spec)
+        self.address_width = width.report() if width else None
         check_boot_files(spec.direct_boot, self.params["root"])
         self.preflight(spec, topo)
         target, autostart = self.params["state"], self.params["autostart"]
@@ -774,6 +807,9 @@ class PinnedDomain:
 
     def report(self, change):
         self.changes, self.actions, self.diff = change.changed_elements, change.actions, change.diff
+        if self.address_width:
+            self.diff = dict(self.diff, after_header="%s: %s" % (
+                self.name, report_text(self.address_width)))
         self.restart_required, self.changed = change.restart_required, bool(change.actions)
         self.xml = change.xml_to_define
 

@@ -270,7 +270,15 @@ plan:
       type: dict
       sample: {"0": {"1048576": 64}}
     tenants:
-      description: One entry per tenant, placed tenants first.
+      description:
+        - One entry per tenant, placed tenants first.
+        - Each GPU carries C(bar64_sizes), the size of each 64-bit prefetchable BAR of
+          the GPU and its companion functions, and C(bar64_total), their sum.
+        - C(address_width) is the guest address width the tenant gets with the vm
+          role's firmware for GPU tenants (efi) on this host's CPU, and the 64-bit PCI
+          window it yields (null without GPUs); libvirt_pinned_domain recomputes it for
+          the firmware it is given. A tenant whose width the host's address sizes
+          cannot give is refused.
       type: list
       elements: dict
       sample:
@@ -280,7 +288,10 @@ plan:
             - address: "0000:65:00.0"
               functions: ["0000:65:00.0", "0000:65:00.1"]
               iommu_group: 27
-              bar64_total: 34359738368
+              bar64_total: 34393292800
+              bar64_sizes: [34359738368, 33554432]
+          address_width: {bits: 39, window: "0x7000000000-0x7fffffffff", size_gib: 64,
+                          firmware: efi, vendor: GenuineIntel}
           vcpus: 30
           vcpu_pins: [1, 33, 2, 34, 3, 35]
           guest_topology: {sockets: 1, dies: 1, cores: 15, threads: 2}

@@ -294,7 +294,7 @@ def test_tcg_domain_define_start_idempotent_readback_undefine(hugepages, libvirt
 
     # A change while it runs: persistent config updated, restart_required, no restart.
     domain_id = virsh(uri, "domid", NAME).strip()
-    changed = module(uri, images, **dict(args, hide_kvm=False))
+    changed = module(uri, images, **dict(args, hide_kvm=True))
     assert changed["changed"] and changed["restart_required"]
     assert virsh(uri, "domid", NAME).strip() == domain_id
 

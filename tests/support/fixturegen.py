@@ -85,6 +85,7 @@ class HostSpec:
     cpu_vendor: str = "GenuineIntel"
     model_name: str = "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz"
     flags: str = DEFAULT_FLAGS
+    phys_bits: int = 46                  # "address sizes" of a Xeon of the runbook's era
     cmdline: str = ("BOOT_IMAGE=/vmlinuz-6.1.0-18-amd64 root=/dev/mapper/vg0-root ro quiet "
                     "intel_iommu=on iommu=pt")
     iommu: Optional[str] = "intel"             # "intel", "amd" or None (no IOMMU)
@@ -217,9 +218,10 @@ class _Builder:
                     cpuinfo.append(
                         "processor\t: %d\nvendor_id\t: %s\nmodel name\t: %s\n"
                         "physical id\t: %d\nsiblings\t: %d\ncore id\t\t: %d\n"
-                        "cpu cores\t: %d\nflags\t\t: %s\n" % (
+                        "cpu cores\t: %d\nflags\t\t: %s\n"
+                        "address sizes\t: %d bits physical, 48 bits virtual\n" % (
                             cpu, spec.cpu_vendor, spec.model_name, socket, len(package),
-                            core, spec.cores_per_socket, spec.flags))
+                            core, spec.cores_per_socket, spec.flags, spec.phys_bits))
         order = sorted(range(len(cpuinfo)), key=lambda i: int(cpuinfo[i].split()[2]))
         _write(root, "proc/cpuinfo", "\n".join(cpuinfo[i] for i in order) + "\n")
 

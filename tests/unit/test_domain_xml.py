@@ -9,6 +9,7 @@ import copy
 import pytest
 from lxml import etree
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_width
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
@@ -35,7 +36,7 @@ VARIANTS = {
     "no-network": {"network": dx.NetworkSpec(kind="none")},
     "vcpusched-fifo": {"vcpusched": {"scheduler": "fifo", "priority": 1}},
     "vcpusched-rr-some": {"vcpusched": {"scheduler": "rr", "priority": 10, "vcpus": "0-3"}},
-    "kvm-visible": {"hide_kvm": False},
+    "kvm-hidden": {"hide_kvm": True},
     "shared-memory": {"memory_access": "shared"},
     "maxphysaddr-passthrough": {"maxphysaddr_mode": "passthrough"},
     "maxphysaddr-emulate-46": {"maxphysaddr_mode": "emulate", "maxphysaddr_bits": 46},
@@ -150,7 +151,9 @@ def test_runbook_tenant_has_section_8_shape():
     assert xml.find("memoryBacking/hugepages/page").attrib == {"size": "1048576",
                                                                "unit": "KiB"}
     assert xml.find("memoryBacking/locked") is not None
-    assert xml.find("features/kvm/hidden").get("state") == "on"
+    # KVM stays visible by default: hiding it costs a Linux guest kvmclock and the
+    # paravirtual features, and only Windows consumer-GPU drivers looked for it
+    assert xml.find("features/kvm") is None
     assert xml.find("seclabel") is None
     assert xml.find("devices/disk[@device='disk']/driver").get("iothread") == "1"
     assert xml.find("devices/disk[@device='cdrom']/readonly") is not None
@@ -185,29 +188,49 @@ def test_single_function_gpu_has_no_multifunction():
 
 # ----------------------------------------------------------------------- maxphysaddr
 
-def test_phys_bits_a100_with_64g_ram_stays_at_qemu_default():
-    # 64 GiB RAM above 4 GiB + a 64 GiB window (32 GiB BAR1 + 32 MiB BAR3 -> 64 GiB)
-    # ends at 128 GiB: 38 bits, +1 headroom = 39, raised to QEMU's 40.
-    assert dx.phys_bits_needed(64 << 30, [(32 << 30) + (32 << 20)]) == 40
+def _width(memory, boards, firmware="efi", vendor="GenuineIntel"):
+    return address_width.choose_address_width("tenant-x", memory, boards,
+                                              firmware=firmware, vendor=vendor)
+
+
+def test_phys_bits_a100_with_64g_ram_takes_the_width_intel_ovmf_trusts():
+    # 32 GiB BAR1 + 32 MiB BAR3 -> a 64 GiB root-port window: 39 bits (trusted on
+    # Intel) opens the top eighth, [448 GiB, 512 GiB); 40 would not be trusted.
+    result = _width(64 << 30, [((32 << 30), (32 << 20))])
+    assert result.bits == 39
+    assert (result.window_base, result.window_size) == (448 << 30, 64 << 30)
 
 
 def test_phys_bits_eight_h100_with_1t_ram():
-    # 1 TiB + 4 GiB aligned to 256 GiB = 1280 GiB, + 8 x 256 GiB = 3328 GiB -> 42, +1
-    assert dx.phys_bits_needed(1 << 40, [(128 << 30) + (32 << 20)] * 8) == 43
+    # 8 x (128 GiB + 32 MiB) -> 8 windows of 256 GiB = 2 TiB: the top eighth of 44
+    # bits. 43 bits (what the rule before gave) opens only 1 TiB.
+    boards = [((128 << 30), (32 << 20))] * 8
+    result = _width(1 << 40, boards)
+    assert result.bits == 44
+    assert result.window_base >= address_width.ram_end(1 << 40)
+    assert address_width.pack_windows(result.window_base, [256 << 30] * 8) <= \
+        result.window_end
+    assert not address_width.evaluate(43, "efi", 1 << 40, boards, "GenuineIntel")[1]
 
 
-def test_phys_bits_grow_with_bars_and_cap_at_52():
-    small = dx.phys_bits_needed(16 << 30, [16 << 30])
-    large = dx.phys_bits_needed(16 << 30, [16 << 40])
-    assert small == 40 and large == 46
-    assert dx.phys_bits_needed(1 << 51, [1 << 51]) == 52
+def test_phys_bits_grow_with_bars_and_refuse_past_the_firmware_window():
+    small = _width(16 << 30, [(16 << 30,)])
+    large = _width(16 << 30, [(4 << 40,)])
+    # OVMF's classic window [32 GiB, 64 GiB) holds 16 GiB at 36 bits (trusted on Intel)
+    assert small.bits == 36 and small.window_base == 32 << 30
+    assert large.bits == 45            # a 4 TiB window is the top eighth of 45 bits
+    with pytest.raises(GpuhostError) as err:
+        _width(16 << 30, [(16 << 40,)])  # more than OVMF's 8 TiB window at 46 bits
+    assert "tenant-x" in str(err.value)
 
 
 def test_auto_maxphysaddr_is_written_as_emulate_bits():
     spec = runbook_spec()
     spec.gpus[0].bar64_total = 4 << 40          # forces more than 40 bits
     element = dx.build_domain_xml(spec).find("cpu/maxphysaddr")
-    assert element.attrib == {"mode": "emulate", "bits": "44"}
+    # SeaBIOS (the spec's firmware) grows its window in eighths: 4 TiB at 43 bits
+    assert element.attrib == {"mode": "emulate", "bits": "43"}
+    assert dx.address_width_for(spec).bits == 43
 
 
 # ----------------------------------------------------------------------- normalizer
@@ -282,7 +305,8 @@ def test_normalizer_keeps_a_uuid_the_user_gave():
     (lambda x: x.find("memoryBacking").remove(x.find("memoryBacking/locked")), "memoryBacking"),
     (lambda x: x.find("devices").remove(x.find("devices/hostdev")),
      "devices/hostdev 0000:65:00.0"),
-    (lambda x: x.find("features").remove(x.find("features/kvm")), "features"),
+    (lambda x: etree.SubElement(etree.SubElement(x.find("features"), "kvm"), "hidden",
+                                state="on"), "features"),
     (lambda x: x.find("cpu/maxphysaddr").set("bits", "46"), "cpu"),
     (lambda x: x.find("devices/controller[@index='1']").set("model", "pci-bridge"),
      "devices/controller pci 1"),

@@ -30,6 +30,9 @@ def test_runbook_gpu_is_isolated_with_its_hda(tmp_path):
     assert gpu.companions == (fixturegen.RUNBOOK_HDA,)
     assert gpu.numa_node == 0 and gpu.driver == "nvidia"
     assert gpu.bar64_total == (128 << 30) + (32 << 20)
+    # read from sysfs resource files: each 64-bit prefetchable BAR of GPU and HDA
+    assert gpu.bar64_sizes == (128 << 30, 32 << 20)
+    assert gpu.to_dict()["bar64_sizes"] == [128 << 30, 32 << 20]
     assert gpu.reset_method == ("flr", "bus") and gpu.vendor_device == "10de:20b5"
     assert report.dirty_groups == [] and report.security_findings == []
 

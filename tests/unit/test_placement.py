@@ -47,7 +47,8 @@ def test_runbook_tenant_with_30_vcpus_gets_node_0_pairs_gpu_hda_and_vf():
     assert entry["guest_topology"] == {"sockets": 1, "dies": 1, "cores": 15, "threads": 2}
     assert entry["gpus"] == [{"address": "0000:65:00.0",
                               "functions": ["0000:65:00.0", "0000:65:00.1"],
-                              "iommu_group": 27, "bar64_total": 32 * GIB_KIB * 1024}]
+                              "iommu_group": 27, "bar64_total": 32 * GIB_KIB * 1024,
+                              "bar64_sizes": [32 * GIB_KIB * 1024]}]
     assert entry["emulator_cpus"] == "0,32"
     assert entry["iothread_cpus"] == "0,32"
     assert entry["iothreads"] == 2

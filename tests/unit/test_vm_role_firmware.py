@@ -127,3 +127,31 @@ def test_only_tenants_in_scope_decide_the_install():
     definitions = [{"name": "tenant-a", "firmware": "efi"},
                    {"name": "tenant-b", "firmware": "bios"}]
     assert packages_installed("Debian", [in_scope], definitions) == []
+
+
+def hide_kvm_defined(definitions, **overrides):
+    """The hide_kvm option the define task passes for the first tenant."""
+    tenant = {"name": "tenant-a100", "gpus": GPU}
+    variables = role_vars("Debian", [tenant], definitions, **overrides)
+    variables.update(item=tenant, __vm_def=definitions[0])
+    expression = DEFINE["gpuhost.kvm.libvirt_pinned_domain"]["hide_kvm"]
+    return _templar(variables).template(trust_as_template(expression))
+
+
+def test_kvm_stays_visible_by_default_and_the_module_agrees():
+    """Hiding KVM was for Windows consumer-GPU drivers (Code 43); a Linux guest would
+    lose kvmclock and the paravirtual features with it."""
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
+        ARGUMENT_SPEC)
+    assert DEFAULTS["vm_hide_kvm"] is False and SPECS["vm_hide_kvm"]["default"] is False
+    assert ARGUMENT_SPEC["hide_kvm"]["default"] is False
+    assert dx.DomainSpec(name="t", vcpus=1, vcpu_pins=((1,),), memory_kib=1 << 20) \
+        .hide_kvm is False
+    assert hide_kvm_defined([{"name": "tenant-a100"}]) is False
+
+
+def test_the_inventory_hides_kvm_per_tenant_or_for_the_host():
+    assert hide_kvm_defined([{"name": "tenant-a100", "hide_kvm": True}]) is True
+    assert hide_kvm_defined([{"name": "tenant-a100"}], vm_hide_kvm=True) is True
+    assert hide_kvm_defined([{"name": "tenant-a100", "hide_kvm": False}],
+                            vm_hide_kvm=True) is False

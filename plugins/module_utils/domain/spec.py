@@ -10,7 +10,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as d
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.direct_boot import (
     DEFAULT_BOOT_IMAGES_DIR, direct_boot_from_params, serial_log_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
+    normalize_address, slot_bar64_sizes)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number
 
 
@@ -135,6 +136,7 @@ def _spec_of_shape(params, topo):
         vcpusched=params["vcpusched"], locked=params["lock_memory"],
     )
     common["firmware"] = params["firmware"]
+    common.update(guest_cpu_of(topo, params["domain_type"]))
     if params["maxphysaddr"]:
         common["maxphysaddr_mode"] = params["maxphysaddr"]["mode"]
         common["maxphysaddr_bits"] = params["maxphysaddr"]["bits"]
@@ -175,6 +177,21 @@ def _spec_of_shape(params, topo):
         **common)
 
 
+def guest_cpu_of(topo, domain_type="kvm"):
+    """The DomainSpec's cpu_vendor, cpu_1g_pages and host_phys_bits from the host's
+    /proc/cpuinfo (under KVM, host-passthrough and maximum show the guest the host's
+    CPU); unknown values are left to DomainSpec's defaults. Under TCG (domain_type
+    qemu) the guest CPU is QEMU's own, whatever the host's, and no EPT limits its
+    width: nothing is taken from the host."""
+    cpus = getattr(topo, "cpus", None)
+    if cpus is None or domain_type == "qemu":
+        return {}
+    values = {"cpu_vendor": cpus.vendor, "host_phys_bits": cpus.phys_bits}
+    if cpus.flags:
+        values["cpu_1g_pages"] = "pdpe1gb" in cpus.flags
+    return values
+
+
 def gpu_from_option(item, topo, index):
     """The GpuSpec of ``gpus[index]``: a PCI address or {address, functions,
     bar64_total}; what it leaves out comes from the topology (every function in the
@@ -188,15 +205,16 @@ def gpu_from_option(item, topo, index):
     address = normalize_address(item["address"], field=field)
     functions = item.get("functions")
     bar64 = item.get("bar64_total")
+    sizes = dx.bar64_sizes_of(item.get("bar64_sizes"), field + ".bar64_sizes")
     slot = dx.PciAddress.parse(address).slot_key
     if functions is None and topo is not None:
         functions = sorted(a for a in topo.pci if dx.PciAddress.parse(a).slot_key == slot)
-    if bar64 is None and topo is not None:
-        bar64 = sum(topo.pci[a].bar64_prefetchable_total for a in functions or ()
-                    if a in topo.pci)
+    if bar64 is None and not sizes and topo is not None:
+        sizes = slot_bar64_sizes(topo.pci[a] for a in functions or () if a in topo.pci)
+        bar64 = sum(sizes)
     return dx.GpuSpec(address=address, functions=tuple(functions or (address,)),
                       bar64_total=dx.whole_number(bar64 or 0, field + ".bar64_total"),
-                      origin=field)
+                      bar64_sizes=sizes, origin=field)
 
 
 # The module's options (libvirt_pinned_domain's DOCUMENTATION says what each means), next
@@ -252,7 +270,7 @@ ARGUMENT_SPEC = dict(
     boot_images_dir=dict(type="str", default=DEFAULT_BOOT_IMAGES_DIR),
     serial_log=dict(type="str"),
     autostart=dict(type="bool", default=True),
-    hide_kvm=dict(type="bool", default=True),
+    hide_kvm=dict(type="bool", default=False),
     vcpusched=dict(type="dict", options=dict(
         scheduler=dict(type="str", required=True, choices=["fifo", "rr"]),
         priority=dict(type="int", required=True),

@@ -26,6 +26,7 @@ from typing import List, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_width
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
@@ -45,9 +46,6 @@ except ImportError as exc:  # pragma: no cover - reported through missing_requir
 KIB = 1024
 GIB_KIB = 1024 * 1024
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
-# QEMU's default guest address width (phys-bits) is 40 bits, 1 TiB.
-QEMU_DEFAULT_PHYS_BITS = 40
-MAX_PHYS_BITS = 52
 # The first PCIe root port this module adds for the GPUs; index 0 is pcie-root.
 FIRST_GPU_ROOT_PORT = 1
 # The guest firmware (the firmware option). efi and efi-secure use libvirt's firmware
@@ -80,7 +78,10 @@ class GpuSpec:
 
     address: str
     functions: Tuple[str, ...] = ()      # every host function, the GPU included
-    bar64_total: int = 0                 # bytes of 64-bit prefetchable BARs
+    bar64_total: int = 0                 # bytes of 64-bit prefetchable BARs (legacy)
+    # The size of each 64-bit memory BAR of the GPU and its companions; empty: one BAR
+    # of bar64_total (plans written before the sizes were carried).
+    bar64_sizes: Tuple[int, ...] = ()
     # The option the GPU came from, for errors: gpus[0] or plan.gpus[0].
     origin: str = field(default="gpus", compare=False, repr=False)
 
@@ -98,6 +99,13 @@ class GpuSpec:
                     fix="list only functions of the GPU's own slot (same bus and slot, "
                         "e.g. %s.1); pass other devices as separate hostdevs" % self.address[:-2])
         self.functions = tuple(str(f) for f in parsed)
+        self.bar64_sizes = tuple(int(size) for size in self.bar64_sizes or ())
+
+    def bar_sizes(self):
+        """Each 64-bit BAR's size, from bar64_sizes or else the legacy total."""
+        if self.bar64_sizes:
+            return self.bar64_sizes
+        return (int(self.bar64_total),) if self.bar64_total else ()
 
 
 @dataclass
@@ -149,13 +157,22 @@ class DomainSpec:
     # direct_boot.DirectBoot: <os> boots this kernel (and initrd, cmdline), not the disk
     direct_boot: Optional[object] = None
     serial_log: Optional[str] = None                # virtlogd's file of the serial console
-    hide_kvm: bool = True
+    # <kvm><hidden state='on'/>: only for NVIDIA's consumer drivers on Windows (Code
+    # 43); it hides KVM's CPUID leaves, so a Linux guest loses kvmclock, steal time and
+    # the other paravirtual features.
+    hide_kvm: bool = False
     domain_type: str = "kvm"
     machine: str = "q35"
     arch: str = "x86_64"
     cpu_mode: str = "host-passthrough"
     maxphysaddr_mode: str = "auto"                   # auto, emulate, passthrough, none
     maxphysaddr_bits: Optional[int] = None
+    # The guest CPU as the firmware sees it (host-passthrough: the host's): vendor_id
+    # (None: unknown, only widths every vendor's rule trusts), pdpe1gb, and the host's
+    # own width (None: not checked). domain.address_width uses them to choose the width.
+    cpu_vendor: Optional[str] = None
+    cpu_1g_pages: bool = True
+    host_phys_bits: Optional[int] = None
     firmware: str = "bios"                           # FIRMWARE_CHOICES
     uuid: Optional[str] = None
     # What the spec's parts are called among the module's options (OPTION_NAMES or
@@ -249,6 +266,19 @@ def whole_number(value, field_name, minimum=0):
     return positive_int(value, field_name, minimum=minimum)
 
 
+def bar64_sizes_of(value, field_name):
+    """A list of 64-bit BAR sizes in bytes (a plan's or an option's) as a tuple of ints,
+    each refused like any count when it is not a whole number."""
+    if value in (None, ""):
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise GpuhostError("%r is not a list of BAR sizes" % (value,), field=field_name,
+                           fix="give the size in bytes of each 64-bit BAR, e.g. "
+                               "[137438953472, 33554432]")
+    return tuple(whole_number(size, "%s[%d]" % (field_name, index))
+                 for index, size in enumerate(value))
+
+
 def memory_kib_of(memory_gib, field_name):
     """GiB (a finite positive number, shared validator) -> KiB."""
     return int(round(finite_number(memory_gib, field_name, unit="GiB") * GIB_KIB))
@@ -290,6 +320,8 @@ def spec_from_plan(tenant, **overrides):
     gpus = [GpuSpec(address=g["address"], functions=tuple(g.get("functions") or ()),
                     bar64_total=whole_number(g.get("bar64_total") or 0,
                                              "plan.gpus[%d].bar64_total" % index),
+                    bar64_sizes=bar64_sizes_of(g.get("bar64_sizes"),
+                                               "plan.gpus[%d].bar64_sizes" % index),
                     origin="plan.gpus[%d]" % index)
             for index, g in enumerate(tenant.get("gpus") or ())]
     network = overrides.pop("network", None)
@@ -475,35 +507,25 @@ def validate_firmware(spec):
 # --------------------------------------------------------------------------------------
 # maxphysaddr
 
-def _next_pow2(value):
-    return 1 << max(0, int(value - 1).bit_length()) if value > 0 else 0
-
-
-def phys_bits_needed(memory_bytes, bar_totals):
-    """Guest physical address bits for RAM plus the GPUs' 64-bit BAR windows.
-
-    The rule, conservative on purpose:
-
-    * RAM top: all guest RAM may sit above 4 GiB (q35 keeps up to 2-3 GiB below the
-      32-bit PCI hole and relocates the rest above 4 GiB), so RAM ends at
-      ``4 GiB + memory``.
-    * Each GPU sits behind its own PCIe root port, whose prefetchable window is
-      naturally aligned: it takes the GPU's 64-bit BAR total rounded up to a power of
-      two. The windows follow the RAM top aligned to the largest window.
-    * One bit of headroom on top: firmware (OVMF) places the 64-bit MMIO aperture in
-      the upper part of the address space and sizes it from phys-bits.
-    * Never below QEMU's default of 40 bits, never above x86's 52.
-
-    An A100-40GB (64 GiB BAR1) with 64 GiB RAM needs 39 bits, so 40; eight H100s
-    (128 GiB BAR1 each) with 1 TiB RAM need 43.
-    """
-    windows = sorted((_next_pow2(int(b)) for b in bar_totals if b), reverse=True)
-    top = 4 * 1024 ** 3 + int(memory_bytes)
-    if windows:
-        largest = windows[0]
-        top = -(-top // largest) * largest + sum(windows)
-    bits = int(math.ceil(math.log2(top))) + 1
-    return max(QEMU_DEFAULT_PHYS_BITS, min(MAX_PHYS_BITS, bits))
+def address_width_for(spec):
+    """The AddressWidth (domain.address_width) of the spec's <maxphysaddr>, or None when
+    it is left out or passed through with the host's width unknown. ``auto`` chooses the
+    width by the one rule; an explicit width is reported with the window it yields."""
+    mode = spec.maxphysaddr_mode
+    if mode == "none":
+        return None
+    boards = [gpu.bar_sizes() for gpu in spec.gpus]
+    memory = spec.memory_kib * KIB
+    if mode == "passthrough" or (mode == "emulate" and spec.maxphysaddr_bits):
+        bits = spec.maxphysaddr_bits if mode == "emulate" else spec.host_phys_bits
+        if not bits:
+            return None
+        return address_width.evaluate(int(bits), spec.firmware, memory, boards,
+                                      spec.cpu_vendor, spec.cpu_1g_pages)[0]
+    return address_width.choose_address_width(
+        spec.name, memory, boards, firmware=spec.firmware, vendor=spec.cpu_vendor,
+        gib_pages=spec.cpu_1g_pages, host_bits=spec.host_phys_bits,
+        field=spec.option("gpus"))
 
 
 def maxphysaddr_for(spec):
@@ -515,8 +537,7 @@ def maxphysaddr_for(spec):
         return ("passthrough", spec.maxphysaddr_bits)
     if mode == "emulate" and spec.maxphysaddr_bits:
         return ("emulate", int(spec.maxphysaddr_bits))
-    return ("emulate", phys_bits_needed(spec.memory_kib * KIB,
-                                        [g.bar64_total for g in spec.gpus]))
+    return ("emulate", address_width_for(spec).bits)
 
 
 # --------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Tuple
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     PciAddress, class_name, format_class_code, format_vendor_device, normalize_address,
-    reset_capability, vfio_resets_on_release)
+    reset_capability, slot_bar64_sizes, vfio_resets_on_release)
 
 # Functions that may share a group with a passed-through device: vfio accepts bridges
 # (bound to pcieport or to no driver), and a host bridge does no DMA of its own.
@@ -55,13 +55,17 @@ class GpuVerdict:
     boot_vga: Optional[bool] = None
     # ResetCapability.as_dict() of the GPU and of each companion, GPU first
     reset_methods: List[dict] = field(default_factory=list)
+    # each 64-bit prefetchable BAR of the GPU and its companions, largest first: what
+    # the guest's root-port window holds (domain.address_width)
+    bar64_sizes: Tuple[int, ...] = ()
 
     def to_dict(self):
         return {
             "address": self.address, "isolated": self.isolated,
             "reasons": list(self.reasons), "companions": list(self.companions),
             "numa_node": self.numa_node, "numa_node_source": self.numa_node_source,
-            "bar64_total": self.bar64_total, "reset_method": list(self.reset_method),
+            "bar64_total": self.bar64_total, "bar64_sizes": list(self.bar64_sizes),
+            "reset_method": list(self.reset_method),
             "driver": self.driver, "iommu_group": self.iommu_group,
             "vendor_device": self.vendor_device, "class_code": self.class_code,
             "class_name": self.class_name, "boot_vga": self.boot_vga,
@@ -326,6 +330,7 @@ def analyse_iommu(topo, gpu_vendor=None):
         gpus.append(GpuVerdict(
             address=address, isolated=not reasons, reasons=reasons, companions=companions,
             numa_node=function.numa_node, bar64_total=function.bar64_prefetchable_total,
+            bar64_sizes=slot_bar64_sizes(pci[a] for a in (address,) + companions),
             reset_method=function.reset_method, driver=function.driver,
             iommu_group=function.iommu_group, vendor_device=format_vendor_device(function),
             class_code=format_class_code(function.class_code),

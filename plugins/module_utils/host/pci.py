@@ -172,8 +172,15 @@ class PciFunction:
 
     @property
     def bar64_prefetchable_total(self):
-        return sum(b.size for b in self.bars
-                   if b.is_memory and b.is_64bit and b.is_prefetchable)
+        return sum(self.bar64_sizes)
+
+    @property
+    def bar64_sizes(self):
+        """The size of each 64-bit prefetchable memory BAR, largest first: what a root
+        port's 64-bit window holds (a bridge's non-prefetchable window is 32-bit)."""
+        return tuple(sorted((b.size for b in self.bars
+                             if b.is_memory and b.is_64bit and b.is_prefetchable and b.size),
+                            reverse=True))
 
 
 # Names as lspci prints them (pci.ids), by class and subclass, then by class alone.
@@ -214,6 +221,13 @@ _BASE_CLASS_NAMES = {
     0x12: "Processing accelerators", 0x13: "Non-Essential Instrumentation",
     0x40: "Coprocessor", 0xff: "Unassigned class",
 }
+
+
+def slot_bar64_sizes(functions):
+    """Every 64-bit prefetchable BAR of a GPU and its companions (PciFunctions),
+    largest first: the BARs its root port's window holds in the guest."""
+    return tuple(sorted((size for function in functions for size in function.bar64_sizes),
+                        reverse=True))
 
 
 def class_name(class_code):

@@ -43,6 +43,7 @@ class CpuState:
     cpus: Dict[int, Cpu] = field(default_factory=dict)
     flags: Tuple[str, ...] = ()             # from /proc/cpuinfo, e.g. pdpe1gb
     vendor: Optional[str] = None            # GenuineIntel, AuthenticAMD, ...
+    phys_bits: Optional[int] = None         # "address sizes : N bits physical"
 
 
 @dataclass
@@ -118,10 +119,15 @@ _TRIGGERS = ("edge", "level", "fasteoi", "simple", "percpu", "percpu_devid", "ba
 
 # ---------------------------------------------------------------- CPUs
 
-def _read_cpuinfo_summary(root):
-    """Vendor and flags of the first CPU in /proc/cpuinfo (all CPUs share them)."""
+_ADDRESS_SIZES_RE = re.compile(r"^\s*(\d+)\s+bits\s+physical")
+
+
+def read_cpuinfo_summary(root="/"):
+    """Vendor, flags and physical address bits of the first CPU in /proc/cpuinfo (all
+    CPUs share them); each None or () when the file does not say."""
     vendor = None
     flags = ()
+    phys_bits = None
     try:
         with open(sysfs.path(root, "proc/cpuinfo"), encoding="utf-8",
                   errors="replace") as handle:
@@ -136,11 +142,14 @@ def _read_cpuinfo_summary(root):
                     vendor = value.strip()
                 elif key in ("flags", "Features") and not flags:
                     flags = tuple(value.split())
-                if vendor is not None and flags:
+                elif key == "address sizes" and phys_bits is None:
+                    match = _ADDRESS_SIZES_RE.match(value)
+                    phys_bits = int(match.group(1)) if match else None
+                if vendor is not None and flags and phys_bits is not None:
                     break
     except OSError:
         pass
-    return vendor, flags
+    return vendor, flags, phys_bits
 
 
 def _optional_id(file_path):
@@ -182,7 +191,7 @@ def read_cpu_state(root="/", node_cpus=None):
     state.present = sysfs.read_cpus_attr(os.path.join(base, "present"), default=())
     state.isolated = sysfs.read_cpus_attr(os.path.join(base, "isolated"), default=())
     state.nohz_full = sysfs.read_cpus_attr(os.path.join(base, "nohz_full"), default=())
-    state.vendor, state.flags = _read_cpuinfo_summary(root)
+    state.vendor, state.flags, state.phys_bits = read_cpuinfo_summary(root)
 
     ids = sysfs.read_cpu_ids(root)
     state.online = sysfs.read_online_cpu_ids(root, ids=ids)

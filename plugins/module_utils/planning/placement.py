@@ -43,11 +43,14 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpumask,
     parse_cpulist,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import (
+    choose_address_width)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     PciAddress,
     normalize_address,
+    slot_bar64_sizes,
     vf_address,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
@@ -114,6 +117,10 @@ class TenantRequest:
 # hostile input, never a tenant. vCPUs: the kernel's CPU limit; memory: 64 TiB; GPUs and
 # I/O threads: more than any PCIe host carries or a guest uses; NUMA nodes: the kernel's
 # MAX_NUMNODES (1024); VFs: SR-IOV's 16-bit TotalVFs; anything else: a million.
+# The guest firmware a plan's address width is computed for: the vm role's default for
+# GPU tenants (vm_gpu_firmware); libvirt_pinned_domain recomputes it for the firmware
+# it is given.
+PLAN_FIRMWARE = "efi"
 MAX_VCPUS = MAX_CPUS
 MAX_MEMORY_GIB = 65536
 MAX_GPUS = 64
@@ -278,6 +285,21 @@ class _Host:
         flags = set(cpus.flags or ())
         self.gigantic_pages = "pdpe1gb" in flags or any(
             HUGEPAGE_SIZES_KIB["1G"] in node.hugepages for node in topology.nodes.values())
+
+    def address_width(self, request, gpu_entries, field):
+        """The report of the tenant's guest address width (domain.address_width), with
+        the firmware the vm role gives GPU tenants and this host's CPU; None without
+        GPUs. Refuses a tenant this host's address width cannot serve."""
+        if not gpu_entries:
+            return None
+        cpus = self.topology.cpus
+        flags = set(cpus.flags or ())
+        width = choose_address_width(
+            request.name, request.memory_gib * GIB_KIB * 1024,
+            [tuple(g["bar64_sizes"]) for g in gpu_entries], firmware=PLAN_FIRMWARE,
+            vendor=cpus.vendor, gib_pages="pdpe1gb" in flags if flags else True,
+            host_bits=cpus.phys_bits, field="%s.gpus" % field)
+        return width.report()
 
     def memory_node(self, node):
         """(the node whose memory backs tenants on ``node``'s CPUs, its distance).
@@ -1068,15 +1090,18 @@ def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, po
             "nearest node with memory (distance %s); its memory accesses cross nodes"
             % (node, request.name, request.memory_gib, memory_node, distance))
 
+    gpu_entries = []
+    for gpu in gpus:
+        functions = list(host.slot_functions(gpu))
+        sizes = slot_bar64_sizes(host.pci[f] for f in functions if f in host.pci)
+        gpu_entries.append({"address": gpu, "functions": functions,
+                            "iommu_group": host.pci[gpu].iommu_group,
+                            "bar64_total": sum(sizes), "bar64_sizes": list(sizes)})
     return {
         "name": request.name,
         "node": node,
-        "gpus": [{
-            "address": gpu,
-            "functions": list(host.slot_functions(gpu)),
-            "iommu_group": host.pci[gpu].iommu_group,
-            "bar64_total": host.pci[gpu].bar64_prefetchable_total,
-        } for gpu in gpus],
+        "gpus": gpu_entries,
+        "address_width": host.address_width(request, gpu_entries, field),
         "vcpus": request.vcpus,
         "vcpu_pins": list(pins),
         "guest_topology": {"sockets": 1, "dies": 1, "cores": request.vcpus // threads,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import report_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     MAX_CPUS,
     format_cpulist,
@@ -261,6 +262,12 @@ def render_markdown(plan, layout=None, title="Placement plan"):
                 (tenant.get("vf") or {}).get("address") or "none",
                 _md_cell(iothread_text(tenant))))
         out.append("")
+        widths = [(t["name"], t["address_width"]) for t in plan["tenants"]
+                  if isinstance(t.get("address_width"), dict)]
+        for name, width in widths:
+            out.append("- %s: %s" % (_md_cell(name), _md_cell(report_text(width))))
+        if widths:
+            out.append("")
     for node in _node_keys(plan, layout):
         out += ["## NUMA node %s" % node, "",
                 "| Core | CPUs | Role | Detail |", "|---|---|---|---|"]
