@@ -8,8 +8,10 @@ For each tenant the collection's own builder (``build_domain_xml``) writes the d
 XML; libvirt checks it (``virt-xml-validate``) and parses it (defined on a private test
 driver connection and read back with ``XMLDesc``). The width and the firmware are taken
 from libvirt's copy: ``<cpu><maxphysaddr>`` and ``<os firmware=...>``, since the test
-driver does not implement ``domxml-to-native``; LAB.md records that libvirt turns
-``mode='emulate' bits='N'`` into ``-cpu ...,phys-bits=N``, which is what the boot gets.
+driver does not implement ``domxml-to-native``, and a real libvirtd here spent 65 s
+probing capabilities before it answered (then refused the tenant's 1 GiB hugepages
+without a hugetlbfs mount); LAB.md records that libvirt turns ``mode='emulate'
+bits='N'`` into ``-cpu ...,phys-bits=N``, which is what the boot gets.
 
 Then QEMU 10 boots under TCG, q35, with that firmware (Debian's OVMF as libvirt's
 firmware descriptors pick it, with a fresh copy of its variable template, for ``efi``;
@@ -28,6 +30,10 @@ Debian kernel with a busybox initramfs (tests/support/guest_firmware.py) that pr
 each function's ``resource`` file and the root bus windows, and powers off. The verdict
 is the guest kernel's own: each stand-in BAR has a start address inside a root bus
 window. The guest runs one vCPU: the tenant's vCPU count does not move the window.
+
+The ``bios`` tenants have one GPU each: with two GPUs of 128 or 256 GiB BAR1, SeaBIOS
+(QEMU 10's) lost the first GPU's BAR1 at every width tried (44, 46, 48 bits; it caps its
+window at 46), a placement no address width repairs.
 
 The boots run two at a time, all of them when the first test asks (a module fixture).
 """
@@ -77,7 +83,7 @@ TENANTS = [
     Tenant("h100-amd", (H100,), 128, AMD, "efi"),
     Tenant("two-h100", (H100,) * 2, 256, INTEL, "efi"),
     Tenant("a100-40gb-bios", (A100_40GB,), 32, INTEL, "bios"),
-    Tenant("two-h200-amd-bios", (H200,) * 2, 512, AMD, "bios"),
+    Tenant("h200-amd-bios", (H200,), 512, AMD, "bios"),
 ]
 
 

@@ -217,8 +217,10 @@ class GuestMachine:
     fw_cfg: List[Tuple[str, str]] = field(default_factory=list)
 
     def phys_bits(self, host_phys_bits):
-        """The guest's address width: the emulated one; the host's for passthrough
-        (capped by ``bits``, as host-phys-bits-limit); QEMU's TCG default without."""
+        """The guest's address width: the emulated one; for passthrough the tenant's
+        host's (``host_phys_bits``, capped by bits/limit as host-phys-bits-limit), given to
+        TCG as phys-bits since this machine's own width is not the tenant host's; QEMU's
+        TCG default without <maxphysaddr>."""
         if self.width_mode == "emulate":
             return self.width_bits
         if self.width_mode == "passthrough":
@@ -246,7 +248,8 @@ def machine_from_xml(xml_text):
         memory_bytes=int(memory.text) * UNITS[(memory.get("unit") or "KiB").lower()],
         firmware=firmware,
         width_mode=width.get("mode") if width is not None else "none",
-        width_bits=int(width.get("bits") or 0) if width is not None else 0,
+        # bits (emulate) or limit (passthrough's cap, libvirt 9.3 and later)
+        width_bits=int(width.get("bits") or width.get("limit") or 0) if width is not None else 0,
         root_ports=len(ports), fw_cfg=fw_cfg)
 
 
