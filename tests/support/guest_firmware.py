@@ -22,7 +22,6 @@ with stand-in GPU BARs, and read back from the guest kernel which BARs got an ad
   ``/sys/bus/pci/devices/*/resource`` and its root bus windows.
 """
 
-import dataclasses
 import gzip
 import hashlib
 import json
@@ -181,24 +180,11 @@ def boot_files():
 
 def tenant_spec(name, boards, memory_gib, cpu_vendor, firmware, host_phys_bits=52):
     """The collection's DomainSpec for a tenant with one GPU per board, each board given
-    as the sizes of its 64-bit BARs (BAR1, BAR3 of an NVIDIA board).
-
-    The one adapter between this test and the builder's fields: ``GpuSpec.bar64_sizes``,
-    ``DomainSpec.cpu_vendor`` and ``DomainSpec.host_phys_bits`` where the builder has
-    them; before it had them, the only BAR input was ``GpuSpec.bar64_total`` (their sum)
-    and the vendor and host width did not exist."""
-    gpu_fields = {f.name for f in dataclasses.fields(GpuSpec)}
-    spec_fields = {f.name for f in dataclasses.fields(DomainSpec)}
-    gpus = []
-    for number, sizes in enumerate(boards):
-        address = "0000:%02x:00.0" % (0x17 + number)
-        if "bar64_sizes" in gpu_fields:
-            gpus.append(GpuSpec(address=address, bar64_sizes=tuple(sizes)))
-        else:
-            gpus.append(GpuSpec(address=address, bar64_total=sum(sizes)))
-    extra = {key: value for key, value in (("cpu_vendor", cpu_vendor),
-                                           ("host_phys_bits", host_phys_bits))
-             if key in spec_fields}
+    as the sizes of its 64-bit BARs (BAR1, BAR3 of an NVIDIA board); the host has room
+    (``host_phys_bits``), so the width is the rule's own choice."""
+    gpus = [GpuSpec(address="0000:%02x:00.0" % (0x17 + number), bar64_sizes=tuple(sizes))
+            for number, sizes in enumerate(boards)]
+    extra = dict(cpu_vendor=cpu_vendor, host_phys_bits=host_phys_bits)
     return DomainSpec(name=name, vcpus=2, vcpu_pins=((2,), (3,)),
                       memory_kib=memory_gib * GIB // 1024, hugepage_size_kib=1048576,
                       gpus=gpus, firmware=firmware, domain_type="test",

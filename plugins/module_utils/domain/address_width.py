@@ -74,6 +74,11 @@ SEABIOS_GRANULE = GIB
 # nothing lies above 4 GiB and SeaBIOS leaves its window unpadded.
 Q35_LOWMEM_SPLIT = 0xB0000000
 BIOS = "bios"
+# SeaBIOS 1.16.3 misplaces a second large BAR behind its own root port: two H100s (128
+# GiB BAR1) or two H200s (256 GiB) lost a BAR1 at every width tried, 42 to 48 bits
+# (tests/integration/test_guest_firmware_bars.py's harness). From this BAR size on, a
+# tenant with more than one GPU is refused on SeaBIOS.
+SEABIOS_MULTI_GPU_BAR_LIMIT = 64 * GIB
 EFI_FIRMWARES = ("efi", "efi-secure")
 
 
@@ -208,6 +213,15 @@ def choose_address_width(tenant, memory_bytes, gpu_bar_sizes: Sequence[Tuple[int
     ``host_bits``: the host's own width; None when unknown (then not checked).
     A tenant without 64-bit BARs keeps QEMU's default (or the host's, if narrower).
     """
+    large = [sizes for sizes in gpu_bar_sizes
+             if any(size >= SEABIOS_MULTI_GPU_BAR_LIMIT for size in sizes)]
+    if firmware == BIOS and len(large) > 1:
+        raise GpuhostError(
+            "tenant %s has %d GPUs with 64-bit BARs of %d GiB or more on firmware bios: "
+            "SeaBIOS leaves a second large BAR unassigned at any address width"
+            % (tenant, len(large), SEABIOS_MULTI_GPU_BAR_LIMIT // GIB), field=field,
+            fix="use firmware efi (OVMF, the vm role's default for GPU tenants), or give "
+                "the tenant one GPU")
     ceiling = min(MAX_PHYS_BITS, host_bits or MAX_PHYS_BITS)
     if not any(s for sizes in gpu_bar_sizes for s in sizes):
         bits = max(min(QEMU_DEFAULT_PHYS_BITS, ceiling),
