@@ -27,17 +27,18 @@ import time
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
 # The SELinux calls Ansible's own file handling makes (AnsibleModule.atomic_move): libselinux
-# through ctypes, an ImportError where the library is absent.
+# through ctypes, an ImportError where the library is absent. Imported here so that
+# AnsiballZ ships it with every module; looked up by name at each use.
 SELINUX_BINDINGS = "ansible.module_utils.compat.selinux"
+try:
+    from ansible.module_utils.compat import selinux as _libselinux
+except ImportError:
+    _libselinux = None
 
 
 def _selinux():
     """The SELinux bindings when SELinux is enabled, else None (no library, disabled)."""
-    try:
-        import ansible.module_utils.compat.selinux  # noqa: F401 (static: AnsiballZ ships it)
-    except ImportError:
-        return None
-    bindings = sys.modules.get(SELINUX_BINDINGS)
+    bindings = sys.modules.get(SELINUX_BINDINGS, _libselinux)
     if bindings is None or bindings.is_selinux_enabled() != 1:
         return None
     return bindings
