@@ -14,8 +14,12 @@ import types
 
 import pytest
 
+from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module
+
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning import LIBVIRT_HOOK
+from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
     SELINUX_BINDINGS, HostWriter)
 
@@ -37,9 +41,10 @@ class StubSelinux(types.ModuleType):
     """libselinux as ansible.module_utils.compat.selinux wraps it, recording each call
     with whether the path existed at the time (so "after the rename" is observable)."""
 
-    def __init__(self, enabled=True):
+    def __init__(self, enabled=True, policy=None):
         super().__init__(SELINUX_BINDINGS)
         self.enabled = enabled
+        self.policy = POLICY if policy is None else policy
         self.calls = []
         self.labels = {}
 
@@ -49,9 +54,9 @@ class StubSelinux(types.ModuleType):
 
     def matchpathcon(self, path, mode):
         self.calls.append(("matchpathcon", path, mode))
-        if (path, mode) not in POLICY:
+        if (path, mode) not in self.policy:
             raise OSError(2, "No such file or directory")
-        return [0, POLICY[(path, mode)]]
+        return [0, self.policy[(path, mode)]]
 
     def lgetfilecon_raw(self, path):
         self.calls.append(("lgetfilecon_raw", path))
@@ -141,3 +146,32 @@ def test_stubbed_selinux_make_folder_labels_what_it_created(stub, tmp_path):
     assert created[0] == "/etc/libvirt/hooks/qemu.d"
     assert stub.labels == {str(tmp_path / "etc/libvirt/hooks/qemu.d"):
                            VIRT_ETC_RW}
+
+
+class EveryPathPolicy(dict):
+    """A stub policy with a default for every path: a type named after the path."""
+
+    def __contains__(self, key):
+        return True
+
+    def __getitem__(self, key):
+        return "system_u:object_r:%s_t:s0" % key[0].strip("/").replace("/", "_").replace(".", "_")
+
+
+def test_stubbed_selinux_irq_affinity_persistence_labels_the_hook_and_the_boot_helper(
+        monkeypatch, tmp_path):
+    """The files irq_affinity installs for boot and for libvirt (the helper, the udev rule,
+    the libvirt qemu hook, the NetworkManager dispatcher script, the config) each get the
+    default context of their host path, through the module's own writes."""
+    bindings = StubSelinux(policy=EveryPathPolicy())
+    monkeypatch.setitem(sys.modules, SELINUX_BINDINGS, bindings)
+    root = build_sim_host(str(tmp_path / "host"))
+    os.makedirs(os.path.join(root, irq_pinning.NM_DISPATCHER_DIR.lstrip("/")))
+    run_module(irq_affinity, "IrqPinner", {"root": root, "name_regex": "mlx5_comp",
+                                           "cpus": "0-1", "persistent": True},
+               SimulatedKernel(root))
+    labelled = {call[1][len(root):]: call[2] for call in setcalls(bindings)}
+    for path in (irq_pinning.HELPER, irq_pinning.LIBVIRT_HOOK, irq_pinning.NM_DISPATCHER,
+                 irq_pinning.UDEV_RULE_FILE, irq_pinning.CONFIG_FILE):
+        assert labelled[path] == EveryPathPolicy()[(path, stat.S_IFREG)], path
+        assert ("matchpathcon", path, stat.S_IFREG) in bindings.calls
