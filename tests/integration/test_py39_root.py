@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 
+from support import REPO
 from support.py39 import python39
 
 PROBE = r"""
@@ -35,3 +36,22 @@ def test_python39_runs_on_its_own_root_and_libraries():
     libs = found["libs"]
     assert any(os.path.basename(p).startswith("libc-") or "/libc.so" in p for p in libs), libs
     assert [p for p in libs if not p.startswith(root + "/")] == []
+
+
+WRITE = r"""
+import sys
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import writer
+writer.HostWriter(sys.argv[1]).write_file("/etc/libvirt/hooks/qemu.d/gpuhost-irq-affinity", "#!/bin/sh\n")
+print(writer._libselinux)
+"""
+
+
+def test_the_writer_writes_without_ansible_and_labels_nothing(tmp_path):
+    """The boot helpers run the writer on the host's Python without ansible-core: the
+    SELinux bindings are then absent, and the write happens all the same."""
+    proc = subprocess.run([python39(), "-c", WRITE, str(tmp_path)], capture_output=True,
+                          text=True, check=False, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=os.path.join(REPO, ".collections")))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "None" and proc.stderr == ""
+    assert (tmp_path / "etc/libvirt/hooks/qemu.d/gpuhost-irq-affinity").read_text() == "#!/bin/sh\n"

@@ -68,6 +68,21 @@ def python39():
     return path
 
 
+def root_dir():
+    """The Debian 11 root the Python 3.9 wrapper runs from."""
+    return os.path.join(os.path.dirname(python39()), "root")
+
+
+def run_in_root(program, *args, timeout=60):
+    """Run ``program`` of the root (a path relative to it) on the root's own loader and
+    libraries, as the wrapper runs python3.9. Returns the completed process."""
+    root = root_dir()
+    libs = "%s/lib/x86_64-linux-gnu:%s/usr/lib/x86_64-linux-gnu" % (root, root)
+    return subprocess.run([os.path.join(root, "lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"),
+                           "--library-path", libs, os.path.join(root, program)] + list(args),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def modules_started(log_path):
     """The gpuhost.kvm modules a Python 3.9 wrapper log shows started (AnsiballZ files)."""
     if not os.path.exists(log_path):

@@ -23,10 +23,10 @@ from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
     SELINUX_BINDINGS, HostWriter)
 
-# The stub's policy: the types Debian 12's reference policy (selinux-policy-default
-# 2.20221101, virt and base modules) gives these paths: "/etc/libvirt/.*/.*" is
-# virt_etc_rw_t, and /usr/local/libexec matches none of the bin_t entries, so "/usr/.*"
-# (usr_t). RHEL 9's policy is not read here (docs/selinux.md).
+# The stub's policy: the types Debian's reference policy gives these paths, as docs/selinux.md
+# lists them and tests/integration/test_selinux_policy.py looks them up with its
+# matchpathcon: "/etc/libvirt/.*/.*" is virt_etc_rw_t, and /usr/local/libexec matches no
+# bin_t entry, so "/usr/.*" (usr_t). RHEL 9's policy is not read here.
 VIRT_ETC_RW = "system_u:object_r:virt_etc_rw_t:s0"
 POLICY = {
     (LIBVIRT_HOOK, stat.S_IFREG): VIRT_ETC_RW,
@@ -133,8 +133,7 @@ def test_stubbed_selinux_disabled_calls_nothing_but_the_check(monkeypatch, tmp_p
     assert set(bindings.calls) == {("is_selinux_enabled",)}
 
 
-def test_without_the_bindings_the_writer_writes_and_says_nothing(monkeypatch, tmp_path,
-                                                                   capsys):
+def test_without_the_bindings_the_writer_writes_and_says_nothing(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, SELINUX_BINDINGS, None)   # import fails
     HostWriter(str(tmp_path)).write_file(LIBVIRT_HOOK, "#!/bin/sh\n")
     assert (tmp_path / LIBVIRT_HOOK.lstrip("/")).read_text() == "#!/bin/sh\n"
