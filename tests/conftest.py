@@ -45,3 +45,25 @@ def pytest_configure(config):
 def pytest_runtest_setup(item):
     # First, before the fixtures: a test that fails for the deadline boots no lab.
     deadline.runtest_setup(_DEADLINE, item.nodeid, time.time())
+
+
+@pytest.fixture(params=["venv", "python3.9"])
+def module_python(request, monkeypatch, tmp_path):
+    """The interpreter the test's modules run with: "venv" leaves the test as it is,
+    "python3.9" sets RHEL 9's platform Python (support/py39.py) as
+    ansible_python_interpreter for every ansible run the test makes and, at the end,
+    checks that the modules support.py39.RUNS names for the test ran on it
+    (support.helpers.run_tool passes it on). Returns the interpreter, None for "venv"."""
+    if request.param == "venv":
+        yield None
+        return
+    from support import py39
+    python = py39.python39()
+    log = tmp_path / "py39-starts.log"
+    monkeypatch.setenv("GPUHOST_TEST_MODULE_PYTHON", python)
+    # Without pipelining the AnsiballZ file is an argument the wrapper logs.
+    monkeypatch.setenv("ANSIBLE_PIPELINING", "False")
+    monkeypatch.setenv("GPUHOST_PY39_LOG", str(log))
+    yield python
+    missing = py39.expected_modules(request.node.nodeid) - py39.modules_started(str(log))
+    assert not missing, "not run by Python 3.9: %s" % ", ".join(sorted(missing))

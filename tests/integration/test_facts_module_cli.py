@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from support import REPO
+from support.helpers import interpreter_args
 
 BIN = os.path.dirname(sys.executable)
 sys.path.insert(0, os.path.join(REPO, "tests"))
@@ -17,6 +18,8 @@ from support import fixturegen  # noqa: E402
 def _ansible(*args):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
                ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_NOCOLOR="1")
+    if args[0] == "ansible":
+        args = args + tuple(interpreter_args())
     return subprocess.run([os.path.join(BIN, args[0])] + list(args[1:]), cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=180, check=False)
 
@@ -48,7 +51,7 @@ def test_runs_against_this_machine():
     assert result["changed"] is False
 
 
-def test_runs_against_a_fixture_root_in_check_mode(tmp_path):
+def test_runs_against_a_fixture_root_in_check_mode(tmp_path, module_python):
     root = fixturegen.build_runbook_host(str(tmp_path))
     proc, result = _module_result("-a", "root=%s gpu_vendor=10de" % root, "--check")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -72,7 +75,7 @@ def _adhoc_facts(module, args):
     return json.loads(payload)["ansible_facts"]
 
 
-def test_host_facts_platform_gives_setups_own_facts(tmp_path):
+def test_host_facts_platform_gives_setups_own_facts(tmp_path, module_python):
     """The roles skip setup when host_facts published the platform: the facts must be
     setup's, key for key, on the real machine, and a recorded root must not change them
     (they choose the commands run on the system itself)."""

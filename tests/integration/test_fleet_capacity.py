@@ -104,7 +104,7 @@ def localhost_changed(stdout):
     return int(line.split("changed=")[1].split()[0])
 
 
-def test_report_check_mode_then_apply_then_nothing_to_change(tmp_path):
+def test_report_check_mode_then_apply_then_nothing_to_change(tmp_path, module_python):
     inventory = fleetsim.build_fleet(str(tmp_path / "fleet"), 3)[0]
     report_dir = tmp_path / "report"
 

@@ -59,7 +59,7 @@ def fleet(tmp_path_factory):
     return {"base": base, "inventory": inventory, "extra": "@%s" % path, "expected": expected}
 
 
-def test_the_fleet_chooses_a_host_records_why_and_onboards_only_there(fleet):
+def test_the_fleet_chooses_a_host_records_why_and_onboards_only_there(fleet, module_python):
     ledgers_before = _files_state(str(fleet["base"]))
     proc = run_tool("ansible-playbook", "-i", fleet["inventory"], PLAYBOOK, "--check",
                     "-e", fleet["extra"], "-e", json.dumps({"tenant_request": REQUEST}),

@@ -18,6 +18,7 @@ import pytest
 
 from mlserver_fixture import MLServerProcess
 from support import REPO
+from support.helpers import interpreter_args
 
 VENV_BIN = os.path.dirname(sys.executable)
 
@@ -55,7 +56,8 @@ def ansible_playbook(playbook, *args):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
     return subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", "localhost,", playbook,
-                           "-e", "ansible_python_interpreter=%s" % sys.executable] + list(args),
+                           "-e", "ansible_python_interpreter=%s" % sys.executable]
+                          + list(args) + interpreter_args(),
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
                           check=False)
 
@@ -211,7 +213,7 @@ LOADGEN_PLAY = """
 """
 
 
-def test_benchmark_loadgen_host_check_mode_runs_the_load_generator_there(tmp_path):
+def test_benchmark_loadgen_host_check_mode_runs_the_load_generator_there(tmp_path, module_python):
     playbook = tmp_path / "loadgen.yml"
     playbook.write_text(LOADGEN_PLAY.format(python=sys.executable, reports=tmp_path / "r", state=tmp_path / "s"))
     proc = ansible_playbook(str(playbook), "--check", "-v", "-e", "benchmark_loadgen_url=http://10.20.0.11:8000")

@@ -46,7 +46,7 @@ def root(tmp_path):
     return build_sim_host(str(tmp_path / "host"))
 
 
-def test_vfio_bind_check_mode_plans_without_touching_the_tree(root):
+def test_vfio_bind_check_mode_plans_without_touching_the_tree(root, module_python):
     before = snapshot(root)
     rc, task = adhoc("vfio_bind", {"root": root, "devices": ["0000:41:00.0"],
                                    "persistent": True}, "--check", "--diff")
@@ -77,7 +77,7 @@ def test_vfio_bind_already_bound_is_a_no_op(root):
     assert snapshot(root) == before
 
 
-def test_sriov_vfs_check_mode_and_too_many_vfs(root):
+def test_sriov_vfs_check_mode_and_too_many_vfs(root, module_python):
     before = snapshot(root)
     rc, task = adhoc("sriov_vfs", {"root": root, "pf": "eno1", "num_vfs": 4,
                                    "vf_driver": "vfio-pci"}, "--check")
@@ -94,7 +94,7 @@ def test_sriov_vfs_zero_vfs_is_a_no_op(root):
     assert rc == 0 and task["changed"] is False, task
 
 
-def test_irq_affinity_check_mode_bad_cpus_and_no_op(root):
+def test_irq_affinity_check_mode_bad_cpus_and_no_op(root, module_python):
     before = snapshot(root)
     rc, task = adhoc("irq_affinity", {"root": root, "name_regex": "mlx5_comp", "cpus": "0-1"},
                      "--check", "--diff")

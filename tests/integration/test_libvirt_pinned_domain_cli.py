@@ -5,7 +5,6 @@
 read from a fixturegen tree through ``root``, and a Python without libvirt-python."""
 
 import shutil
-import sys
 
 import pytest
 
@@ -13,12 +12,12 @@ from support.fixturegen import build_runbook_host
 from support.helpers import run_module_adhoc, run_tool
 
 
-def adhoc(args, python=sys.executable, check=False):
+def adhoc(args, python=None, check=False):
     return run_module_adhoc("gpuhost.kvm.libvirt_pinned_domain", args, python=python, check=check,
                             timeout=120)
 
 
-def test_check_mode_reads_the_runbook_host_through_root(tmp_path):
+def test_check_mode_reads_the_runbook_host_through_root(tmp_path, module_python):
     root = build_runbook_host(str(tmp_path / "host"))
     args = dict(name="tenant-a100", uri="test:///default", domain_type="test", root=root,
                 state_dir=str(tmp_path / "state"), vcpus=4, vcpu_pins=[1, 33, 2, 34],

@@ -36,7 +36,7 @@ def adhoc(args, *extra, check=True):
     return proc.returncode, status.strip(), json.loads(body)
 
 
-def test_module_plans_the_runbook_tenant_from_a_root_tree(runbook_root):
+def test_module_plans_the_runbook_tenant_from_a_root_tree(runbook_root, module_python):
     rc, status, result = adhoc({"root": runbook_root, "tenants": [A100]})
     assert (rc, status) == (0, "SUCCESS")
     assert result["changed"] is False

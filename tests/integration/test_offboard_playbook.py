@@ -29,7 +29,7 @@ def _host_holding_the_tenant(tmp_path):
     return host, path
 
 
-def test_a_refused_scrub_keeps_the_tenant_in_the_ledger(tmp_path):
+def test_a_refused_scrub_keeps_the_tenant_in_the_ledger(tmp_path, module_python):
     host, path = _host_holding_the_tenant(tmp_path)
     with open(path) as handle:
         before = handle.read()

@@ -80,7 +80,7 @@ def _tree_state(root):
     return state
 
 
-def test_site_check_mode_on_the_runbook_host_completes_without_failures(runbook_host):
+def test_site_check_mode_on_the_runbook_host_completes_without_failures(runbook_host, module_python):
     before = _tree_state(runbook_host["root"])
     proc = run_tool("ansible-playbook", "site.yml", "--check", "-i", INVENTORY, "-l", "hk-gpu-01",
                     "-e", runbook_host["extra"], timeout=900)

@@ -297,7 +297,7 @@ def _adhoc(args, check=False):
     return run_module_adhoc("gpuhost.kvm.tenant_drain", args, check=check, timeout=600)
 
 
-def test_ansible_run_of_checked_fails_naming_the_running_tenant(tmp_path):
+def test_ansible_run_of_checked_fails_naming_the_running_tenant(tmp_path, module_python):
     host = Host(tmp_path, {"tenant-a": "running", "tenant-b": "shut off"})
     proc, result = _adhoc(dict(state="checked", uri=host.uri, ledger_path=host.ledger,
                                record_path=host.record))

@@ -3,9 +3,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What cannot run on this machine, faked and named as such: ``FakeIproute`` answers
 ``ip -json link show`` and records ``ip link set ... vf`` for a NIC with SR-IOV VFs (this
-machine has none; the lab's igb NIC is the real one, in tests/lab)."""
+machine has none; the lab's igb NIC is the real one, in tests/lab); ``fake_nvidia_smi``, an
+executable standing in for nvidia-smi (no NVIDIA GPU or driver here)."""
 
 import json
+import stat
 
 
 class FakeIproute:
@@ -20,3 +22,18 @@ class FakeIproute:
         if argv[:3] == ["ip", "-j", "link"]:
             return 0, json.dumps([{"ifname": "eno1", "vfinfo_list": self.vfinfo}]), ""
         return 0, "", ""
+
+
+def fake_nvidia_smi(tmp_path, report=None, rc=0, message=""):
+    """An executable that checks its arguments are -q -x and prints ``report``."""
+    script = tmp_path / "nvidia-smi"
+    body = ['#!/bin/sh', '[ "$1" = -q ] && [ "$2" = -x ] && [ $# -eq 2 ] || { echo "bad args: $*" >&2; exit 2; }']
+    if report:
+        body.append('cat "%s"' % report)
+    if message:
+        (tmp_path / "message").write_text(message + "\n")
+        body.append('cat "%s"' % (tmp_path / "message"))
+    body.append("exit %d" % rc)
+    script.write_text("\n".join(body) + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)

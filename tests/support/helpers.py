@@ -21,9 +21,21 @@ def ansible_env(**extra):
     return env
 
 
+def interpreter_args():
+    """``-e ansible_python_interpreter=...`` naming the interpreter the module_python
+    fixture chose for the test's modules (GPUHOST_TEST_MODULE_PYTHON), else nothing.
+    Last on the command line, so it wins over any other setting of it."""
+    python = os.environ.get("GPUHOST_TEST_MODULE_PYTHON")
+    return ["-e", "ansible_python_interpreter=%s" % python] if python else []
+
+
 def run_tool(tool, *args, cwd=REPO, env=None, check=True, timeout=300):
-    """Run one of the venv's ansible tools; on failure the assertion shows its output."""
+    """Run one of the venv's ansible tools; on failure the assertion shows its output.
+    ``ansible`` and ``ansible-playbook`` run modules with the interpreter of
+    ``interpreter_args``."""
     argv = [os.path.join(BIN, tool)] + [str(a) for a in args]
+    if tool in ("ansible", "ansible-playbook"):
+        argv += interpreter_args()
     proc = subprocess.run(argv, cwd=cwd, env=env or ansible_env(), capture_output=True,
                           text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
@@ -32,8 +44,11 @@ def run_tool(tool, *args, cwd=REPO, env=None, check=True, timeout=300):
     return proc
 
 
-def run_module_adhoc(module, args, python=sys.executable, check=False, timeout=300):
-    """``ansible localhost -m MODULE -a ARGS`` on a local connection: (process, result)."""
+def run_module_adhoc(module, args, python=None, check=False, timeout=300):
+    """``ansible localhost -m MODULE -a ARGS`` on a local connection: (process, result).
+    ``python`` None: this test's own, or the one the module_python fixture chose
+    (``run_tool``)."""
+    python = python or sys.executable
     argv = ["localhost", "-i", "localhost,", "-c", "local", "-m", module, "-a", json.dumps(args),
             "-e", "ansible_python_interpreter=%s" % python]
     if check:

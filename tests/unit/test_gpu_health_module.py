@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
+from support.fakes import fake_nvidia_smi
 
 from ansible_collections.gpuhost.kvm.plugins.modules import gpu_health as gpu_health_module
 
@@ -22,21 +22,6 @@ T4 = os.path.join(PUBLISHED, "nvidia_smi_q_x_tesla_t4_passthrough_515_105_01.xml
 # What nvidia-smi prints (on stdout, rc 9) when the kernel module is not loaded.
 NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
              "Make sure that the latest NVIDIA driver is installed and running.")
-
-
-def fake_nvidia_smi(tmp_path, report=None, rc=0, message=""):
-    """An executable that checks its arguments are -q -x and prints ``report``."""
-    script = tmp_path / "nvidia-smi"
-    body = ['#!/bin/sh', '[ "$1" = -q ] && [ "$2" = -x ] && [ $# -eq 2 ] || { echo "bad args: $*" >&2; exit 2; }']
-    if report:
-        body.append('cat "%s"' % report)
-    if message:
-        (tmp_path / "message").write_text(message + "\n")
-        body.append('cat "%s"' % (tmp_path / "message"))
-    body.append("exit %d" % rc)
-    script.write_text("\n".join(body) + "\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return str(script)
 
 
 def run(capsys, **args):

@@ -7,7 +7,9 @@
 Every path it takes is a host path (``/sys/bus/pci/drivers_probe``) resolved under
 ``root``, so tests point it at a recorded tree; ``tests/support/sysfs_sim.py`` subclasses it to
 add the kernel's reactions to attribute writes. Nothing is written through a link, and
-files are replaced atomically (a temporary file in the same folder, fsync, rename).
+files are replaced atomically (a temporary file in the same folder, fsync, rename). Where
+SELinux is enabled, what it creates or replaces gets the default context of its host path
+after the rename (``restore_default_context``), as ``restorecon`` would give it.
 
 ``FileLock`` is the flock a state file's read-modify-write holds (changes/state_file.py).
 """
@@ -18,10 +20,64 @@ import errno
 import fcntl
 import os
 import stat
+import sys
 import tempfile
 import time
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+# The SELinux calls Ansible's own file handling makes (AnsibleModule.atomic_move): libselinux
+# through ctypes, an ImportError where the library is absent. Imported here so that
+# AnsiballZ ships it with every module; looked up by name at each use.
+SELINUX_BINDINGS = "ansible.module_utils.compat.selinux"
+try:
+    from ansible.module_utils.compat import selinux as _libselinux
+except ImportError:
+    _libselinux = None
+
+
+def _selinux():
+    """The SELinux bindings when SELinux is enabled, else None (no library, disabled)."""
+    bindings = sys.modules.get(SELINUX_BINDINGS, _libselinux)
+    if bindings is None or bindings.is_selinux_enabled() != 1:
+        return None
+    return bindings
+
+
+def restore_default_context(host_path, target, file_type, field=None):
+    """Give ``target`` (the file or folder below ``root`` that stands for ``host_path``)
+    the default SELinux context the loaded policy has for ``host_path``, as restorecon
+    does, when it has another one. ``file_type`` (stat.S_IFREG, stat.S_IFDIR) selects the
+    policy's entries for that kind of file. Below a root other than / the context is
+    still the one of the host path: the tree stands for the host's file system (an image
+    mounted for the host), so its files get the labels the host gives those paths.
+    Without the bindings, with SELinux disabled, or where the policy has no default for
+    the path, it does nothing and says nothing. Returns the context it set, or None."""
+    bindings = _selinux()
+    if bindings is None:
+        return None
+    try:
+        found, context = bindings.matchpathcon(host_path, file_type)
+    except OSError:
+        return None     # no default for the path (ENOENT): nothing to restore
+    if found == -1 or not context:
+        return None
+    try:
+        current = bindings.lgetfilecon_raw(target)[1]
+    except OSError:
+        current = None
+    if current == context:
+        return None
+    try:
+        bindings.lsetfilecon(target, context)
+    except OSError as err:
+        raise GpuhostError(
+            "cannot set the SELinux context %s of %s: %s" % (context, host_path, err),
+            field=field or "path",
+            fix="check the policy's entry for the path (matchpathcon %s) and that the file "
+                "system takes labels, then run again" % host_path) from err
+    return context
+
 
 # How long a run waits for another run's lock on a state file before it gives up.
 STATE_LOCK_TIMEOUT = 120.0
@@ -358,6 +414,11 @@ class HostWriter:
                 os.unlink(tmp)
             self.remove_empty_folders(created)
             raise
+        # After the rename: the temporary file had the label of its folder's default
+        # transition, which the rename keeps.
+        for folder_path in reversed(created):
+            restore_default_context(folder_path, self.path(folder_path), stat.S_IFDIR, field)
+        restore_default_context("/" + str(host_path).lstrip("/"), target, stat.S_IFREG, field)
         _fsync_folder(folder)
         return created
 
@@ -373,6 +434,8 @@ class HostWriter:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             os.mkdir(target, 0o700)
             self.set_attributes(host_path, mode, owner)
+            for folder_path in reversed(created):
+                restore_default_context(folder_path, self.path(folder_path), stat.S_IFDIR)
         except BaseException:
             self.remove_empty_folders(created)
             raise
