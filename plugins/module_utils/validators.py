@@ -210,8 +210,9 @@ def image_reference(value, field="image"):
 # -- config paths -------------------------------------------------------------------------
 
 def absolute_path(value, field, kind="file"):
-    """An absolute path without control characters, returned normalised. A relative
-    path would depend on the directory the module happens to run in."""
+    """An absolute path without control characters or '..', returned normalised. A
+    relative path would depend on the directory the module happens to run in; a '..'
+    under a module's root would name a file out of it."""
     if not isinstance(value, str) or not value.strip():
         raise GpuhostError("%r is not a path" % (value,), field=field,
                            fix="give the absolute path of the %s" % kind)
@@ -221,6 +222,9 @@ def absolute_path(value, field, kind="file"):
     if not os.path.isabs(value):
         raise GpuhostError("%r is a relative path" % (value,), field=field,
                            fix="give the absolute path of the %s, starting with /" % kind)
+    if ".." in value.split("/"):
+        raise GpuhostError("%r has a '..' component" % (value,), field=field,
+                           fix="give the absolute path of the %s without '..'" % kind)
     return os.path.normpath(value)
 
 
@@ -235,7 +239,7 @@ def config_path(value, field, kind="file", root=None, missing_ok=False):
     if missing_ok and not os.path.lexists(where):
         return path
     exists = os.path.isdir(where) if kind == "directory" else os.path.isfile(where)
-    if not exists and missing_ok:
+    if not exists and (missing_ok or os.path.lexists(where) and root):
         raise GpuhostError("%s is not a %s" % (path, kind), field=field,
                            fix="move it away, or give the path of the %s" % kind)
     if not exists:

@@ -277,6 +277,7 @@ def _current(writer, index, entry):
             fix="remove the link (or put the real file in its place) and run again")
     if stat.S_ISREG(st.st_mode):
         kind = "file"
+        writer.refuse_hard_links(entry.path, st, where)
     elif stat.S_ISDIR(st.st_mode):
         kind = "directory"
     else:

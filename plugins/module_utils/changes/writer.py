@@ -22,6 +22,7 @@ import tempfile
 import time
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 
 # How long a run waits for another run's lock on a state file before it gives up.
 STATE_LOCK_TIMEOUT = 120.0
@@ -245,12 +246,27 @@ class HostWriter:
         return host_path
 
     def _replaceable(self, host_path, target, field="path"):
-        """``target`` may be replaced: absent, or a regular file that is no link."""
+        """``target`` may be replaced: absent, or a regular file that is no link and has
+        no second hard link."""
         if os.path.islink(target):
             raise self.link_error(host_path, target, field)
         if os.path.lexists(target) and not os.path.isfile(target):
             raise GpuhostError("%s is not a regular file" % host_path, field=field,
                                fix="move it away and run again")
+        try:
+            self.refuse_hard_links(host_path, os.lstat(target), field)
+        except FileNotFoundError:
+            pass
+
+    @staticmethod
+    def refuse_hard_links(host_path, status, field="path"):
+        """A file with more than one hard link is refused: its other name may lie out of
+        root, and a change of its mode or content would reach that file too."""
+        if not stat.S_ISDIR(status.st_mode) and status.st_nlink > 1:
+            raise GpuhostError(
+                "%s has %d hard links: gpuhost.kvm never changes a file that has another name"
+                % (host_path, status.st_nlink), field=field,
+                fix="replace the hard link by a copy of the file (cp then mv) and run again")
 
     def exists(self, host_path):
         return os.path.lexists(self.path(host_path))
@@ -263,16 +279,15 @@ class HostWriter:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def read_bytes(self, host_path):
+    def read_bytes(self, host_path, field=None):
         """The exact bytes of a regular file, None when it does not exist. A link at the
-        path is not followed (ELOOP), so a planted link cannot show another file."""
+        path is not followed (ELOOP), so a planted link cannot show another file; a
+        directory, FIFO or device there is refused (sysfs.read_bytes, naming ``field``)."""
         try:
-            fd = os.open(self.path(host_path),
-                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            return sysfs.read_bytes(self.path(host_path), no_follow=True, field=field or "path",
+                                    shown=host_path)
         except FileNotFoundError:
             return None
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read()
 
     def read_unlinked(self, host_path, field=None):
         """``read_bytes`` behind a refusal of a link at the path: lstat first (the link
@@ -283,7 +298,7 @@ class HostWriter:
         if os.path.islink(full):
             raise self.link_error(host_path, full, field or "path")
         try:
-            return self.read_bytes(host_path)
+            return self.read_bytes(host_path, field)
         except OSError as err:
             if err.errno == errno.ELOOP:
                 raise self.link_error(host_path, full, field or "path") from err
@@ -378,11 +393,14 @@ class HostWriter:
             raise
         return created
 
-    def set_attributes(self, host_path, mode=None, owner=None):
+    def set_attributes(self, host_path, mode=None, owner=None, field=None):
         """Set the mode and the owner (uid, gid) of a file or directory, through a
-        descriptor opened without following a link: never the mode of a link's target."""
-        fd = os.open(self.write_target(host_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        descriptor opened without following a link: never the mode of a link's target,
+        nor of a file with another hard link (``refuse_hard_links``)."""
+        fd = os.open(self.write_target(host_path, field),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
+            self.refuse_hard_links(host_path, os.fstat(fd), field or "path")
             if owner is not None:
                 os.fchown(fd, owner[0], owner[1])
             if mode is not None:
