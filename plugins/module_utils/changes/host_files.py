@@ -219,6 +219,51 @@ def replace_block(before, block, marker):
     return b"".join(lines)
 
 
+def block_of(data, marker):
+    """The text between the ``marker`` lines of ``data`` (bytes), None when it has none."""
+    lines = data.splitlines(True) if data else []
+    begin = (marker.replace("{mark}", "BEGIN") + "\n").encode("utf-8")
+    end = (marker.replace("{mark}", "END") + "\n").encode("utf-8")
+    if begin not in lines or end not in lines:
+        return None
+    first, last = lines.index(begin), lines.index(end)
+    return b"".join(lines[first + 1:last]).decode("utf-8", "surrogateescape")
+
+
+def add_block_step(changes, writer, host_path, block, marker, mode=None, owner=None,
+                   field=None, description=None):
+    """A step that puts ``block`` between the ``marker`` lines of the shared host file
+    ``host_path``: it reads, merges and writes under the file's lock (HostWriter.lock),
+    so another run's block written since the plan read the file is kept, whichever
+    module wrote it. The undo puts back, the same way, only this block as it was.
+    The destination is checked now (a link, a hard link, not a regular file)."""
+    writer.check_replaceable(host_path, field)
+    record = {}
+
+    def merge(text, remove_when_empty=False):
+        """Put ``text`` (None: no block) into the file as it is now, under its lock;
+        returns what the file held."""
+        with writer.lock(host_path, field) as lock:
+            current = writer.read_unlinked(host_path, field)
+            wanted = replace_block(current, text or "", marker)
+            if not wanted and (remove_when_empty or current is None):
+                writer.remove_file(host_path)
+            elif wanted != current:
+                writer.write_file(host_path, wanted, mode, owner, field=field)
+            lock.remove()     # no lock file is left beside the host's file
+        return current
+
+    def apply():
+        record["folders"] = writer.missing_folders(host_path)
+        record["was"] = merge(block)
+
+    def undo():
+        # a file this step created goes again once no other block is left in it
+        merge(block_of(record["was"], marker), remove_when_empty=record["was"] is None)
+        writer.remove_empty_folders(record["folders"])
+    changes.add(description or "update the block of %s" % host_path, apply, undo)
+
+
 def _owner_ids(index, entry):
     """(uid, gid) of the entry's owner and group, by name or number, on this host."""
     ids = []
@@ -301,7 +346,7 @@ def plan_host_files(writer, entries):
     owners = [None if entry.state == "absent" else _owner_ids(index, entry)
               for index, entry in enumerate(entries)]
     plan = HostFilesPlan(ChangeSet())
-    for entry, (kind, mode, owner), ids in zip(entries, current, owners):
+    for index, (entry, (kind, mode, owner), ids) in enumerate(zip(entries, current, owners)):
         before = writer.read_bytes(entry.path) if kind == "file" else None
         if entry.state == "absent":
             if kind is not None:
@@ -329,7 +374,7 @@ def plan_host_files(writer, entries):
         if entry.state == "directory":
             _plan_directory(plan, writer, entry, kind, mode, owner, ids)
         else:
-            _plan_file(plan, writer, entry, before, after, mode, owner, ids, attributes)
+            _plan_file(plan, writer, index, entry, before, after, mode, owner, ids, attributes)
     return plan
 
 
@@ -357,7 +402,13 @@ def _plan_directory(plan, writer, entry, kind, mode, owner, ids):
         lambda: writer.set_attributes(entry.path, mode, owner))
 
 
-def _plan_file(plan, writer, entry, before, after, mode, owner, ids, attributes):
+def _plan_file(plan, writer, index, entry, before, after, mode, owner, ids, attributes):
+    if entry.block is not None and after != before:
+        add_block_step(plan.changes, writer, entry.path, entry.block, entry.marker,
+                       entry.mode, ids, _field(index, "path"),
+                       "create %s (mode %04o)" % (entry.path, entry.mode) if before is None else
+                       "update %s%s" % (entry.path, " (mode %04o)" % entry.mode if attributes else ""))
+        return
     if before is None:
         created = []
 
