@@ -148,20 +148,9 @@ def _domain_xml(domain):
 
 
 def host_state(host):
-    """The snapshot that "unchanged" is judged by.
-
-    Lock files (``*.lock``, and a directory that holds nothing else) are left out: the
-    ledger's flock file is a mutex whose content is the last holder's PID, not host state.
-    """
-    files = snapshot(host.base)
-    locks = [path for path in files if path.endswith(".lock")]
-    for path in locks:
-        del files[path]
-        folder = os.path.dirname(path)
-        if folder and files.get(folder) == "dir" and not any(
-                p.startswith(folder + os.sep) for p in files):
-            del files[folder]
-    return {"files": files, "domains": host.domains()}
+    """The snapshot that "unchanged" is judged by: every path under the case's directory,
+    lock files included (a refusal creates no lock file nor the folder for one)."""
+    return {"files": snapshot(host.base), "domains": host.domains()}
 
 
 def state_difference(before, after):

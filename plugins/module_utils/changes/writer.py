@@ -52,6 +52,8 @@ class FileLock:
         self.poll = poll
         self.field = field
         self.fd = None
+        self.created_file = False
+        self.created_folders = []
 
     def link_error(self):
         return GpuhostError("%s %s is a symbolic link" % (self.what, self.shown_as),
@@ -113,8 +115,10 @@ class FileLock:
                 except FileNotFoundError:
                     return self
             else:
-                os.makedirs(os.path.dirname(os.path.abspath(self.lock_path)), mode=0o700,
-                            exist_ok=True)
+                folder = os.path.dirname(os.path.abspath(self.lock_path))
+                self.created_folders = _missing_folders(folder)
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+                self.created_file = not os.path.lexists(self.lock_path)
                 self.fd = self._open(os.O_RDWR | os.O_CREAT)
             if self._wait(mode, deadline) and self._still_named():
                 break
@@ -153,7 +157,21 @@ class FileLock:
         if self.fd is not None and self._still_named():
             os.unlink(self.lock_path)
 
+    def discard(self):
+        """Leave nothing of this lock behind: remove the lock file while holding it and
+        the folders taking it created (when empty). For a run that then wrote nothing:
+        a refusal creates no lock file nor directory."""
+        self.remove()
+        for folder in self.created_folders:
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break   # not empty (another run's lock or file): leave it
+        self.created_folders = []
+
     def __exit__(self, *exc):
+        if exc[0] is not None and self.created_file and self.fd is not None:
+            self.discard()     # refused or failed under the lock: nothing left behind
         if self.fd is not None:
             if not self.read_only:
                 # The file names its holder only while held: a PID left behind would
@@ -163,6 +181,15 @@ class FileLock:
             os.close(self.fd)
             self.fd = None
         return False
+
+
+def _missing_folders(folder):
+    """The folders of the absolute path ``folder`` that do not exist yet, deepest first."""
+    missing = []
+    while folder not in ("/", "") and not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return missing
 
 
 def _fsync_folder(folder):
@@ -410,12 +437,14 @@ class HostWriter:
 
     def missing_folders(self, host_path):
         """The ancestors of ``host_path`` that do not exist yet, deepest first."""
-        missing = []
         folder = os.path.dirname("/" + str(host_path).lstrip("/"))
-        while folder not in ("/", "") and not os.path.isdir(self.path(folder)):
-            missing.append(folder)
-            folder = os.path.dirname(folder)
-        return missing
+        if folder == "/":
+            return []
+        root = self.path("/")
+        return ["/" + os.path.relpath(full, root) for full in
+                _missing_folders(self.path(folder))
+                if os.path.relpath(full, root) not in (".", "") and
+                not os.path.relpath(full, root).startswith("..")]
 
     def remove_empty_folders(self, host_folders):
         for folder in host_folders:
