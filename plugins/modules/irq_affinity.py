@@ -520,16 +520,16 @@ class IrqPinner(object):
         # checked here, before anything is computed from it, and each refusal names the
         # option the user set. A link at irqbalance_config is refused unread (the write
         # would refuse it anyway, after the pins were decided, naming no option).
+        banned_wanted = None
+        if params["irqbalance_banned_cpus"] is not None:
+            banned_wanted = parse_cpulist(params["irqbalance_banned_cpus"],
+                                          field="irqbalance_banned_cpus")
         params["irqbalance_config"] = config_path(
             params["irqbalance_config"], "irqbalance_config", root=root,
             missing_ok=params["irqbalance_banned_cpus"] is None)
         self.writer.refuse_link(params["irqbalance_config"], "irqbalance_config")
         read_online_cpus(root, field="root")
         cpu_state = read_cpu_state(root)
-        banned_wanted = None
-        if params["irqbalance_banned_cpus"] is not None:
-            banned_wanted = parse_cpulist(params["irqbalance_banned_cpus"],
-                                          field="irqbalance_banned_cpus")
         groups = self.groups = parse_groups(params)
         present = [group for group in groups if group.present]
         irqs = None

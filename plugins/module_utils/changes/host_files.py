@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import account_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
     ChangeSet, FileChange)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import describe_os_error
@@ -156,9 +157,11 @@ def validate_entries(entries):
                                        field=_field(index, key), fix="drop the %s" % key)
             result.append(FileEntry(path, state))
             continue
+        owner, group = entry.get("owner") or "root", entry.get("group") or "root"
+        account_name(owner, _field(index, "owner"))
+        account_name(group, _field(index, "group"))
         result.append(FileEntry(path, state, content, _mode(index, entry.get("mode"), state),
-                                entry.get("owner") or "root", entry.get("group") or "root",
-                                block, marker))
+                                owner, group, block, marker))
     return result
 
 
@@ -268,9 +271,9 @@ def _owner_ids(index, entry):
     """(uid, gid) of the entry's owner and group, by name or number, on this host."""
     ids = []
     for key, database, kind in (("owner", pwd.getpwnam, "user"), ("group", grp.getgrnam, "group")):
-        name = getattr(entry, key)
-        if name.isdigit():
-            ids.append(int(name))
+        name = account_name(getattr(entry, key), _field(index, key))
+        if isinstance(name, int):
+            ids.append(name)
             continue
         try:
             record = database(name)
@@ -447,6 +450,8 @@ def read_host_text(writer, host_path, field, fix):
     except OSError as err:
         raise GpuhostError("cannot read %s: %s" % (host_path, describe_os_error(err)),
                            field=field, fix=fix)
+    except GpuhostError as err:     # the reader's refusal (a directory, a FIFO, too large)
+        raise GpuhostError("cannot read %s: %s" % (host_path, err.msg), field=field, fix=fix)
     if data is None:
         return None
     try:

@@ -11,7 +11,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.direct_boot imp
     DEFAULT_BOOT_IMAGES_DIR, direct_boot_from_params, serial_log_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number, interface_name
 
 
 def float_options(argument_spec, params, prefix=""):
@@ -147,7 +147,9 @@ def _spec_of_shape(params, topo):
     network = params["network"]
     if network:
         common["network"] = dx.NetworkSpec(
-            kind=network["type"], bridge=network["bridge"],
+            kind=network["type"],
+            bridge=None if network["bridge"] is None else
+            interface_name(network["bridge"], "network.bridge"),
             vf_address=normalize_address(network["vf_address"], field="network.vf_address")
             if network["vf_address"] else None,
             vf_mode=network["vf_mode"], mac=network["mac"], model=network["model"],

@@ -41,7 +41,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement imp
     tenant_request_from_dict,
     validate_tenant_name,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import is_count, positive_int
 
 REPORT_FORMAT = "gpuhost.kvm/fleet-report"
 REPORT_VERSION = 1
@@ -292,7 +292,7 @@ _NODE_NUMBERS = ("cores_total", "cores_free", "gpus_free", "gpus_free_clean", "v
 
 
 def _whole(value):
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return is_count(value)
 
 
 def capacity_shape_problem(capacity):
@@ -345,9 +345,11 @@ def candidate_shape_problem(candidate):
         return "its candidate does not say whether the tenant fits"
     if not candidate["fits"]:
         return None if isinstance(candidate.get("why"), str) else "its candidate gives no reason"
+    # A count is whole and bounded: a negative one would rank first, 10**400 would not
+    # survive the report's arithmetic.
     wrong = [key for key, kind in _CANDIDATE_KEYS
              if not isinstance(candidate.get(key), kind)
-             or (kind is int and isinstance(candidate.get(key), bool))]
+             or (kind is int and not is_count(candidate.get(key)))]
     if wrong or "node" not in candidate:
         return "its candidate lacks %s of the right type" % ", ".join(wrong or ["node"])
     return None
