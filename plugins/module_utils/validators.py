@@ -96,6 +96,28 @@ def is_count(value, maximum=MAX_COUNT):
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum
 
 
+# -- shapes -------------------------------------------------------------------------------
+
+def mapping(value, field, fix):
+    """``value`` when it is a mapping; a string or a list where an object belongs (a
+    fact or plan entry passed through a template as text) is refused naming ``field``."""
+    if not isinstance(value, dict):
+        raise GpuhostError("%s is a %s, not a mapping" % (field, type(value).__name__),
+                           field=field, fix=fix)
+    return value
+
+
+def mapping_list(value, field, fix):
+    """``value`` as a list of mappings (None: empty), each checked by ``mapping`` with
+    the field ``<field>[N]``."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise GpuhostError("%s is a %s, not a list" % (field, type(value).__name__),
+                           field=field, fix=fix)
+    return [mapping(item, "%s[%d]" % (field, index), fix) for index, item in enumerate(value)]
+
+
 # -- hugepage sizes -----------------------------------------------------------------------
 
 _HUGEPAGE_SIZE = re.compile(r"\s*([0-9]+)\s*([KMG]?)i?B?\s*", re.IGNORECASE)

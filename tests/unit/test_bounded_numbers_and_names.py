@@ -78,3 +78,21 @@ def test_a_capacity_fact_with_an_absurd_total_is_unusable():
         "has no totals of whole numbers"
     assert fleet.capacity_shape_problem({"totals": {"gpus": -1}, "nodes": {}}) == \
         "has no totals of whole numbers"
+
+
+@pytest.mark.parametrize("entry, field", [
+    ({"gpus": ["0000:65:00.0"]}, "existing[0].gpus[0]"),
+    ({"gpus": "0000:65:00.0"}, "existing[0].gpus"),
+    ({"vf": "0000:65:00.2"}, "existing[0].vf")])
+def test_existing_allocations_of_the_wrong_shape_name_the_option(entry, field):
+    # Before: AttributeError ('str' object has no attribute 'get'), a traceback.
+    from support import fixturegen
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+    import tempfile
+    root = fixturegen.build_runbook_host(tempfile.mkdtemp())
+    existing = [dict({"name": "t0", "node": 0, "vcpu_pins": [2]}, **entry)]
+    with pytest.raises(GpuhostError) as info:
+        plan_placement(read_host_topology(root, with_irqs=False),
+                       [{"name": "t1", "vcpus": 4, "memory_gib": 4}], existing=existing)
+    assert info.value.field == field
