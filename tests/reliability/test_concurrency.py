@@ -146,21 +146,26 @@ def test_two_ansible_playbook_runs_reserve_the_last_gpu_at_once(tmp_path, tally)
 # holds both runs after their planning read, so both always plan from the same (stale)
 # file; what each applies must still be merged into the file as it is under its lock.
 
-class RacingKernel(SimulatedKernel):
-    """The simulated kernel, except that the first read of ``watched`` (the planning
-    read) waits until the other run has made its own."""
+def _racing(base, read_method):
+    """``base`` (a writer class), except that the first ``read_method`` of ``watched``
+    (the planning read) waits until the other run has made its own."""
+    class Racing(base):
+        def __init__(self, root, watched, barrier):
+            super().__init__(root)
+            self.watched = watched
+            self.barrier = barrier
 
-    def __init__(self, root, watched, barrier):
-        super().__init__(root)
-        self.watched = watched
-        self.barrier = barrier
-
-    def read_file(self, host_path, *args, **kwargs):
-        text = super().read_file(host_path, *args, **kwargs)
+    def read(self, host_path, *args, **kwargs):
+        data = getattr(base, read_method)(self, host_path, *args, **kwargs)
         if host_path == self.watched and self.barrier is not None:
             barrier, self.barrier = self.barrier, None
             barrier.wait(30)
-        return text
+        return data
+    setattr(Racing, read_method, read)
+    return Racing
+
+
+RacingKernel = _racing(SimulatedKernel, "read_file")
 
 
 def _race(host, watched, runs):
@@ -285,21 +290,7 @@ def test_two_onboardings_with_the_same_housekeeping_written_differently(tmp_path
 MODULES_FILE = "/etc/initramfs-tools/modules"
 
 
-class RacingWriter(HostWriter):
-    """The host writer, except that the first read of ``watched`` (the planning read)
-    waits until the other run has made its own."""
-
-    def __init__(self, root, watched, barrier):
-        super().__init__(root)
-        self.watched = watched
-        self.barrier = barrier
-
-    def read_bytes(self, host_path, *args, **kwargs):
-        data = super().read_bytes(host_path, *args, **kwargs)
-        if host_path == self.watched and self.barrier is not None:
-            barrier, self.barrier = self.barrier, None
-            barrier.wait(30)
-        return data
+RacingWriter = _racing(HostWriter, "read_bytes")
 
 
 def _block_edit(root, barrier, results, name, target, args):
