@@ -295,9 +295,8 @@ def image_reference(value, field="image"):
 # -- config paths -------------------------------------------------------------------------
 
 def absolute_path(value, field, kind="file"):
-    """An absolute path without control characters or '..', returned normalised. A
-    relative path would depend on the directory the module happens to run in; a '..'
-    under a module's root would name a file out of it."""
+    """An absolute path without control characters, returned normalised. A relative
+    path would depend on the directory the module happens to run in."""
     if not isinstance(value, str) or not value.strip():
         raise GpuhostError("%r is not a path" % (value,), field=field,
                            fix="give the absolute path of the %s" % kind)
@@ -307,9 +306,6 @@ def absolute_path(value, field, kind="file"):
     if not os.path.isabs(value):
         raise GpuhostError("%r is a relative path" % (value,), field=field,
                            fix="give the absolute path of the %s, starting with /" % kind)
-    if ".." in value.split("/"):
-        raise GpuhostError("%r has a '..' component" % (value,), field=field,
-                           fix="give the absolute path of the %s without '..'" % kind)
     return os.path.normpath(value)
 
 
@@ -318,8 +314,12 @@ def config_path(value, field, kind="file", root=None, missing_ok=False):
     normalised. A missing one is a typo more often than a wish: it is refused, never
     created. ``root``: the path is a host path, looked up under that tree (a module's
     ``root`` option). ``missing_ok``: the caller creates the file when it is missing (a
-    config the module owns a line of); one that is there must still be a ``kind``."""
+    config it owns a line of); one that is there must still be a ``kind``. A '..' is
+    refused, not normalised away: the file it names is not the one the user wrote."""
     path = absolute_path(value, field, kind)
+    if ".." in value.split("/"):
+        raise GpuhostError("%r has a '..' component" % (value,), field=field,
+                           fix="give the absolute path of the %s without '..'" % kind)
     where = os.path.join(root, path.lstrip("/")) if root else path
     if missing_ok and not os.path.lexists(where):
         return path
