@@ -336,6 +336,17 @@ def config_path(value, field, kind="file", root=None, missing_ok=False):
 
 # -- URLs --------------------------------------------------------------------------------
 
+def libvirt_uri(value, field="uri"):
+    """A libvirt connection URI as text without blanks or control characters (a NUL
+    makes libvirt-python raise ValueError), returned unchanged; libvirt itself judges
+    the rest when it connects."""
+    if not isinstance(value, str) or not value or any(
+            char.isspace() or unicodedata.category(char) in ("Cc", "Cs") for char in value):
+        raise GpuhostError("%r is not a libvirt connection URI" % (value,), field=field,
+                           fix="give a URI such as qemu:///system")
+    return value
+
+
 # RFC 3986 reg-name, IPv4 and bracketed IPv6 hosts; a port of 1 to 5 digits.
 _URL_NETLOC = re.compile(r"(?P<host>\[[^\]]*\]|[^:\[\]]*)(?::(?P<port>[^:]*))?")
 _URL_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]")

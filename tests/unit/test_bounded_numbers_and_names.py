@@ -96,3 +96,12 @@ def test_existing_allocations_of_the_wrong_shape_name_the_option(entry, field):
         plan_placement(read_host_topology(root, with_irqs=False),
                        [{"name": "t1", "vcpus": 4, "memory_gib": 4}], existing=existing)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize("uri", ["qemu:///sys\x00tem", "qemu:///system\n", "", None])
+def test_a_libvirt_uri_with_a_nul_or_blank_is_refused_before_libvirt(uri):
+    # Before: libvirt-python raised ValueError (embedded null character), a traceback.
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import open_connection
+    with pytest.raises(GpuhostError) as info:
+        open_connection(uri)
+    assert info.value.field == "uri"
