@@ -11,7 +11,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.direct_boot imp
     DEFAULT_BOOT_IMAGES_DIR, direct_boot_from_params, serial_log_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number, interface_name
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    absolute_path, finite_number, interface_name)
 
 
 def float_options(argument_spec, params, prefix=""):
@@ -139,7 +140,9 @@ def _spec_of_shape(params, topo):
         common["maxphysaddr_mode"] = params["maxphysaddr"]["mode"]
         common["maxphysaddr_bits"] = params["maxphysaddr"]["bits"]
     if params["disk"]:
-        common["disk"] = dx.DiskSpec(path=params["disk"]["path"], bus=params["disk"]["bus"])
+        common["disk"] = dx.DiskSpec(
+            path=absolute_path(params["disk"]["path"], "disk.path", "disk image"),
+            bus=params["disk"]["bus"])
     if params["cloud_init"]:
         common["seed_path"] = params["cloud_init"]["seed_path"]
     common["direct_boot"] = direct_boot_from_params(params)
