@@ -311,8 +311,9 @@ def _block_race(root, runs):
     with context.Manager() as manager:
         results = manager.dict()
         barrier = context.Barrier(len(runs))
-        run_together(context, _block_edit, [(root, barrier, results, name, target, args)
-                                             for name, (target, args) in runs.items()])
+        run_together(context, _block_edit, [
+            (root, barrier, results, name, target, args)
+            for name, (target, args) in runs.items()])
         return dict(results)
 
 

@@ -105,4 +105,3 @@ def test_a_libvirt_uri_with_a_nul_or_blank_is_refused_before_libvirt(uri):
     with pytest.raises(GpuhostError) as info:
         open_connection(uri)
     assert info.value.field == "uri"
-

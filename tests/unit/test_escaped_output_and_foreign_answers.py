@@ -50,7 +50,7 @@ def test_the_fleet_markdown_escapes_every_cell():
     for line in text.splitlines():
         if line.startswith("| h"):
             # the escaped '|' keeps every row at its own number of cells
-            assert len([c for c in line.replace("\\|", "").split("|")]) in (8, 9), line
+            assert len(line.replace("\\|", "").split("|")) in (8, 9), line
 
 
 def test_markdown_text_keeps_a_value_on_its_line():

@@ -513,8 +513,8 @@ def render_markdown(report):
              "|---|---|---|---|---|---|"]
     for name, host in report["hosts"].items():
         if "error" in host:
-            lines.append("| %s | - | no data: %s | | | |" % (markdown_text(name),
-                                                               markdown_text(host["error"])))
+            lines.append("| %s | - | no data: %s | | | |"
+                         % (markdown_text(name), markdown_text(host["error"])))
             continue
         for node_id, node in host["nodes"].items():
             pages = ", ".join("%s %d/%d" % (size, p["free"], p["total"])
