@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import unit_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     PciAddress, normalize_address)
@@ -54,9 +55,8 @@ def _p(root, host_path):
 
 def _read(root, host_path, default=None):
     try:
-        with open(_p(root, host_path)) as handle:
-            return handle.read()
-    except (IOError, OSError):
+        return sysfs.read_file_text(_p(root, host_path))
+    except (OSError, GpuhostError):
         return default
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import traceback
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import libvirt_uri
 
 try:
     import libvirt
@@ -33,6 +34,7 @@ def open_connection(uri=DEFAULT_URI):
     if not HAS_LIBVIRT:
         raise GpuhostError("libvirt-python is not installed", field="uri",
                            fix="install %s on the managed host" % LIBVIRT_REQUIREMENT)
+    libvirt_uri(uri)
     libvirt.registerErrorHandler(_quiet, None)
     try:
         conn = libvirt.open(uri)

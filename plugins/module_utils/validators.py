@@ -84,6 +84,91 @@ def positive_int(value, field, maximum=None, minimum=1, fix=None):
     return value
 
 
+# The largest count another host's facts may report (GPUs, cores, pages...): far above
+# any host, far below what would make the arithmetic on it slow.
+MAX_COUNT = 2 ** 40
+
+
+def is_count(value, maximum=MAX_COUNT):
+    """Whether ``value`` is a whole number from 0 to ``maximum`` (no bool): for numbers
+    that come from other hosts' facts, which a report lists as unusable rather than
+    refuses (a negative count would rank first; 10**400 would not print as a float)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum
+
+
+# -- shapes -------------------------------------------------------------------------------
+
+def mapping(value, field, fix):
+    """``value`` when it is a mapping; a string or a list where an object belongs (a
+    fact or plan entry passed through a template as text) is refused naming ``field``."""
+    if not isinstance(value, dict):
+        raise GpuhostError("%s is a %s, not a mapping" % (field, type(value).__name__),
+                           field=field, fix=fix)
+    return value
+
+
+def mapping_list(value, field, fix):
+    """``value`` as a list of mappings (None: empty), each checked by ``mapping`` with
+    the field ``<field>[N]``."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise GpuhostError("%s is a %s, not a list" % (field, type(value).__name__),
+                           field=field, fix=fix)
+    return [mapping(item, "%s[%d]" % (field, index), fix) for index, item in enumerate(value)]
+
+
+# -- hugepage sizes -----------------------------------------------------------------------
+
+_HUGEPAGE_SIZE = re.compile(r"\s*([0-9]+)\s*([KMG]?)i?B?\s*", re.IGNORECASE)
+# The sizes any kernel offers: 64 KiB (arm64 contiguous PTEs) to 16 GiB (ppc64, arm64).
+HUGEPAGE_MIN_KIB = 64
+HUGEPAGE_MAX_KIB = 16 * 1024 * 1024
+
+
+def hugepage_size_kib(value, field="hugepage_size"):
+    """A hugepage size (``1G``, ``2M``, ``2048K``, KiB as an int) in KiB, None for none
+    (None, "", "none"). A size of 0 (``0M``) is refused, not read as "no hugepages",
+    and so is one that is not a power of two between 64 KiB and 16 GiB."""
+    fix = "write 1G or 2M (or a size in KiB such as 1048576), or none for no hugepages"
+    if value in (None, "", "none"):
+        return None
+    if isinstance(value, bool):
+        raise GpuhostError("%r is not a hugepage size" % (value,), field=field, fix=fix)
+    if isinstance(value, int):
+        kib = value
+    else:
+        match = _HUGEPAGE_SIZE.fullmatch(value) if isinstance(value, str) else None
+        if not match or len(match.group(1)) > 12:
+            raise GpuhostError("cannot read hugepage size %r" % (value,), field=field, fix=fix)
+        kib = int(match.group(1)) * {"": 1, "K": 1, "M": 1024,
+                                     "G": 1024 * 1024}[match.group(2).upper()]
+    if not HUGEPAGE_MIN_KIB <= kib <= HUGEPAGE_MAX_KIB or kib & (kib - 1):
+        raise GpuhostError("hugepage size %r is no size a kernel offers (a power of two from "
+                           "64 KiB to 16 GiB)" % (value,), field=field, fix=fix)
+    return kib
+
+
+# -- user and group names -----------------------------------------------------------------
+
+# useradd's default NAME_REGEX, with '.' as shadow-utils allows it; at most 32 bytes.
+_ACCOUNT_NAME = re.compile(r"[a-z_][a-z0-9_.-]{0,30}\$?", re.IGNORECASE)
+MAX_ID = 2 ** 32 - 2      # (uid_t)-1 is "no change" to chown
+
+
+def account_name(value, field):
+    """A user or group as chown takes it: a name useradd accepts, or a numeric ID of
+    ASCII digits (look-alike digits such as '²' are refused, not a traceback), returned
+    as an int for an ID, the name otherwise."""
+    fix = "give a user or group name (letters, digits, '_', '.', '-') or a numeric ID"
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 10:
+        if int(value) <= MAX_ID:
+            return int(value)
+    elif isinstance(value, str) and _ACCOUNT_NAME.fullmatch(value):
+        return value
+    raise GpuhostError("%r is not a user or group name" % (value,), field=field, fix=fix)
+
+
 # -- MAC addresses, VLAN IDs, flags ---------------------------------------------------
 
 # Six colon-separated octets, nothing before or after.
@@ -229,13 +314,17 @@ def config_path(value, field, kind="file", root=None, missing_ok=False):
     normalised. A missing one is a typo more often than a wish: it is refused, never
     created. ``root``: the path is a host path, looked up under that tree (a module's
     ``root`` option). ``missing_ok``: the caller creates the file when it is missing (a
-    config the module owns a line of); one that is there must still be a ``kind``."""
+    config it owns a line of); one that is there must still be a ``kind``. A '..' is
+    refused, not normalised away: the file it names is not the one the user wrote."""
     path = absolute_path(value, field, kind)
+    if ".." in value.split("/"):
+        raise GpuhostError("%r has a '..' component" % (value,), field=field,
+                           fix="give the absolute path of the %s without '..'" % kind)
     where = os.path.join(root, path.lstrip("/")) if root else path
     if missing_ok and not os.path.lexists(where):
         return path
     exists = os.path.isdir(where) if kind == "directory" else os.path.isfile(where)
-    if not exists and missing_ok:
+    if not exists and (missing_ok or os.path.lexists(where) and root):
         raise GpuhostError("%s is not a %s" % (path, kind), field=field,
                            fix="move it away, or give the path of the %s" % kind)
     if not exists:
@@ -246,6 +335,17 @@ def config_path(value, field, kind="file", root=None, missing_ok=False):
 
 
 # -- URLs --------------------------------------------------------------------------------
+
+def libvirt_uri(value, field="uri"):
+    """A libvirt connection URI as text without blanks or control characters (a NUL
+    makes libvirt-python raise ValueError), returned unchanged; libvirt itself judges
+    the rest when it connects."""
+    if not isinstance(value, str) or not value or any(
+            char.isspace() or unicodedata.category(char) in ("Cc", "Cs") for char in value):
+        raise GpuhostError("%r is not a libvirt connection URI" % (value,), field=field,
+                           fix="give a URI such as qemu:///system")
+    return value
+
 
 # RFC 3986 reg-name, IPv4 and bracketed IPv6 hosts; a port of 1 to 5 digits.
 _URL_NETLOC = re.compile(r"(?P<host>\[[^\]]*\]|[^:\[\]]*)(?::(?P<port>[^:]*))?")

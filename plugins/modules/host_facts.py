@@ -283,7 +283,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     libvirt, libvirt_error_text, open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import validate_tenant_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import (
+    read_file_text, validate_root)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     absolute_path, unit_name)
 
@@ -365,8 +366,7 @@ class HostFacts(object):
         path = self.params["kernel_log_file"]
         if path:
             try:
-                with open(path, "rb") as handle:
-                    lines = handle.read().decode("utf-8", "replace").splitlines()
+                lines = read_file_text(path, field="kernel_log_file").splitlines()
             except OSError as err:
                 raise GpuhostError("cannot read the kernel log %s: %s" % (path, err.strerror),
                                    field="kernel_log_file",

@@ -117,8 +117,10 @@ options:
         (C(/etc/sysconfig/irqbalance) on RHEL, C(/etc/default/irqbalance) on Debian).
       - Other lines of the file are kept; a line that is not C(KEY=value), a comment or
         blank is refused.
-      - An absolute host path (under O(root)). A missing file is created when
-        O(irqbalance_banned_cpus) is given; anything but a regular file is refused.
+      - An absolute host path (under O(root)), without C(..). When
+        O(irqbalance_banned_cpus) is given the file must exist (the irqbalance package
+        installs it); a missing one is refused, never created. Anything but a regular
+        file is refused.
     type: path
     default: /etc/sysconfig/irqbalance
   irqbalance_format:
@@ -512,21 +514,22 @@ class IrqPinner(object):
         params = self.params
         root = params["root"]
         check = self.module.check_mode
-        # The shared validator, as for every config path: absolute, plain, and a file
-        # when it is there (irq_affinity writes a missing one).
+        # The shared validator, as for every config path: absolute, plain, and a file;
+        # missing only when no ban list is to be written into it.
         # Decide, then act: every input and every host file this run depends on is
         # checked here, before anything is computed from it, and each refusal names the
         # option the user set. A link at irqbalance_config is refused unread (the write
         # would refuse it anyway, after the pins were decided, naming no option).
-        params["irqbalance_config"] = config_path(
-            params["irqbalance_config"], "irqbalance_config", root=root, missing_ok=True)
-        self.writer.refuse_link(params["irqbalance_config"], "irqbalance_config")
-        read_online_cpus(root, field="root")
-        cpu_state = read_cpu_state(root)
         banned_wanted = None
         if params["irqbalance_banned_cpus"] is not None:
             banned_wanted = parse_cpulist(params["irqbalance_banned_cpus"],
                                           field="irqbalance_banned_cpus")
+        params["irqbalance_config"] = config_path(
+            params["irqbalance_config"], "irqbalance_config", root=root,
+            missing_ok=params["irqbalance_banned_cpus"] is None)
+        self.writer.refuse_link(params["irqbalance_config"], "irqbalance_config")
+        read_online_cpus(root, field="root")
+        cpu_state = read_cpu_state(root)
         groups = self.groups = parse_groups(params)
         present = [group for group in groups if group.present]
         irqs = None

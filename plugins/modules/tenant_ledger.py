@@ -236,7 +236,7 @@ class TenantLedger:
         topology = read_host_topology(params["root"], with_irqs=False)
         self.layout = layout_from_topology(topology)
         with ledger_core.locked(params["path"], timeout=params["lock_timeout"],
-                                read_only=self.module.check_mode):
+                                read_only=self.module.check_mode) as lock:
             current = ledger_core.read_ledger(params["path"])
             self.before = _summary(current)
             if params["state"] == "present":
@@ -257,6 +257,8 @@ class TenantLedger:
             self.serial = current.serial
             if self.changed and not self.module.check_mode:
                 self.serial = ledger_core.write_ledger(params["path"], new).serial
+            elif not os.path.exists(params["path"]):
+                lock.discard()     # no ledger written: no folder, no lock file either
 
     def refuse_held(self, current, topology):
         """The host-safety policy of a release: no tenant whose vfio groups a process

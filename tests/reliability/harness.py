@@ -27,13 +27,14 @@ from support.fixturegen import HOSTS as FIXTURE_HOSTS
 from support.helpers import REPO, ansible_env
 from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, snapshot
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.modules import (
-    capacity_facts, fleet_place, fleet_report, host_facts, iommu_groups_facts, irq_affinity,
-    kserve_loadgen, libvirt_pinned_domain, numa_cpuset, sriov_vfs, tenant_ledger,
-    tenant_scrub, vfio_bind)
+    capacity_facts, fleet_place, fleet_report, host_facts, host_files, initramfs,
+    iommu_groups_facts, irq_affinity, kernel_cmdline, kserve_loadgen, libvirt_pinned_domain,
+    numa_cpuset, sriov_vfs, tenant_ledger, tenant_scrub, vfio_bind)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INVENTORY = os.path.join(REPO, "inventories", "example", "hosts.yml")
@@ -90,6 +91,12 @@ class Host:
             os.makedirs(os.path.dirname(self.p(host_path)), exist_ok=True)
             with open(self.p(host_path), "wb") as handle:
                 handle.write(bytes.fromhex(hexdata))
+        for host_path in tweaks.get("mkfifo", ()):
+            os.makedirs(os.path.dirname(self.p(host_path)), exist_ok=True)
+            os.mkfifo(self.p(host_path))
+        for host_path, existing in (tweaks.get("hardlink") or {}).items():
+            os.makedirs(os.path.dirname(self.p(host_path)), exist_ok=True)
+            os.link(self.p(existing), self.p(host_path))
         for host_path in tweaks.get("remove", ()):
             full = self.p(host_path)
             if os.path.islink(full) or os.path.isfile(full):
@@ -141,20 +148,9 @@ def _domain_xml(domain):
 
 
 def host_state(host):
-    """The snapshot that "unchanged" is judged by.
-
-    Lock files (``*.lock``, and a directory that holds nothing else) are left out: the
-    ledger's flock file is a mutex whose content is the last holder's PID, not host state.
-    """
-    files = snapshot(host.base)
-    locks = [path for path in files if path.endswith(".lock")]
-    for path in locks:
-        del files[path]
-        folder = os.path.dirname(path)
-        if folder and files.get(folder) == "dir" and not any(
-                p.startswith(folder + os.sep) for p in files):
-            del files[folder]
-    return {"files": files, "domains": host.domains()}
+    """The snapshot that "unchanged" is judged by: every path under the case's directory,
+    lock files included (a refusal creates no lock file nor the folder for one)."""
+    return {"files": snapshot(host.base), "domains": host.domains()}
 
 
 def state_difference(before, after):
@@ -361,7 +357,19 @@ def run_kserve_loadgen(host, args, check_mode=False):
     return _go(worker)
 
 
+def _writing_module(module_file, class_name):
+    """The runner of a module that writes host files through its own HostWriter (no
+    simulated kernel needed): host_files, kernel_cmdline, initramfs."""
+    def run(host, args, check_mode=False):
+        module = _build(module_file, _with_root(args, host), check_mode)
+        return _go(getattr(module_file, class_name)(module, writer=HostWriter(host.root)))
+    return run
+
+
 MODULE_RUNNERS = {
+    "host_files": _writing_module(host_files, "HostFiles"),
+    "kernel_cmdline": _writing_module(kernel_cmdline, "KernelCmdline"),
+    "initramfs": _writing_module(initramfs, "Initramfs"),
     "vfio_bind": run_vfio_bind,
     "sriov_vfs": run_sriov_vfs,
     "irq_affinity": run_irq_affinity,

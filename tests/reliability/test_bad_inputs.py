@@ -24,6 +24,19 @@ import pytest
 import harness
 
 CASES = harness.load_cases()
+# The classes of hostile input a case may name (its ``class``): the refusal closes the
+# class, and the matrix shows which class each case stands for.
+CASE_CLASSES = {
+    "file-kind": "a path that names a FIFO, a device, a directory or a file with a second "
+                 "hard link where a regular file is read or written",
+    "path-escape": "a path that leaves root ('..', a link) or names a file that is not there",
+    "lost-update": "two runs editing the same shared host file",
+    "side-effect": "a refused run that leaves a directory, lock file or ledger behind",
+    "number-bound": "a number or a list out of its bounds, from an option or another host",
+    "name-syntax": "a name (interface, owner, tenant) that is not one the host accepts",
+    "foreign-parser": "what another program or host says, truncated, doubled or odd",
+    "output-escaping": "a value written into SVG, HTML, XML or Markdown",
+}
 FAILED_PREFIX = "FAILED! => "
 
 
@@ -84,6 +97,7 @@ def _run(case, host):
 @pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
 def test_bad_input_fails_safely(case, tmp_path, tally):
     assert case.get("expect"), "case %s gives no expected message" % case["id"]
+    assert case.get("class", "file-kind") in CASE_CLASSES, "unknown class %r" % case["class"]
     base = tmp_path / "host"
     base.mkdir()
     host = harness.Host(base, case.get("host", "sim"), case.get("host_args"))

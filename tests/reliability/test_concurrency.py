@@ -26,11 +26,13 @@ from support.helpers import REPO, ansible_env
 from support.sysfs_sim import SimulatedKernel
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning, sriov, vfio
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
-from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity, sriov_vfs, vfio_bind
+from ansible_collections.gpuhost.kvm.plugins.modules import (
+    host_files, initramfs, irq_affinity, sriov_vfs, vfio_bind)
 
 ROUNDS = 3
 
@@ -144,21 +146,26 @@ def test_two_ansible_playbook_runs_reserve_the_last_gpu_at_once(tmp_path, tally)
 # holds both runs after their planning read, so both always plan from the same (stale)
 # file; what each applies must still be merged into the file as it is under its lock.
 
-class RacingKernel(SimulatedKernel):
-    """The simulated kernel, except that the first read of ``watched`` (the planning
-    read) waits until the other run has made its own."""
+def _racing(base, read_method):
+    """``base`` (a writer class), except that the first ``read_method`` of ``watched``
+    (the planning read) waits until the other run has made its own."""
+    class Racing(base):
+        def __init__(self, root, watched, barrier):
+            super().__init__(root)
+            self.watched = watched
+            self.barrier = barrier
 
-    def __init__(self, root, watched, barrier):
-        super().__init__(root)
-        self.watched = watched
-        self.barrier = barrier
-
-    def read_file(self, host_path, *args, **kwargs):
-        text = super().read_file(host_path, *args, **kwargs)
+    def read(self, host_path, *args, **kwargs):
+        data = getattr(base, read_method)(self, host_path, *args, **kwargs)
         if host_path == self.watched and self.barrier is not None:
             barrier, self.barrier = self.barrier, None
             barrier.wait(30)
-        return text
+        return data
+    setattr(Racing, read_method, read)
+    return Racing
+
+
+RacingKernel = _racing(SimulatedKernel, "read_file")
 
 
 def _race(host, watched, runs):
@@ -274,3 +281,86 @@ def test_two_onboardings_with_the_same_housekeeping_written_differently(tmp_path
         assert sorted(data.names()) == ["tenant-a", "tenant-b"] and data.serial == 2
         assert data.housekeeping == {"0": "0,64", "1": "32,96"}
         tally.bump("conflicts", "resolved")
+
+
+# -- shared host files: two block edits at once, whichever module makes them ------------
+# Before the block edits took the file's lock, each run wrote the whole file back from
+# its planning read, and the second writer dropped the first one's block.
+
+MODULES_FILE = "/etc/initramfs-tools/modules"
+
+
+RacingWriter = _racing(HostWriter, "read_bytes")
+
+
+def _block_edit(root, barrier, results, name, target, args):
+    writer = RacingWriter(root, MODULES_FILE, barrier)
+    module_file, worker = {"host_files": (host_files, host_files.HostFiles),
+                           "initramfs": (initramfs, initramfs.Initramfs)}[target]
+    extra = {"run_command": lambda argv: (0, "", "")} if target == "initramfs" else {}
+    try:
+        module = harness._build(module_file, dict(args, root=root))
+        worker(module, writer=writer, **extra).run()
+        results[name] = None
+    except GpuhostError as err:
+        results[name] = err.message
+
+
+def _block_race(root, runs):
+    context = multiprocessing.get_context("fork")
+    with context.Manager() as manager:
+        results = manager.dict()
+        barrier = context.Barrier(len(runs))
+        run_together(context, _block_edit, [
+            (root, barrier, results, name, target, args)
+            for name, (target, args) in runs.items()])
+        return dict(results)
+
+
+def _host_files_block(mark, line):
+    return ("host_files", {"files": [{"path": MODULES_FILE, "block": line + "\n",
+                                      "marker": "# {mark} %s" % mark, "mode": "0644"}]})
+
+
+def test_two_host_files_runs_at_once_keep_both_blocks(tmp_path, tally):
+    for round_ in range(ROUNDS):
+        host = harness.Host(tmp_path / ("host%d" % round_), "sim")
+        with _new(host.p(MODULES_FILE)) as handle:
+            handle.write("# admin's line\nloop\n")
+        tally.bump("conflicts", "tried")
+        results = _block_race(host.root, {"a": _host_files_block("first", "vfio"),
+                                          "b": _host_files_block("second", "vfio_pci")})
+        assert results == {"a": None, "b": None}, results
+        with open(host.p(MODULES_FILE)) as handle:
+            text = handle.read()
+        assert text.startswith("# admin's line\nloop\n"), text
+        assert "# BEGIN first\nvfio\n# END first\n" in text, text
+        assert "# BEGIN second\nvfio_pci\n# END second\n" in text, text
+        assert not os.path.exists(host.p(MODULES_FILE + ".lock"))
+        tally.bump("conflicts", "resolved")
+
+
+def test_initramfs_with_mocked_rebuild_and_host_files_at_once_keep_both_blocks(tmp_path, tally):
+    for round_ in range(ROUNDS):
+        host = harness.Host(tmp_path / ("host%d" % round_), "sim")
+        with _new(host.p(MODULES_FILE)) as handle:
+            handle.write("loop\n")
+        os.makedirs(host.p("/lib/modules/6.1.0-18-amd64"), exist_ok=True)
+        tally.bump("conflicts", "tried")
+        results = _block_race(host.root, {
+            "files": _host_files_block("admin block", "dm_mod"),
+            "initramfs": ("initramfs", {
+                "early_modules": ["vfio", "vfio_pci"], "tool": "initramfs-tools",
+                "early_modules_path": MODULES_FILE, "image_pattern": "/boot/initrd.img-%s",
+                "rebuild_argv": ["update-initramfs", "-u", "-k", "all"]})})
+        assert results == {"files": None, "initramfs": None}, results
+        with open(host.p(MODULES_FILE)) as handle:
+            text = handle.read()
+        assert "# BEGIN admin block\ndm_mod\n# END admin block\n" in text, text
+        assert "vfio_pci" in text and text.startswith("loop\n"), text
+        tally.bump("conflicts", "resolved")
+
+
+def _new(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return open(path, "w")

@@ -39,6 +39,10 @@ def test_irq_link_at_irqbalance_config_is_refused_unread_naming_the_option(sim, 
 
 @pytest.mark.parametrize("text", ["0-\x007", "\x000-7\x00x", "", "zero", "(null)", "0-99999999999"])
 def test_irq_odd_cpu_online_is_refused_before_planning(sim, text):
+    # the ban list goes into irqbalance's config, which a host with irqbalance has
+    os.makedirs(sim.path("/etc/sysconfig"), exist_ok=True)
+    with open(sim.path("/etc/sysconfig/irqbalance"), "w") as handle:
+        handle.write("IRQBALANCE_ONESHOT=0\n")
     with open(sim.path("/sys/devices/system/cpu/online"), "w") as handle:
         handle.write(text + "\n")
     err = refused(sim, irq_affinity, "IrqPinner", IRQ_BAN)

@@ -158,6 +158,7 @@ def test_irqbalance_unreadable_config_is_refused(sim):
 
 
 def test_irqbalance_overlap_and_ban_everything_are_refused(sim):
+    TreeBuilder(sim.root).write("/etc/sysconfig/irqbalance", "IRQBALANCE_ONESHOT=0\n")
     assert failed(sim, irqs=[60], cpus="0-1", irqbalance_banned_cpus="1-7",
                   irqbalance_format="cpulist").field == "irqbalance_banned_cpus"
     TreeBuilder(sim.root).write("/sys/devices/system/cpu/nohz_full", "0-1\n")

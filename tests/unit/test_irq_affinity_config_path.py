@@ -73,3 +73,19 @@ def test_config_path_under_a_root_checks_the_file_there(tmp_path):
     with pytest.raises(GpuhostError) as info:
         validators.config_path("/etc", "f", root=str(tmp_path), missing_ok=True)
     assert "/etc is not a file" in info.value.message
+
+
+def test_a_missing_irqbalance_config_is_refused_not_created(sim):
+    # Before: the module created /etc/sysconfig/irqbalance from nothing.
+    err = failed(sim, irqs=[60], cpus="0", irqbalance_banned_cpus="2-7",
+                 irqbalance_format="cpulist")
+    assert err.field == "irqbalance_config" and "never created" in err.fix
+    assert not os.path.exists(sim.path("/etc/sysconfig/irqbalance"))
+
+
+@pytest.mark.parametrize("value", ["/../outside/irqbalance", "/etc/sysconfig/../../../x"])
+def test_an_irqbalance_config_with_dotdot_is_refused(sim, value):
+    # Before: '..' was normalised away, naming another file than the one given.
+    err = failed(sim, irqs=[60], cpus="0", irqbalance_banned_cpus="2-7",
+                 irqbalance_format="cpulist", irqbalance_config=value)
+    assert err.field == "irqbalance_config" and "'..'" in err.message

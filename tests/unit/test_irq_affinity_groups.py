@@ -95,6 +95,7 @@ def test_the_stored_pins_are_those_of_one_run_per_node(sim, tmp_path):
 
 
 def test_check_mode_reports_every_group_and_changes_nothing(sim):
+    TreeBuilder(sim.root).write("/etc/sysconfig/irqbalance", "IRQBALANCE_ONESHOT=0\n")
     before = snapshot(sim.root)
     result = pin(sim, check_mode=True, groups=[NODE0, NODE1], persistent=True,
                  irqbalance_banned_cpus="2-3,6-7", irqbalance_format="cpulist").result

@@ -32,8 +32,10 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import (
     check_image_pattern, read_initramfs)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import replace_block
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
+    add_block_step, replace_block)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
+    ChangeSet, FileChange)
 
 _GRUB_LINUX_RE = re.compile(r"^\s*linux(?:efi|16)?\s+\S+(?P<args>.*)$", re.M)
 
@@ -380,10 +382,16 @@ def initramfs_plan(writer, params, run_command):
     if early:
         path = _host_path(params.get("early_modules_path"), "early_modules_path")
         before = writer.read_file(path, "early_modules_path")
+        block = early_modules_block(tool, early)
         after = replace_block(before.encode("utf-8") if before is not None else None,
-                              early_modules_block(tool, early), EARLY_MODULES_MARKER)
-        plan.changes.put_file(writer, path, after.decode("utf-8"), mode=0o644,
-                              field="early_modules_path")
+                              block, EARLY_MODULES_MARKER).decode("utf-8")
+        if after != before:
+            # the modules file is shared (host_files, the admin's own lines): the block
+            # is merged into it under its lock when the step runs
+            plan.changes.files.append(FileChange(path, before, after, 0o644))
+            add_block_step(plan.changes, writer, path, block, EARLY_MODULES_MARKER, 0o644,
+                           field="early_modules_path",
+                           description="%s %s" % ("create" if before is None else "update", path))
         inputs.append(path)
     items = params.get("install_items")
     if items is not None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import account_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
     ChangeSet, FileChange)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import describe_os_error
@@ -156,9 +157,11 @@ def validate_entries(entries):
                                        field=_field(index, key), fix="drop the %s" % key)
             result.append(FileEntry(path, state))
             continue
+        owner, group = entry.get("owner") or "root", entry.get("group") or "root"
+        account_name(owner, _field(index, "owner"))
+        account_name(group, _field(index, "group"))
         result.append(FileEntry(path, state, content, _mode(index, entry.get("mode"), state),
-                                entry.get("owner") or "root", entry.get("group") or "root",
-                                block, marker))
+                                owner, group, block, marker))
     return result
 
 
@@ -219,13 +222,58 @@ def replace_block(before, block, marker):
     return b"".join(lines)
 
 
+def block_of(data, marker):
+    """The text between the ``marker`` lines of ``data`` (bytes), None when it has none."""
+    lines = data.splitlines(True) if data else []
+    begin = (marker.replace("{mark}", "BEGIN") + "\n").encode("utf-8")
+    end = (marker.replace("{mark}", "END") + "\n").encode("utf-8")
+    if begin not in lines or end not in lines:
+        return None
+    first, last = lines.index(begin), lines.index(end)
+    return b"".join(lines[first + 1:last]).decode("utf-8", "surrogateescape")
+
+
+def add_block_step(changes, writer, host_path, block, marker, mode=None, owner=None,
+                   field=None, description=None):
+    """A step that puts ``block`` between the ``marker`` lines of the shared host file
+    ``host_path``: it reads, merges and writes under the file's lock (HostWriter.lock),
+    so another run's block written since the plan read the file is kept, whichever
+    module wrote it. The undo puts back, the same way, only this block as it was.
+    The destination is checked now (a link, a hard link, not a regular file)."""
+    writer.check_replaceable(host_path, field)
+    record = {}
+
+    def merge(text, remove_when_empty=False):
+        """Put ``text`` (None: no block) into the file as it is now, under its lock;
+        returns what the file held."""
+        with writer.lock(host_path, field) as lock:
+            current = writer.read_unlinked(host_path, field)
+            wanted = replace_block(current, text or "", marker)
+            if not wanted and (remove_when_empty or current is None):
+                writer.remove_file(host_path)
+            elif wanted != current:
+                writer.write_file(host_path, wanted, mode, owner, field=field)
+            lock.remove()     # no lock file is left beside the host's file
+        return current
+
+    def apply():
+        record["folders"] = writer.missing_folders(host_path)
+        record["was"] = merge(block)
+
+    def undo():
+        # a file this step created goes again once no other block is left in it
+        merge(block_of(record["was"], marker), remove_when_empty=record["was"] is None)
+        writer.remove_empty_folders(record["folders"])
+    changes.add(description or "update the block of %s" % host_path, apply, undo)
+
+
 def _owner_ids(index, entry):
     """(uid, gid) of the entry's owner and group, by name or number, on this host."""
     ids = []
     for key, database, kind in (("owner", pwd.getpwnam, "user"), ("group", grp.getgrnam, "group")):
-        name = getattr(entry, key)
-        if name.isdigit():
-            ids.append(int(name))
+        name = account_name(getattr(entry, key), _field(index, key))
+        if isinstance(name, int):
+            ids.append(name)
             continue
         try:
             record = database(name)
@@ -277,6 +325,7 @@ def _current(writer, index, entry):
             fix="remove the link (or put the real file in its place) and run again")
     if stat.S_ISREG(st.st_mode):
         kind = "file"
+        writer.refuse_hard_links(entry.path, st, where)
     elif stat.S_ISDIR(st.st_mode):
         kind = "directory"
     else:
@@ -300,7 +349,7 @@ def plan_host_files(writer, entries):
     owners = [None if entry.state == "absent" else _owner_ids(index, entry)
               for index, entry in enumerate(entries)]
     plan = HostFilesPlan(ChangeSet())
-    for entry, (kind, mode, owner), ids in zip(entries, current, owners):
+    for index, (entry, (kind, mode, owner), ids) in enumerate(zip(entries, current, owners)):
         before = writer.read_bytes(entry.path) if kind == "file" else None
         if entry.state == "absent":
             if kind is not None:
@@ -328,7 +377,7 @@ def plan_host_files(writer, entries):
         if entry.state == "directory":
             _plan_directory(plan, writer, entry, kind, mode, owner, ids)
         else:
-            _plan_file(plan, writer, entry, before, after, mode, owner, ids, attributes)
+            _plan_file(plan, writer, index, entry, before, after, mode, owner, ids, attributes)
     return plan
 
 
@@ -356,7 +405,13 @@ def _plan_directory(plan, writer, entry, kind, mode, owner, ids):
         lambda: writer.set_attributes(entry.path, mode, owner))
 
 
-def _plan_file(plan, writer, entry, before, after, mode, owner, ids, attributes):
+def _plan_file(plan, writer, index, entry, before, after, mode, owner, ids, attributes):
+    if entry.block is not None and after != before:
+        add_block_step(plan.changes, writer, entry.path, entry.block, entry.marker,
+                       entry.mode, ids, _field(index, "path"),
+                       "create %s (mode %04o)" % (entry.path, entry.mode) if before is None else
+                       "update %s%s" % (entry.path, " (mode %04o)" % entry.mode if attributes else ""))
+        return
     if before is None:
         created = []
 
@@ -395,6 +450,8 @@ def read_host_text(writer, host_path, field, fix):
     except OSError as err:
         raise GpuhostError("cannot read %s: %s" % (host_path, describe_os_error(err)),
                            field=field, fix=fix)
+    except GpuhostError as err:     # the reader's refusal (a directory, a FIFO, too large)
+        raise GpuhostError("cannot read %s: %s" % (host_path, err.msg), field=field, fix=fix)
     if data is None:
         return None
     try:

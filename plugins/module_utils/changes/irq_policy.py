@@ -22,6 +22,7 @@ import sys
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_file_text
 
 CONFIG_FILE = "/etc/gpuhost/irq-affinity.json"
 
@@ -41,9 +42,8 @@ def _action_names(root, number):
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
         parse_proc_interrupts)
     try:
-        with open(os.path.join(root, "proc/interrupts"), encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError:
+        text = read_file_text(os.path.join(root, "proc/interrupts"))
+    except (OSError, GpuhostError):
         return None
     header, dummy, body = text.partition("\n")
     row = re.search(r"^ *%d:.*$" % number, body, re.M)
@@ -58,10 +58,8 @@ def _holds_vfio_handler(root, number, pci_devices, names):
     INTx line is in no msi_irqs). The kernel's one-line /sys/kernel/irq/N/actions is read
     first; the row parser is loaded only for an IRQ that names vfio at all."""
     try:
-        with open(os.path.join(root, "sys/kernel/irq", str(number), "actions"),
-                  encoding="utf-8") as handle:
-            text = handle.read().strip()
-    except OSError:
+        text = read_file_text(os.path.join(root, "sys/kernel/irq", str(number), "actions")).strip()
+    except (OSError, GpuhostError):
         text = names()
     if not text or "vfio-" not in text:
         return False
@@ -95,9 +93,8 @@ def irqbalance_policy_main(argv, root="/", out=None):
     out = out or sys.stdout
     try:
         number = int(argv[1])
-        with open(os.path.join(root, CONFIG_FILE.lstrip("/")), encoding="utf-8") as handle:
-            rules = json.load(handle).get("rules", [])
-    except (IndexError, ValueError, OSError, AttributeError):
+        rules = json.loads(read_file_text(os.path.join(root, CONFIG_FILE.lstrip("/")))).get("rules", [])
+    except (IndexError, ValueError, OSError, AttributeError, GpuhostError):
         return 0
     cached = []
 

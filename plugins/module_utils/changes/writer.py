@@ -25,6 +25,7 @@ import tempfile
 import time
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 
 # The SELinux calls Ansible's own file handling makes (AnsibleModule.atomic_move): libselinux
 # through ctypes, an ImportError where the library is absent. Imported here so that
@@ -107,6 +108,8 @@ class FileLock:
         self.poll = poll
         self.field = field
         self.fd = None
+        self.created_file = False
+        self.created_folders = []
 
     def link_error(self):
         return GpuhostError("%s %s is a symbolic link" % (self.what, self.shown_as),
@@ -168,8 +171,10 @@ class FileLock:
                 except FileNotFoundError:
                     return self
             else:
-                os.makedirs(os.path.dirname(os.path.abspath(self.lock_path)), mode=0o700,
-                            exist_ok=True)
+                folder = os.path.dirname(os.path.abspath(self.lock_path))
+                self.created_folders = _missing_folders(folder)
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+                self.created_file = not os.path.lexists(self.lock_path)
                 self.fd = self._open(os.O_RDWR | os.O_CREAT)
             if self._wait(mode, deadline) and self._still_named():
                 break
@@ -208,7 +213,21 @@ class FileLock:
         if self.fd is not None and self._still_named():
             os.unlink(self.lock_path)
 
+    def discard(self):
+        """Leave nothing of this lock behind: remove the lock file while holding it and
+        the folders taking it created (when empty). For a run that then wrote nothing:
+        a refusal creates no lock file nor directory."""
+        self.remove()
+        for folder in self.created_folders:
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break   # not empty (another run's lock or file): leave it
+        self.created_folders = []
+
     def __exit__(self, *exc):
+        if exc[0] is not None and self.created_file and self.fd is not None:
+            self.discard()     # refused or failed under the lock: nothing left behind
         if self.fd is not None:
             if not self.read_only:
                 # The file names its holder only while held: a PID left behind would
@@ -218,6 +237,15 @@ class FileLock:
             os.close(self.fd)
             self.fd = None
         return False
+
+
+def _missing_folders(folder):
+    """The folders of the absolute path ``folder`` that do not exist yet, deepest first."""
+    missing = []
+    while folder not in ("/", "") and not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return missing
 
 
 def _fsync_folder(folder):
@@ -301,12 +329,27 @@ class HostWriter:
         return host_path
 
     def _replaceable(self, host_path, target, field="path"):
-        """``target`` may be replaced: absent, or a regular file that is no link."""
+        """``target`` may be replaced: absent, or a regular file that is no link and has
+        no second hard link."""
         if os.path.islink(target):
             raise self.link_error(host_path, target, field)
         if os.path.lexists(target) and not os.path.isfile(target):
             raise GpuhostError("%s is not a regular file" % host_path, field=field,
                                fix="move it away and run again")
+        try:
+            self.refuse_hard_links(host_path, os.lstat(target), field)
+        except FileNotFoundError:
+            pass
+
+    @staticmethod
+    def refuse_hard_links(host_path, status, field="path"):
+        """A file with more than one hard link is refused: its other name may lie out of
+        root, and a change of its mode or content would reach that file too."""
+        if not stat.S_ISDIR(status.st_mode) and status.st_nlink > 1:
+            raise GpuhostError(
+                "%s has %d hard links: gpuhost.kvm never changes a file that has another name"
+                % (host_path, status.st_nlink), field=field,
+                fix="replace the hard link by a copy of the file (cp then mv) and run again")
 
     def exists(self, host_path):
         return os.path.lexists(self.path(host_path))
@@ -319,16 +362,15 @@ class HostWriter:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def read_bytes(self, host_path):
+    def read_bytes(self, host_path, field=None):
         """The exact bytes of a regular file, None when it does not exist. A link at the
-        path is not followed (ELOOP), so a planted link cannot show another file."""
+        path is not followed (ELOOP), so a planted link cannot show another file; a
+        directory, FIFO or device there is refused (sysfs.read_bytes, naming ``field``)."""
         try:
-            fd = os.open(self.path(host_path),
-                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            return sysfs.read_bytes(self.path(host_path), no_follow=True, field=field or "path",
+                                    shown=host_path)
         except FileNotFoundError:
             return None
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read()
 
     def read_unlinked(self, host_path, field=None):
         """``read_bytes`` behind a refusal of a link at the path: lstat first (the link
@@ -339,7 +381,7 @@ class HostWriter:
         if os.path.islink(full):
             raise self.link_error(host_path, full, field or "path")
         try:
-            return self.read_bytes(host_path)
+            return self.read_bytes(host_path, field)
         except OSError as err:
             if err.errno == errno.ELOOP:
                 raise self.link_error(host_path, full, field or "path") from err
@@ -441,11 +483,14 @@ class HostWriter:
             raise
         return created
 
-    def set_attributes(self, host_path, mode=None, owner=None):
+    def set_attributes(self, host_path, mode=None, owner=None, field=None):
         """Set the mode and the owner (uid, gid) of a file or directory, through a
-        descriptor opened without following a link: never the mode of a link's target."""
-        fd = os.open(self.write_target(host_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        descriptor opened without following a link: never the mode of a link's target,
+        nor of a file with another hard link (``refuse_hard_links``)."""
+        fd = os.open(self.write_target(host_path, field),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
+            self.refuse_hard_links(host_path, os.fstat(fd), field or "path")
             if owner is not None:
                 os.fchown(fd, owner[0], owner[1])
             if mode is not None:
@@ -455,12 +500,14 @@ class HostWriter:
 
     def missing_folders(self, host_path):
         """The ancestors of ``host_path`` that do not exist yet, deepest first."""
-        missing = []
         folder = os.path.dirname("/" + str(host_path).lstrip("/"))
-        while folder not in ("/", "") and not os.path.isdir(self.path(folder)):
-            missing.append(folder)
-            folder = os.path.dirname(folder)
-        return missing
+        if folder == "/":
+            return []
+        root = self.path("/")
+        return ["/" + os.path.relpath(full, root) for full in
+                _missing_folders(self.path(folder))
+                if os.path.relpath(full, root) not in (".", "") and
+                not os.path.relpath(full, root).startswith("..")]
 
     def remove_empty_folders(self, host_folders):
         for folder in host_folders:

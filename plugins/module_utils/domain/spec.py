@@ -12,7 +12,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.direct_boot imp
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     normalize_address, slot_bar64_sizes)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    absolute_path, finite_number, interface_name)
 
 
 def float_options(argument_spec, params, prefix=""):
@@ -141,7 +142,9 @@ def _spec_of_shape(params, topo):
         common["maxphysaddr_mode"] = params["maxphysaddr"]["mode"]
         common["maxphysaddr_bits"] = params["maxphysaddr"]["bits"]
     if params["disk"]:
-        common["disk"] = dx.DiskSpec(path=params["disk"]["path"], bus=params["disk"]["bus"])
+        common["disk"] = dx.DiskSpec(
+            path=absolute_path(params["disk"]["path"], "disk.path", "disk image"),
+            bus=params["disk"]["bus"])
     if params["cloud_init"]:
         common["seed_path"] = params["cloud_init"]["seed_path"]
     common["direct_boot"] = direct_boot_from_params(params)
@@ -149,7 +152,9 @@ def _spec_of_shape(params, topo):
     network = params["network"]
     if network:
         common["network"] = dx.NetworkSpec(
-            kind=network["type"], bridge=network["bridge"],
+            kind=network["type"],
+            bridge=None if network["bridge"] is None else
+            interface_name(network["bridge"], "network.bridge"),
             vf_address=normalize_address(network["vf_address"], field="network.vf_address")
             if network["vf_address"] else None,
             vf_mode=network["vf_mode"], mac=network["mac"], model=network["model"],

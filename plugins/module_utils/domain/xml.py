@@ -30,7 +30,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
-    finite_number, positive_int)
+    finite_number, hugepage_size_kib, positive_int)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
     validate_mac, validate_vlan, vf_settings)
 
@@ -285,17 +285,11 @@ def memory_kib_of(memory_gib, field_name):
 
 
 def hugepage_size_to_kib(value, field_name="hugepage_size"):
-    """``1G``/``2M``/``1048576``/``none`` -> KiB (None for no hugepages)."""
-    if value in (None, "", "none", 0):
+    """``1G``/``2M``/``1048576``/``none`` -> KiB (None for no hugepages): the shared
+    validator (validators.hugepage_size_kib); the number 0 stays "no hugepages"."""
+    if value == 0 and not isinstance(value, bool):
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return whole_number(value, field_name, minimum=1)
-    match = re.match(r"^\s*(\d+)\s*([KMG]?)i?B?\s*\Z", str(value), re.IGNORECASE)
-    if not match:
-        raise GpuhostError("cannot read hugepage size %r" % (value,), field=field_name,
-                           fix="write 1G, 2M or a size in KiB such as 1048576")
-    scale = {"": 1, "K": 1, "M": 1024, "G": 1024 * 1024}[match.group(2).upper()]
-    return int(match.group(1)) * scale
+    return hugepage_size_kib(value, field_name)
 
 
 def spec_from_plan(tenant, **overrides):

@@ -22,6 +22,7 @@ import re
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist, parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_file_text
 
 # The inspect formats (Go templates of docker and podman alike).
 PID_FORMAT = "{{.State.Pid}}"
@@ -62,8 +63,7 @@ def read_process_binding(root, pid):
     {cpus_allowed, mems_allowed}, each normalised ("0-3"), None when absent."""
     path = os.path.join(root, "proc", str(int(pid)), "status")
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read(1 << 16)
+        text = read_file_text(path, field="container")
     except OSError as err:
         raise GpuhostError("cannot read %s: %s" % (path, err.strerror), field="container",
                            fix="the container's main process exited after its PID was read: "

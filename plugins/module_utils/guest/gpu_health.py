@@ -32,6 +32,7 @@ from xml.etree import ElementTree
 from xml.parsers import expat
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import decode_text
 
 # nvidia-smi -q -x is about 20 kB per GPU (most of it the supported clocks list); 16 MiB
 # is hundreds of GPUs, and still a bound a hostile or broken tool cannot get past.
@@ -78,9 +79,11 @@ def _refuse_internal_subset(_name, _system_id, _public_id, has_internal_subset):
 def parse_xml(text):
     """The root element of an ``nvidia-smi -q -x`` report, parsed safely."""
     if isinstance(text, bytes):
-        data = text
+        data = decode_text(text).encode("utf-8")
     elif isinstance(text, str):
-        data = text.encode("utf-8")
+        # run_command hands a byte that is not UTF-8 on as a lone surrogate: back to the
+        # byte, then decoded as every host text is (U+FFFD), never a UnicodeEncodeError
+        data = decode_text(text.encode("utf-8", "surrogateescape")).encode("utf-8")
     else:
         raise GpuhostError("the nvidia-smi output is %s, not text" % type(text).__name__,
                            field="nvidia_smi", fix="give the text nvidia-smi -q -x printed")

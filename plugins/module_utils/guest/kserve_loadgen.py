@@ -91,6 +91,21 @@ class _BadResponse(Exception):
     """The bytes read are not an HTTP/1.1 answer."""
 
 
+# The largest answer body read: far above any v2 inference answer, far below memory.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def _content_length(values):
+    """The one length the Content-Length header(s) give; two different lengths (a
+    doubled header) or a length that is not decimal digits is no HTTP/1.1 answer."""
+    if len(values) != 1:
+        raise _BadResponse("Content-Length given twice, as %s" % ", ".join(sorted(values)))
+    text = next(iter(values))
+    if not text.isascii() or not text.isdigit() or int(text) > MAX_BODY_BYTES:
+        raise _BadResponse("Content-Length %r is no body length this client reads" % text[:20])
+    return int(text)
+
+
 def nearest_rank(sorted_samples, percentile):
     """The nearest-rank percentile of already sorted samples (see the module docstring)."""
     if not sorted_samples:
@@ -286,6 +301,7 @@ class HttpConnection:
             raise _BadResponse("not an HTTP/1.1 status line: %r" % status_line[:80])
         status = int(parts[1])
         answer_headers = {}
+        lengths = set()
         while True:
             line = await self.reader.readline()
             if not line:
@@ -294,16 +310,31 @@ class HttpConnection:
                 break
             name, dummy, value = line.decode("latin-1").partition(":")
             answer_headers[name.strip().lower()] = value.strip()
+            if name.strip().lower() == "content-length":
+                lengths.update(part.strip() for part in value.split(","))
+        # A truncated body ends in asyncio.IncompleteReadError, which the callers tell
+        # from a closed connection (a request that may have been served is not retried).
         if "chunked" in answer_headers.get("transfer-encoding", "").lower():
             payload = await self._read_chunked()
-        elif "content-length" in answer_headers:
-            payload = await self.reader.readexactly(int(answer_headers["content-length"]))
+        elif lengths:
+            payload = await self.reader.readexactly(_content_length(lengths))
         else:
-            payload = await self.reader.read()
+            payload = await self._read_to_end()
             answer_headers["connection"] = "close"
         if answer_headers.get("connection", "").lower() == "close":
             self.close()
         return status, answer_headers, payload
+
+    async def _read_to_end(self):
+        chunks, size = [], 0
+        while True:
+            chunk = await self.reader.read(1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise _BadResponse("a body of more than %d bytes" % MAX_BODY_BYTES)
+            chunks.append(chunk)
 
     async def _read_chunked(self):
         chunks = []
@@ -311,7 +342,11 @@ class HttpConnection:
             size_line = await self.reader.readline()
             if not size_line:
                 raise _ServerClosed("closed in the middle of a chunked body")
-            size = int(size_line.split(b";")[0].strip() or b"0", 16)
+            size_text = size_line.split(b";")[0].strip() or b"0"
+            if not re.fullmatch(rb"[0-9a-fA-F]{1,8}", size_text) or \
+                    int(size_text, 16) > MAX_BODY_BYTES - sum(map(len, chunks)):
+                raise _BadResponse("not a chunk size the body can have: %r" % size_line[:40])
+            size = int(size_text, 16)
             if size == 0:
                 while (await self.reader.readline()) not in (b"\r\n", b"\n", b""):
                     pass
@@ -422,7 +457,8 @@ class LoadRun:
             await conn.open()
             status, dummy, payload = await asyncio.wait_for(conn.request("GET", self.ready_path),
                                                             self.timeout_s)
-        except (OSError, asyncio.TimeoutError, _ServerClosed, _BadResponse) as exc:
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, _ServerClosed,
+                _BadResponse) as exc:
             raise GpuhostError("the inference server does not answer at %s: %s" % (where, _describe(exc)),
                                field="url", fix="start the server (gpuhost-triton.service in the guest) and check "
                                                 "that url names its HTTP port")

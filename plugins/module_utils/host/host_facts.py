@@ -218,15 +218,13 @@ def parse_dpkg_status(text):
 def read_dpkg_packages(root="/"):
     """The installed packages below ``root`` from dpkg's status file, or None when the
     host has no readable one (not a dpkg host, or a file too large to be one)."""
-    status_path = sysfs.path(root, DPKG_STATUS)
     try:
-        with open(status_path, "rb") as handle:
-            data = handle.read(DPKG_STATUS_MAX_BYTES + 1)
-    except OSError:
+        data = sysfs.read_bytes(sysfs.path(root, DPKG_STATUS), max_bytes=DPKG_STATUS_MAX_BYTES)
+    except (OSError, GpuhostError):
         return None
-    if len(data) > DPKG_STATUS_MAX_BYTES or b"\x00" in data:
+    if b"\x00" in data:
         return None
-    return parse_dpkg_status(data.decode("utf-8", "replace"))
+    return parse_dpkg_status(sysfs.decode_text(data))
 
 
 # rpm's answer, a line a package: the tab-separated fields package_facts' rpm manager gives.

@@ -61,12 +61,18 @@ class PciAddress:
         return (self.domain, self.bus, self.slot)
 
 
-def vf_address(pf, offset, stride, index):
+def vf_address(pf, offset, stride, index, field="num_vfs"):
     """The address of VF ``index`` (0-based) of PF ``pf``: the PF's routing ID (bus,
     device, function) plus ``offset`` plus ``index * stride`` (PCIe SR-IOV capability,
-    the sriov_offset and sriov_stride sysfs attributes)."""
+    the sriov_offset and sriov_stride sysfs attributes). A routing ID past bus ff names
+    no function of the PF's domain: a GpuhostError naming ``field``, never bus 100."""
     pf_addr = PciAddress.parse(pf)
     rid = (pf_addr.bus << 8 | pf_addr.slot << 3 | pf_addr.function) + offset + index * stride
+    if not 0 <= rid <= 0xFFFF:
+        raise GpuhostError(
+            "VF %d of %s would be at routing ID %#x, past bus ff of its PCI domain "
+            "(sriov_offset %d, sriov_stride %d)" % (index, pf, rid, offset, stride),
+            field=field, fix="ask for fewer VFs: the PF's VFs must fit below bus ff")
     return str(PciAddress(pf_addr.domain, rid >> 8, (rid >> 3) & 0x1F, rid & 7))
 
 

@@ -129,26 +129,25 @@ def read_cpuinfo_summary(root="/"):
     flags = ()
     phys_bits = None
     try:
-        with open(sysfs.path(root, "proc/cpuinfo"), encoding="utf-8",
-                  errors="replace") as handle:
-            for line in handle:
-                if "\x00" in line:
-                    # not a line the kernel printed: its value is unknown, as in
-                    # sysfs.read_text, and the next CPU's line gives it
-                    continue
-                key, dummy, value = line.partition(":")
-                key = key.strip()
-                if key == "vendor_id" and vendor is None:
-                    vendor = value.strip()
-                elif key in ("flags", "Features") and not flags:
-                    flags = tuple(value.split())
-                elif key == "address sizes" and phys_bits is None:
-                    match = _ADDRESS_SIZES_RE.match(value)
-                    phys_bits = int(match.group(1)) if match else None
-                if vendor is not None and flags and phys_bits is not None:
-                    break
-    except OSError:
-        pass
+        lines = sysfs.read_file_text(sysfs.path(root, "proc/cpuinfo")).splitlines()
+    except (OSError, GpuhostError):
+        lines = []
+    for line in lines:
+        if "\x00" in line:
+            # not a line the kernel printed: its value is unknown, as in
+            # sysfs.read_text, and the next CPU's line gives it
+            continue
+        key, dummy, value = line.partition(":")
+        key = key.strip()
+        if key == "vendor_id" and vendor is None:
+            vendor = value.strip()
+        elif key in ("flags", "Features") and not flags:
+            flags = tuple(value.split())
+        elif key == "address sizes" and phys_bits is None:
+            match = _ADDRESS_SIZES_RE.match(value)
+            phys_bits = int(match.group(1)) if match else None
+        if vendor is not None and flags and phys_bits is not None:
+            break
     return vendor, flags, phys_bits
 
 
@@ -505,32 +504,13 @@ _PLAIN_CHIP_RE = re.compile(r"\s(PCI-MSI|IO-APIC)")
 
 
 def _interrupt_chips(root, interrupts_text=None):
-    """(any IR- chip, any PCI-MSI/IO-APIC chip) in /proc/interrupts.
-
-    Without the text at hand the file is streamed and the scan stops at the first
-    IR- chip, which on x86 is in the first rows (IR-IO-APIC): a 4,000-row file of a
-    256-CPU host is 11 MB.
-    """
-    if interrupts_text is not None:
-        return bool(_IR_CHIP_RE.search(interrupts_text)), bool(
-            _PLAIN_CHIP_RE.search(interrupts_text))
-    plain = False
-    tail = ""
-    try:
-        with open(sysfs.path(root, "proc/interrupts"), encoding="utf-8",
-                  errors="replace") as handle:
-            while True:
-                chunk = handle.read(1 << 16)
-                if not chunk:
-                    break
-                window = tail + chunk
-                if _IR_CHIP_RE.search(window):
-                    return True, True
-                plain = plain or bool(_PLAIN_CHIP_RE.search(window))
-                tail = window[-64:]
-    except OSError:
-        pass
-    return False, plain
+    """(any IR- chip, any PCI-MSI/IO-APIC chip) in /proc/interrupts, read through
+    sysfs.read_text when the caller has not read it yet."""
+    if interrupts_text is None:
+        interrupts_text = sysfs.read_text(sysfs.path(root, "proc/interrupts"), "",
+                                          inner_nul_unknown=False)
+    remapped = bool(_IR_CHIP_RE.search(interrupts_text))
+    return remapped, remapped or bool(_PLAIN_CHIP_RE.search(interrupts_text))
 
 
 def _interrupt_remapping(root, cmdline, units, interrupts_text):

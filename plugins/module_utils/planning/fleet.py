@@ -41,7 +41,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement imp
     tenant_request_from_dict,
     validate_tenant_name,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import markdown_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import is_count, positive_int
 
 REPORT_FORMAT = "gpuhost.kvm/fleet-report"
 REPORT_VERSION = 1
@@ -292,7 +293,7 @@ _NODE_NUMBERS = ("cores_total", "cores_free", "gpus_free", "gpus_free_clean", "v
 
 
 def _whole(value):
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return is_count(value)
 
 
 def capacity_shape_problem(capacity):
@@ -345,9 +346,11 @@ def candidate_shape_problem(candidate):
         return "its candidate does not say whether the tenant fits"
     if not candidate["fits"]:
         return None if isinstance(candidate.get("why"), str) else "its candidate gives no reason"
+    # A count is whole and bounded: a negative one would rank first, 10**400 would not
+    # survive the report's arithmetic.
     wrong = [key for key, kind in _CANDIDATE_KEYS
              if not isinstance(candidate.get(key), kind)
-             or (kind is int and isinstance(candidate.get(key), bool))]
+             or (kind is int and not is_count(candidate.get(key)))]
     if wrong or "node" not in candidate:
         return "its candidate lacks %s of the right type" % ", ".join(wrong or ["node"])
     return None
@@ -510,27 +513,29 @@ def render_markdown(report):
              "|---|---|---|---|---|---|"]
     for name, host in report["hosts"].items():
         if "error" in host:
-            lines.append("| %s | - | no data: %s | | | |" % (name, host["error"].replace("|", "/")))
+            lines.append("| %s | - | no data: %s | | | |"
+                         % (markdown_text(name), markdown_text(host["error"])))
             continue
         for node_id, node in host["nodes"].items():
             pages = ", ".join("%s %d/%d" % (size, p["free"], p["total"])
                               for size, p in node["hugepages"].items()) or "-"
             lines.append("| %s | %s | %d (%d) | %d/%d | %s | %d/%d |"
-                         % (name, node_id, node["gpus_free"], node["gpus_free_clean"],
-                            node["cores_free"], node["cores_total"], pages,
+                         % (markdown_text(name), markdown_text(node_id), node["gpus_free"],
+                            node["gpus_free_clean"],
+                            node["cores_free"], node["cores_total"], markdown_text(pages),
                             node["vfs_free"], node["vfs_total"]))
     lines += ["", "## Tenants", "", "| host | tenant | node | GPUs | vCPUs | memory GiB | VF |",
               "|---|---|---|---|---|---|---|"]
     for name, host in report["hosts"].items():
         for tenant in host.get("tenants", ()):
-            lines.append("| %s | %s | %s | %s | %s | %s | %s |"
-                         % (name, tenant["name"], tenant["node"],
-                            ", ".join(tenant["gpus"]) or "-", tenant["vcpus"],
-                            tenant["memory_gib"], tenant["vf"] or "-"))
+            lines.append("| %s |" % " | ".join(markdown_text(cell) for cell in (
+                name, tenant["name"], tenant["node"], ", ".join(map(str, tenant["gpus"])) or "-",
+                tenant["vcpus"], tenant["memory_gib"], tenant["vf"] or "-")))
     warnings = [(name, w) for name, host in report["hosts"].items()
                 for w in host.get("warnings", ())]
     if warnings:
-        lines += ["", "## Warnings", ""] + ["- %s: %s" % item for item in warnings]
+        lines += ["", "## Warnings", ""] + ["- %s: %s" % (markdown_text(name), markdown_text(w))
+                                            for name, w in warnings]
     return "\n".join(lines) + "\n"
 
 
@@ -552,20 +557,21 @@ def render_svg(report):
            'group not clean; grey: taken; bar: free whole cores</text>']
     for index, (name, host) in enumerate(rows):
         y = 40 + index * row_h
-        out.append('<text x="5" y="%d">%s</text>' % (y + 16, escape(name)))
+        out.append('<text x="5" y="%d">%s</text>' % (y + 16, escape(str(name))))
         if "error" in host:
             out.append('<text x="%d" y="%d" fill="#b00">no data</text>' % (label_w, y + 16))
             continue
         for position, (node_id, node) in enumerate(host["nodes"].items()):
             x = label_w + position * node_w
-            out.append('<text x="%d" y="%d" fill="#555">n%s</text>' % (x, y + 16, node_id))
+            out.append('<text x="%d" y="%d" fill="#555">n%s</text>'
+                       % (x, y + 16, escape(str(node_id))))
             gx = x + 22
             for gpu in node["gpus"]:
                 color = "#999" if gpu["tenant"] else ("#2a2" if gpu["clean"] else "#e90")
                 out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="%s"><title>%s'
                            '</title></rect>' % (gx, y + 6, square, square, color,
-                                                escape(gpu["address"] + (
-                                                    " " + gpu["tenant"] if gpu["tenant"] else ""))))
+                                                escape(str(gpu["address"]) + (
+                                                    " %s" % gpu["tenant"] if gpu["tenant"] else ""))))
                 gx += square + 2
             bar_x = x + 22 + 8 * (square + 2)
             bar_w = node_w - (bar_x - x) - 10

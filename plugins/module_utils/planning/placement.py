@@ -59,6 +59,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     finite_number,
+    mapping,
+    mapping_list,
     positive_int,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
@@ -373,8 +375,11 @@ class _Host:
                 if (len(function.virtfns) < target and function.sriov_offset is not None
                         and function.sriov_stride is not None and self.vf_group_clean(pf)):
                     for index in range(len(function.virtfns), target):
-                        vf = vf_address(pf, function.sriov_offset, function.sriov_stride,
-                                        index)
+                        try:
+                            vf = vf_address(pf, function.sriov_offset,
+                                            function.sriov_stride, index)
+                        except GpuhostError:
+                            break           # past bus ff: no such VF can be made
                         if vf in self.pci:
                             continue        # the address is taken by another function
                         self._vf_index[vf] = index
@@ -539,7 +544,9 @@ def _load_existing(existing, host, ledger, warnings):
         if offline:
             warnings.append("existing tenant %s is pinned to CPUs %s, which are not online"
                             % (name, format_cpulist(offline)))
-        for gpu_index, gpu in enumerate(entry.get("gpus") or ()):
+        unchanged = "pass the tenants list of a previous plan unchanged"
+        for gpu_index, gpu in enumerate(mapping_list(entry.get("gpus"), "%s.gpus" % field,
+                                                     unchanged)):
             for address in gpu.get("functions") or [gpu.get("address")]:
                 address = normalize_address(address, field="%s.gpus[%d]" % (field, gpu_index))
                 ledger.take_function(address, name, "%s.gpus[%d]" % (field, gpu_index), "GPU")
@@ -548,6 +555,7 @@ def _load_existing(existing, host, ledger, warnings):
                                     "show" % (name, address))
         vf = entry.get("vf")
         if vf:
+            vf = mapping(vf, "%s.vf" % field, unchanged)
             address = normalize_address(vf.get("address"), field="%s.vf.address" % field)
             ledger.take_function(address, name, "%s.vf" % field, "VF")
         node = _int_field(entry["node"], "%s.node" % field, 0, MAX_NODES)

@@ -11,6 +11,7 @@ text. The same input always gives the same bytes, so a rendered plan can be diff
 
 from __future__ import annotations
 
+import re
 from xml.sax.saxutils import escape
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import report_text
@@ -234,8 +235,17 @@ def _core_rows(plan, layout, node):
 
 # ---------------------------------------------------------------------------- markdown
 
-def _md_cell(text):
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def markdown_text(text):
+    """Any value as inert Markdown text, in a table cell or a line: the one escaper of
+    the Markdown renderers. HTML that Markdown would pass through (<, >, &) becomes
+    entities, a link's or code span's marks are backslash-escaped, and a line break or
+    '|' cannot end the cell or the line."""
+    text = " ".join(str(text).splitlines()) if text is not None else ""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([\\`\[\]|])", r"\\\1", text)
+
+
+_md_cell = markdown_text
 
 
 def render_markdown(plan, layout=None, title="Placement plan"):
@@ -255,7 +265,7 @@ def render_markdown(plan, layout=None, title="Placement plan"):
             pins = [_cpu(c, "tenants[%s].vcpu_pins" % tenant["name"])
                     for c in tenant.get("vcpu_pins") or ()]
             out.append("| %s | %s | %s on %s | %s GiB in %s pages | %s | %s | %s |" % (
-                _md_cell(tenant["name"]), tenant["node"], tenant.get("vcpus"),
+                _md_cell(tenant["name"]), _md_cell(tenant["node"]), _md_cell(tenant.get("vcpus")),
                 format_cpulist(pins), tenant.get("memory_gib"),
                 _size_name(tenant.get("hugepage_size_kib") or 1048576),
                 ", ".join(g["address"] for g in tenant.get("gpus") or ()) or "none",
@@ -269,7 +279,7 @@ def render_markdown(plan, layout=None, title="Placement plan"):
         if widths:
             out.append("")
     for node in _node_keys(plan, layout):
-        out += ["## NUMA node %s" % node, "",
+        out += ["## NUMA node %s" % markdown_text(node), "",
                 "| Core | CPUs | Role | Detail |", "|---|---|---|---|"]
         for index, cpus, role, detail in _core_rows(plan, layout, node):
             out.append("| %d | %s | %s | %s |" % (index, cpus, _md_cell(role),
@@ -279,15 +289,15 @@ def render_markdown(plan, layout=None, title="Placement plan"):
         if devices:
             out += ["| Device | Address | Tenant | Detail |", "|---|---|---|---|"]
             for kind, address, owner, note in devices:
-                out.append("| %s | %s | %s | %s |" % (kind, address, _md_cell(owner),
-                                                      _md_cell(note)))
+                out.append("| %s | %s | %s | %s |" % (_md_cell(kind), _md_cell(address),
+                                                      _md_cell(owner), _md_cell(note)))
             out.append("")
         pages = _hugepage_lines(plan, layout, node)
         if pages:
-            out.append("Hugepages: %s." % "; ".join(pages))
+            out.append("Hugepages: %s." % markdown_text("; ".join(pages)))
             out.append("")
     for warning in plan.get("warnings") or ():
-        out.append("> Warning: %s" % warning)
+        out.append("> Warning: %s" % markdown_text(warning))
     return "\n".join(out).rstrip() + "\n"
 
 
