@@ -277,6 +277,7 @@ field:
   type: str
 """
 
+import os
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
@@ -293,6 +294,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning im
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irqbalance import (
     format_for_version, plan_config, read_config)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.mechanisms import LIBVIRT_UNITS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_cpu_state, read_irqs, read_online_cpus)
@@ -524,9 +526,17 @@ class IrqPinner(object):
         if params["irqbalance_banned_cpus"] is not None:
             banned_wanted = parse_cpulist(params["irqbalance_banned_cpus"],
                                           field="irqbalance_banned_cpus")
+        # Check mode may run before the irqbalance package (an earlier task) is in: a
+        # missing file is then reported, and refused by the real run if still missing.
         params["irqbalance_config"] = config_path(
             params["irqbalance_config"], "irqbalance_config", root=root,
-            missing_ok=params["irqbalance_banned_cpus"] is None)
+            missing_ok=banned_wanted is None or check)
+        if banned_wanted is not None and check and not os.path.lexists(
+                sysfs.path(root, params["irqbalance_config"])):
+            self.module.warn("irqbalance_config %s does not exist yet: the ban list is shown "
+                             "as written into an empty file; a real run refuses it unless "
+                             "the irqbalance package has installed it by then"
+                             % params["irqbalance_config"])
         self.writer.refuse_link(params["irqbalance_config"], "irqbalance_config")
         read_online_cpus(root, field="root")
         cpu_state = read_cpu_state(root)

@@ -64,7 +64,8 @@ class FailingKernel(SimulatedKernel):
 
 
 GPU = "0000:41:00.0"
-# (name, prepare the host, module, args): each a real change with several steps.
+# (name, prepare the host, module, args): each a real change with several steps. The
+# preparation is a module run (module, args) or the harness's tweaks of the tree (a dict).
 SCENARIOS = [
     ("vfio-bind-gpu-hda-persistent", None, "vfio_bind",
      {"devices": [GPU], "persistent": True, "persistence": "udev", "initramfs": "dracut"}),
@@ -74,7 +75,9 @@ SCENARIOS = [
      {"pf": "eno1", "num_vfs": 3, "vf_driver": "vfio-pci", "persistent": True}),
     ("sriov-change-count", ("sriov_vfs", {"pf": "eno1", "num_vfs": 2}), "sriov_vfs",
      {"pf": "eno1", "num_vfs": 4, "vf_driver": "vfio-pci"}),
-    ("irq-pin-with-irqbalance", None, "irq_affinity",
+    # irqbalance installed, as the sriov_irq role leaves it: its config exists
+    ("irq-pin-with-irqbalance", {"write": {"/etc/sysconfig/irqbalance": "IRQBALANCE_ONESHOT=0\n"}},
+     "irq_affinity",
      {"name_regex": "^mlx5_comp|^nvme", "cpus": "0-1", "irqbalance_banned_cpus": "2-7",
       "irqbalance_format": "cpulist", "persistent": True}),
 ]
@@ -82,7 +85,9 @@ SCENARIOS = [
 
 def _host(base, fail_at=None, prepare=None):
     host = harness.Host(base, "sim")
-    if prepare:
+    if isinstance(prepare, dict):
+        host.apply_tweaks(prepare)
+    elif prepare:
         harness.run_module_case(host, prepare[0], prepare[1])
     host.kernel = FailingKernel(host.root, fail_at=fail_at,
                                 native_drivers=host.kernel.native_drivers,
