@@ -680,7 +680,7 @@ def run_module(module_file, cls_name, args, writer, check_mode=False, diff=True,
 
     The class's ``result`` is the dict main() hands to exit_json/fail_json.
     """
-    from ansible.module_utils.testing import patch_module_args
+    from .module_args import patch_module_args
     args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
     with patch_module_args(args):
         module = module_file.build_module()

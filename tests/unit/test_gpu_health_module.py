@@ -12,7 +12,7 @@ import os
 import stat
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.modules import gpu_health as gpu_health_module
 
