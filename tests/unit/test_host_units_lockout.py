@@ -44,8 +44,8 @@ def _run(root, calls, **args):
     ("systemd-networkd.service", {"state": "stopped"}, "stop"),
 ])
 @pytest.mark.parametrize("root_is_live", [True, False])
-def test_a_unit_entry_that_takes_ssh_or_the_network_away_is_refused(tmp_path, unit, entry,
-                                                                     verbs, root_is_live):
+def test_a_unit_entry_that_takes_ssh_or_the_network_away_is_refused(
+        tmp_path, unit, entry, verbs, root_is_live):
     calls = []
     root = "/" if root_is_live else str(tmp_path)
     with pytest.raises(GpuhostError) as info:
