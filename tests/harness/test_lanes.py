@@ -286,7 +286,7 @@ def _minor(version):
 
 def test_the_matrix_spans_every_minor_from_the_stated_floor_to_the_newest():
     matrix = lanes.read_matrix()
-    minors = [_minor(version) for version, _ in matrix]
+    minors = [_minor(version) for version, _tier in matrix]
     with open(os.path.join(lanes.REPO, "requirements.txt"), encoding="utf-8") as handle:
         newest = re.search(r"^ansible-core==(\S+)$", handle.read(), re.M).group(1)
     # The main .venv has the newest; the matrix every minor below it, down to the floor.
@@ -298,13 +298,13 @@ def test_the_matrix_spans_every_minor_from_the_stated_floor_to_the_newest():
         with open(os.path.join(lanes.REPO, "roles", meta, "meta", "main.yml"), encoding="utf-8") as handle:
             assert yaml.safe_load(handle)["galaxy_info"]["min_ansible_version"] == "%d.%d" % minors[0], meta
     # tools/test runs the oldest; tools/acceptance every one.
-    assert [tier for _, tier in matrix] == ["test"] + ["acceptance"] * (len(matrix) - 1)
+    assert [tier for _version, tier in matrix] == ["test"] + ["acceptance"] * (len(matrix) - 1)
 
 
 def test_the_matrix_lanes_run_the_same_tests_each_in_its_versions_venv():
     assert [lane.name for lane in lanes.matrix_lanes("test")] == ["ansible-2.14"]
     every = lanes.matrix_lanes("acceptance")
-    assert [lane.name for lane in every] == ["ansible-%d.%d" % _minor(v) for v, _ in lanes.read_matrix()]
+    assert [lane.name for lane in every] == ["ansible-%d.%d" % _minor(v) for v, _tier in lanes.read_matrix()]
     for lane in every:
         assert lane.paths == lanes.MATRIX_TESTS and lane.queue == lanes.MATRIX_QUEUE and lane.lab_run is None
         assert lane.venv == ".venv-%s" % lane.name

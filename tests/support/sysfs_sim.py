@@ -304,7 +304,7 @@ class SimulatedKernel(HostWriter):
         os.unlink(link)
         os.unlink(self.path("/sys/bus/pci/devices/%s" % addr))
         if group is not None:
-            group_dir = self.path("/sys/kernel/iommu_groups/%d" % group)
+            group_dir = self.path("/sys/kernel/iommu_groups/%s" % group)
             os.unlink(os.path.join(group_dir, "devices", addr))
             if not os.listdir(os.path.join(group_dir, "devices")):
                 shutil.rmtree(group_dir)
