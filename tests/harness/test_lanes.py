@@ -394,3 +394,15 @@ def test_a_lane_runs_its_venvs_pytest_and_lanes_of_one_queue_one_after_another(t
     assert status == 0, out.getvalue()
     # each lane ran its one test, and passed it
     assert out.getvalue().count("1 passed") == 3, out.getvalue()
+
+
+def test_a_missing_matrix_venv_is_refused_before_any_lane_starts(monkeypatch, capsys):
+    lane = lanes.Lane("ansible-0.1", "not lab", lanes.MATRIX_TESTS, venv=".venv-ansible-0.1",
+                      queue=lanes.MATRIX_QUEUE)
+    monkeypatch.setattr(lanes, "matrix_lanes", lambda tier: [lane])
+    monkeypatch.setattr(lanes, "run_lanes", lambda *args, **kwargs: pytest.fail("a lane started"))
+    with pytest.raises(SystemExit) as exit_info:
+        lanes.main(["--tier", "test", "--no-lab"])
+    assert exit_info.value.code == 2
+    said = capsys.readouterr().err
+    assert "environments .venv-ansible-0.1 are missing" in said and "run tools/setup --tier test" in said
