@@ -17,7 +17,14 @@ in between. So a tier is split into lanes that share nothing and run at the same
 * ``lab-site``: test_site_on_lab.py, on the default lab directory (``lab/.run``): site.yml's
   check mode, converge, idempotence, reboot, verify, onboardings, interrupted converge,
   molecule's create and destroy. Its lab starts as a first boot, so the converge needs no
-  reset of a lab the module tests used.
+  reset of a lab the module tests used;
+* ``ansible-<minor>``: the ansible-core matrix (tests/ansible-matrix.txt): the same tests
+  of the playbooks, the module command lines and ansible-test sanity (``MATRIX_TESTS``),
+  run by the pytest of that version's virtual environment (.venv-ansible-<minor>, built by
+  tools/setup), so the tools they run are that version's. tools/test runs the versions
+  marked ``test`` (the oldest), tools/acceptance every one; the newest runs in the host
+  lane, on the main .venv. The matrix lanes run one after another (their own queue),
+  beside the other lanes.
 
 The two labs are two QEMU processes (5 GiB each) from the one cached image (lab/build
 takes a lock, so a cold run builds it once), each searching its own range of SSH ports
@@ -80,6 +87,8 @@ class Lane:
     ignore: tuple = ()
     lab_run: str | None = None       # GPUHOST_LAB_RUN of the lane's lab, if it has one
     lab_ports: str | None = None     # GPUHOST_LAB_PORTS: its SSH port range, apart from the other's
+    venv: str | None = None          # the virtual environment whose pytest runs it (default: ours)
+    queue: str | None = None         # lanes of one queue run one after another
 
     def pytest_argv(self, python, tier, extra=(), environ=None):
         markers = [m for m in (self.marker, TIER_MARKERS[tier]) if m]
@@ -109,6 +118,52 @@ def lanes_for(with_lab):
     return [lane for lane in LANES if with_lab or lane.lab_run is None]
 
 
+# -- the ansible-core matrix --------------------------------------------------------------
+MATRIX_FILE = os.path.join(REPO, "tests", "ansible-matrix.txt")
+# The tests each matrix version runs: check mode on the runbook host, the onboarding and
+# offboarding playbooks, the fleet, every module command-line test, ansible-test sanity.
+MATRIX_TESTS = (
+    "tests/integration/test_playbooks.py",
+    "tests/integration/test_offboard_playbook.py",
+    "tests/integration/test_fleet_onboard_and_rolling.py",
+    "tests/integration/test_fleet_capacity.py",
+    "tests/integration/test_host_modules_cli.py",
+    "tests/integration/test_facts_module_cli.py",
+    "tests/integration/test_libvirt_pinned_domain_cli.py",
+    "tests/integration/test_numa_cpuset_cli.py",
+    "tests/quality/test_sanity.py",
+)
+MATRIX_QUEUE = "ansible-matrix"
+
+
+def read_matrix(path=MATRIX_FILE):
+    """[(version, tier)] of tests/ansible-matrix.txt, in its order."""
+    matrix = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            fields = line.split("#", 1)[0].split()
+            if not fields:
+                continue
+            if len(fields) != 2 or fields[1] not in TIER_MARKERS or len(fields[0].split(".")) != 3:
+                raise ValueError("%s:%d: expected 'VERSION TIER' (tier: %s), got %r"
+                                 % (path, number, " or ".join(sorted(TIER_MARKERS)), line.rstrip()))
+            matrix.append((fields[0], fields[1]))
+    return matrix
+
+
+def matrix_venv(version):
+    """The virtual environment tools/setup builds for an ansible-core version."""
+    return ".venv-ansible-%s" % ".".join(version.split(".")[:2])
+
+
+def matrix_lanes(tier, matrix=None):
+    """A lane per matrix version the tier runs: tools/test the ``test`` ones, tools/acceptance all."""
+    return [Lane("ansible-%s" % ".".join(version.split(".")[:2]), "not lab", MATRIX_TESTS,
+                 venv=matrix_venv(version), queue=MATRIX_QUEUE)
+            for version, version_tier in (read_matrix() if matrix is None else matrix)
+            if tier == "acceptance" or version_tier == tier]
+
+
 def lane_environ(lane, base, record_stem=None):
     """The environment of one lane's pytest."""
     env = dict(base)
@@ -118,6 +173,12 @@ def lane_environ(lane, base, record_stem=None):
         # Two labs cannot share one pinned port, whatever the caller set: each searches
         # its own range (lab/up), also when it boots again after a reset.
         env.pop("GPUHOST_LAB_PORT", None)
+    if lane.venv is not None:
+        # Its ansible tools first on the PATH, and the gates' scripts (tools/quality) on
+        # its ansible-test.
+        venv = os.path.join(REPO, lane.venv)
+        env["GPUHOST_VENV"] = venv
+        env["PATH"] = os.path.join(venv, "bin") + os.pathsep + env.get("PATH", "")
     if record_stem is not None:
         env["GPUHOST_ACCEPTANCE_RECORD"] = part_path(record_stem, lane, "json")
         env["GPUHOST_ACCEPTANCE_JUNITXML"] = part_path(record_stem, lane, "xml")
@@ -309,7 +370,8 @@ def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=No
     def start(lane):
         env = lane_environ(lane, base_env, record.stem if record else None)
         junit = ["--junitxml=%s" % env["GPUHOST_ACCEPTANCE_JUNITXML"]] if record else []
-        argv = lane.pytest_argv(python, tier, list(extra) + junit, environ=env)
+        lane_python = os.path.join(REPO, lane.venv, "bin", "python") if lane.venv else python
+        argv = lane.pytest_argv(lane_python, tier, list(extra) + junit, environ=env)
         where = (" (lab: %s, ssh ports %s)" % (env["GPUHOST_LAB_RUN"], lane.lab_ports)
                  if lane.lab_run else "")
         _say(tag, "lane %s: %s%s" % (lane.name, " ".join(argv[1:]), where))
@@ -317,8 +379,15 @@ def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=No
                                    out=out, lock=lock))
 
     while pending or running:
-        while pending and (not serial or not running) and not over_deadline:
-            start(pending.pop(0))
+        while not over_deadline:
+            # The first pending lane that may start: any, unless serial; none of a queue
+            # while another lane of that queue runs.
+            busy = {lane.lane.queue for lane in running if lane.lane.queue}
+            ready = [lane for lane in pending if lane.queue is None or lane.queue not in busy]
+            if not ready or (serial and running):
+                break
+            pending.remove(ready[0])
+            start(ready[0])
         for lane in list(running):
             if lane.poll() is not None:
                 running.remove(lane)
@@ -366,7 +435,11 @@ def main(argv=None):
     parser.add_argument("--command", default=None, help="the command line the record names")
     args, extra = parser.parse_known_args(argv)
     tag = "test" if args.tier == "test" else "acceptance"
-    lanes = lanes_for(not args.no_lab)
+    lanes = lanes_for(not args.no_lab) + matrix_lanes(args.tier)
+    missing = [lane.venv for lane in lanes if lane.venv and not os.path.exists(os.path.join(REPO, lane.venv, "bin", "python"))]
+    if missing:
+        parser.error("the ansible-core matrix's virtual environments %s are missing (tests/ansible-matrix.txt): "
+                     "run tools/setup --tier %s, which builds them" % (", ".join(missing), args.tier))
     serial_mode = os.environ.get("GPUHOST_TEST_LANES", "parallel")
     if serial_mode not in ("parallel", "serial"):
         parser.error("GPUHOST_TEST_LANES=%r: expected parallel or serial" % serial_mode)

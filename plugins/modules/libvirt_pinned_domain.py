@@ -4,8 +4,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """libvirt_pinned_domain: one NUMA-pinned, hugepage-backed GPU tenant domain."""
 
-from __future__ import annotations
-
 DOCUMENTATION = r"""
 ---
 module: libvirt_pinned_domain

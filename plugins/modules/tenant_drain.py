@@ -4,8 +4,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """tenant_drain: refuse a host reboot while domains run, or drain them around it."""
 
-from __future__ import annotations
-
 DOCUMENTATION = r"""
 ---
 module: tenant_drain

@@ -277,3 +277,132 @@ def test_the_labs_directories_are_ignored_by_git_and_left_out_of_the_collection(
             assert any(fnmatch.fnmatch(lane.lab_run, pattern) for pattern in build_ignore), lane.lab_run
             # Read as patterns, not through git: ansible-test units runs from a copy without .git.
             assert any(fnmatch.fnmatch(lane.lab_run + "/", pattern) for pattern in gitignore), lane.lab_run
+
+
+# -- the ansible-core matrix --------------------------------------------------------------
+def _minor(version):
+    return tuple(int(part) for part in version.split(".")[:2])
+
+
+def test_the_matrix_spans_every_minor_from_the_stated_floor_to_the_newest():
+    matrix = lanes.read_matrix()
+    minors = [_minor(version) for version, _tier in matrix]
+    with open(os.path.join(lanes.REPO, "requirements.txt"), encoding="utf-8") as handle:
+        newest = re.search(r"^ansible-core==(\S+)$", handle.read(), re.M).group(1)
+    # The main .venv has the newest; the matrix every minor below it, down to the floor.
+    assert minors + [_minor(newest)] == [(2, minor) for minor in range(minors[0][1], _minor(newest)[1] + 1)]
+    with open(os.path.join(lanes.REPO, "meta", "runtime.yml"), encoding="utf-8") as handle:
+        floor = yaml.safe_load(handle)["requires_ansible"]
+    assert floor == ">=%d.%d.0" % minors[0]
+    for meta in sorted(os.listdir(os.path.join(lanes.REPO, "roles"))):
+        with open(os.path.join(lanes.REPO, "roles", meta, "meta", "main.yml"), encoding="utf-8") as handle:
+            assert yaml.safe_load(handle)["galaxy_info"]["min_ansible_version"] == "%d.%d" % minors[0], meta
+    # tools/test runs the oldest; tools/acceptance every one.
+    assert [tier for _version, tier in matrix] == ["test"] + ["acceptance"] * (len(matrix) - 1)
+
+
+def test_the_matrix_lanes_run_the_same_tests_each_in_its_versions_venv():
+    assert [lane.name for lane in lanes.matrix_lanes("test")] == ["ansible-2.14"]
+    every = lanes.matrix_lanes("acceptance")
+    assert [lane.name for lane in every] == ["ansible-%d.%d" % _minor(v) for v, _tier in lanes.read_matrix()]
+    for lane in every:
+        assert lane.paths == lanes.MATRIX_TESTS and lane.queue == lanes.MATRIX_QUEUE and lane.lab_run is None
+        assert lane.venv == ".venv-%s" % lane.name
+        env = lanes.lane_environ(lane, {"PATH": "/usr/bin"})
+        assert env["GPUHOST_VENV"] == os.path.join(lanes.REPO, lane.venv)
+        assert env["PATH"] == os.path.join(lanes.REPO, lane.venv, "bin") + os.pathsep + "/usr/bin"
+        assert _selected(lane.pytest_argv("py", "test")) == "(not lab) and (not acceptance)"
+    for path in lanes.MATRIX_TESTS:
+        assert os.path.isfile(os.path.join(lanes.REPO, path)), path
+    # every module command-line test, and the playbooks of the runbook: the same files
+    # the host lane runs on the newest
+    integration = os.path.join(lanes.REPO, "tests", "integration")
+    for name in sorted(os.listdir(integration)):
+        if name.endswith("_cli.py"):
+            assert "tests/integration/" + name in lanes.MATRIX_TESTS, name
+    assert "tests/quality/test_sanity.py" in lanes.MATRIX_TESTS
+
+
+def test_a_malformed_matrix_line_is_refused_with_its_place(tmp_path):
+    path = tmp_path / "matrix.txt"
+    path.write_text("# comment\n2.14.18 test  # the oldest\n2.15 acceptance\n")
+    with pytest.raises(ValueError, match=r"matrix.txt:3: expected 'VERSION TIER'"):
+        lanes.read_matrix(str(path))
+    path.write_text("2.14.18 nightly\n")
+    with pytest.raises(ValueError, match="nightly"):
+        lanes.read_matrix(str(path))
+
+
+def test_tools_setup_builds_the_matrix_with_the_main_venvs_pins():
+    with open(os.path.join(lanes.REPO, "tools", "setup"), encoding="utf-8") as handle:
+        setup = handle.read()
+    assert "tests/ansible-matrix.txt" in setup and ".venv-ansible-$minor" in setup
+    pins = re.search(r"^MATRIX_PINS=\(([^)]*)\)$", setup, re.M).group(1).split()
+    with open(os.path.join(lanes.REPO, "requirements.txt"), encoding="utf-8") as handle:
+        pinned = {line.split("==")[0].lower() for line in handle if "==" in line}
+    assert "pytest" in pins and set(pins) <= pinned
+    # tools/test builds only its versions, tools/acceptance every one
+    with open(os.path.join(lanes.REPO, "tools", "acceptance"), encoding="utf-8") as handle:
+        assert '"$here/tools/setup" --tier acceptance' in handle.read()
+    # the matrix's venvs are neither committed nor packed into the collection
+    with open(os.path.join(lanes.REPO, "galaxy.yml"), encoding="utf-8") as handle:
+        build_ignore = yaml.safe_load(handle)["build_ignore"]
+    with open(os.path.join(lanes.REPO, ".gitignore"), encoding="utf-8") as handle:
+        gitignore = [line.strip() for line in handle if line.strip() and not line.startswith("#")]
+    for lane in lanes.matrix_lanes("acceptance"):
+        assert any(fnmatch.fnmatch(lane.venv, pattern) for pattern in build_ignore), lane.venv
+        assert any(fnmatch.fnmatch(lane.venv + "/", pattern) for pattern in gitignore), lane.venv
+
+
+def test_a_lane_runs_its_venvs_pytest_and_lanes_of_one_queue_one_after_another(tmp_path):
+    import dataclasses
+    import sys
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    first, second, beside = _lane_files(tmp_path, {
+        # the first of the queue: its python is the venv's, and the lane beside it runs meanwhile
+        "first": """
+            import os, sys, time
+            def test_first():
+                assert sys.executable == %r and os.environ["GPUHOST_VENV"] == %r
+                open(os.path.join(%r, "first-started"), "w").close()
+                deadline = time.time() + 60
+                while not os.path.exists(os.path.join(%r, "beside-started")):
+                    assert time.time() < deadline, "the lane beside never started"
+                    time.sleep(0.1)
+                assert not os.path.exists(os.path.join(%r, "second-started"))
+                open(os.path.join(%r, "first-done"), "w").close()
+            """ % (str(venv / "bin" / "python"), str(venv), str(flags), str(flags), str(flags), str(flags)),
+        "second": """
+            import os
+            def test_second():
+                open(os.path.join(%r, "second-started"), "w").close()
+                assert os.path.exists(os.path.join(%r, "first-done"))
+            """ % (str(flags), str(flags)),
+        "beside": """
+            import os
+            def test_beside():
+                open(os.path.join(%r, "beside-started"), "w").close()
+            """ % str(flags),
+    })
+    run = [dataclasses.replace(first, venv=str(venv), queue="q"), dataclasses.replace(second, queue="q"), beside]
+    out = io.StringIO()
+    status = lanes.run_lanes(run, "acceptance", _extra(tmp_path), "test", out=out, base_env=_environ())
+    assert status == 0, out.getvalue()
+    # each lane ran its one test, and passed it
+    assert out.getvalue().count("1 passed") == 3, out.getvalue()
+
+
+def test_a_missing_matrix_venv_is_refused_before_any_lane_starts(monkeypatch, capsys):
+    lane = lanes.Lane("ansible-0.1", "not lab", lanes.MATRIX_TESTS, venv=".venv-ansible-0.1",
+                      queue=lanes.MATRIX_QUEUE)
+    monkeypatch.setattr(lanes, "matrix_lanes", lambda tier: [lane])
+    monkeypatch.setattr(lanes, "run_lanes", lambda *args, **kwargs: pytest.fail("a lane started"))
+    with pytest.raises(SystemExit) as exit_info:
+        lanes.main(["--tier", "test", "--no-lab"])
+    assert exit_info.value.code == 2
+    said = capsys.readouterr().err
+    assert "environments .venv-ansible-0.1 are missing" in said and "run tools/setup --tier test" in said

@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from support import fleetsim
-from support.helpers import REPO, run_tool
+from support.helpers import REPO, folded, run_tool
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "tenant_onboard.yml")
 REQUEST = {"name": "tenant-new", "gpus": 1, "vcpus": 8, "memory_gib": 16,
@@ -74,8 +74,8 @@ def test_the_fleet_chooses_a_host_records_why_and_onboards_only_there(fleet, mod
     assert best["fits"] and best["clean_iommu_group"]
     assert record["why"].startswith("%s chosen for tenant-new" % chosen)
     # The YAML callback wraps long lines: compare with the whitespace folded.
-    printed = " ".join(proc.stdout.split())
-    assert " ".join(record["why"].split()) in printed
+    printed = folded(proc.stdout)
+    assert folded(record["why"]) in printed
     # The dirty-group model never wins while a clean one fits.
     assert fleetsim.model_of(int(chosen.split("-")[1])) != "dirty_usb"
 
@@ -102,7 +102,7 @@ def test_a_request_that_fits_nowhere_fails_with_every_hosts_reason(fleet):
                     "-e", json.dumps({"tenant_request": json.dumps(too_big)}),
                     check=False, timeout=600)
     assert proc.returncode != 0
-    printed = " ".join(proc.stdout.split())
+    printed = folded(proc.stdout)
     assert "tenant tenant-huge fits on no host:" in printed
     reasons = printed.split("fits on no host:", 1)[1]
     for host in fleet["expected"]:

@@ -21,7 +21,7 @@ import threading
 from contextlib import contextmanager
 
 import yaml
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from support.fixturegen import HOSTS as FIXTURE_HOSTS
 from support.helpers import REPO, ansible_env

@@ -175,7 +175,7 @@ def test_refused_redefinition_leaves_the_previous_definition_intact(tmp_path, ta
     args["disk"]["path"] = os.path.join(host.image_dir, "t1-new.qcow2")
     args.update(root=host.root, state_dir=host.state_dir, domain_type="test",
                 uri="test:///unused", _ansible_check_mode=False, _ansible_diff=True)
-    from ansible.module_utils.testing import patch_module_args
+    from support.module_args import patch_module_args
     with patch_module_args(args):
         module = libvirt_pinned_domain.build_module()
     conn = RejectingConnection(host.connection())

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from .module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import Bar, PciFunction

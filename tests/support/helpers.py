@@ -44,6 +44,12 @@ def run_tool(tool, *args, cwd=REPO, env=None, check=True, timeout=300):
     return proc
 
 
+def folded(text):
+    """``text`` with its whitespace folded to single spaces: the YAML result format wraps
+    long lines, and where it breaks them differs between ansible-core versions."""
+    return " ".join(text.split())
+
+
 def run_module_adhoc(module, args, python=None, check=False, timeout=300):
     """``ansible localhost -m MODULE -a ARGS`` on a local connection: (process, result).
     ``python`` None: this test's own, or the one the module_python fixture chose

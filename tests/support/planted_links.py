@@ -15,7 +15,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 
 
 def _options(module_file, args):
-    from ansible.module_utils.testing import patch_module_args
+    from .module_args import patch_module_args
     with patch_module_args(args):
         return set(module_file.build_module().argument_spec)
 

@@ -304,7 +304,7 @@ class SimulatedKernel(HostWriter):
         os.unlink(link)
         os.unlink(self.path("/sys/bus/pci/devices/%s" % addr))
         if group is not None:
-            group_dir = self.path("/sys/kernel/iommu_groups/%d" % group)
+            group_dir = self.path("/sys/kernel/iommu_groups/%s" % group)
             os.unlink(os.path.join(group_dir, "devices", addr))
             if not os.listdir(os.path.join(group_dir, "devices")):
                 shutil.rmtree(group_dir)
@@ -680,7 +680,7 @@ def run_module(module_file, cls_name, args, writer, check_mode=False, diff=True,
 
     The class's ``result`` is the dict main() hands to exit_json/fail_json.
     """
-    from ansible.module_utils.testing import patch_module_args
+    from .module_args import patch_module_args
     args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
     with patch_module_args(args):
         module = module_file.build_module()

@@ -13,7 +13,7 @@ import json
 import stat
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import container as core
 from ansible_collections.gpuhost.kvm.plugins.modules import container_facts as module

@@ -340,7 +340,7 @@ def test_module_options_take_cpu_and_bars_from_the_host_tree_below_root(tmp_path
     """What libvirt_pinned_domain reads below root (read_host_topology, as its run()
     does): vendor_id, pdpe1gb and address sizes from proc/cpuinfo, each 64-bit BAR of
     the GPU and its HDA from their sysfs resource files."""
-    from ansible.module_utils.testing import patch_module_args
+    from support.module_args import patch_module_args
     from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
     from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
         domain_spec_from_params)

@@ -8,7 +8,7 @@ regular file, every file checked before the first is written, each replaced atom
 import os
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import writer
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

@@ -8,7 +8,7 @@ and the error names the exact request key."""
 import math
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

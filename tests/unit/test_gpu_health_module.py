@@ -11,8 +11,8 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from support.fakes import fake_nvidia_smi
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.modules import gpu_health as gpu_health_module
 

@@ -11,7 +11,7 @@ import sys
 import libvirt
 import pytest
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import units
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts

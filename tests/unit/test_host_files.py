@@ -237,7 +237,7 @@ def test_a_failure_at_every_write_rolls_the_whole_set_back(tmp_path):
 
 
 def test_a_failed_run_reports_no_change(tmp_path):
-    from ansible.module_utils.testing import patch_module_args
+    from support.module_args import patch_module_args
     with patch_module_args({"files": SET, "root": str(tmp_path), "_ansible_diff": True}):
         module = host_files.build_module()
     worker = host_files.HostFiles(module, writer=FailingWriter(str(tmp_path), fail_at=3))

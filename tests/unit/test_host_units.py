@@ -13,7 +13,7 @@ import os
 
 import pytest
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import units
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

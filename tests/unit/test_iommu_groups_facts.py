@@ -8,7 +8,7 @@ import os
 import sys
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 

@@ -406,7 +406,7 @@ def live_nvme_pinner(sim):
     """The NVMe controller's IRQs pinned persistently with irqbalance's config, as on the
     live host (systemctl answered here): the pinner, and each command it ran with the
     host's state at that moment."""
-    from ansible.module_utils.testing import patch_module_args
+    from support.module_args import patch_module_args
     args = dict(root=sim.root, pci_devices=["0000:01:00.0"], cpus="0-1",
                 irqbalance_banned_cpus="2-3", irqbalance_config="/etc/default/irqbalance",
                 irqbalance_format="cpulist", persistent=True,
@@ -479,7 +479,7 @@ def test_irqbalance_restarts_before_the_pins_are_written(sim):
 def test_a_disabled_boot_unit_is_enabled_again(sim):
     args = dict(root=sim.root, pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True)
     pin(sim, **args)
-    from ansible.module_utils.testing import patch_module_args
+    from support.module_args import patch_module_args
     calls = []
     for enabled_rc, check_mode in ((1, True), (1, False), (0, False)):
         with patch_module_args(dict(args, _ansible_check_mode=check_mode)):
@@ -651,7 +651,7 @@ def test_a_device_vector_without_a_proc_irq_entry_is_not_selected(tmp_path):
 def live_pinner_answering(sim, active_units, **extra):
     """A persistent pin on the live host (systemctl answered here): ``active_units`` are
     the units ``systemctl is-active`` calls running; every command run is recorded."""
-    from ansible.module_utils.testing import patch_module_args
+    from support.module_args import patch_module_args
     args = dict(root=sim.root, pci_devices=["0000:01:00.0"], cpus="0-1", persistent=True,
                 _ansible_check_mode=False, _ansible_diff=False, **extra)
     with patch_module_args(args):

@@ -89,7 +89,7 @@ def test_hard_deadline_bounds_the_run():
 
 def _check_mode_generator(**options):
     """The module's own worker in check mode, as ansible-playbook --check runs it."""
-    from ansible.module_utils.testing import patch_module_args
+    from support.module_args import patch_module_args
     from ansible_collections.gpuhost.kvm.plugins.modules import kserve_loadgen as module_file
     args = {"model": "resnet50", "requests": 10, "_ansible_check_mode": True}
     args.update(options)

@@ -199,7 +199,7 @@ def test_concurrent_onboardings_get_different_gpus_and_cores(eight_gpu, tmp_path
 def test_bad_tenant_is_refused_before_the_lock_creates_anything(eight_gpu, tmp_path):
     """tenant_ledger validates its input first: a refused request leaves no ledger
     folder and no lock file behind."""
-    from ansible.module_utils.testing import patch_module_args
+    from support.module_args import patch_module_args
     from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
 
     folder = tmp_path / "gpuhost"
@@ -251,7 +251,7 @@ def test_the_same_housekeeping_written_differently_is_the_same_request(runbook, 
 
 def _module_error(root, path, **args):
     """Run tenant_ledger itself; return its error and the options it has."""
-    from ansible.module_utils.testing import patch_module_args
+    from support.module_args import patch_module_args
     from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
     args = dict(args, path=path, root=root, _ansible_check_mode=False, _ansible_diff=False)
     with patch_module_args(args):

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from support.fixturegen import build_runbook_host
 

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import topology_to_dict
 from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from support import fixturegen
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

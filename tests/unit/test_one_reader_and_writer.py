@@ -13,7 +13,7 @@ import stat
 import threading
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from support.sysfs_sim import run_module, snapshot
 

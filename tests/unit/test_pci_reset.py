@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from support.sysfs_sim import TreeBuilder, build_sim_host
 from support.realtrees import LAPTOP_IOMMU, tree as tree_path

@@ -10,7 +10,7 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from support import sysfs_sim
 

@@ -9,7 +9,7 @@ folder and lock file."""
 import os
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from support import fixturegen
 

@@ -11,7 +11,7 @@ import os
 
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from support.sysfs_sim import SimulatedKernel, TreeBuilder, run_module, snapshot
 from support import REPO

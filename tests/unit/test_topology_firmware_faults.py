@@ -17,7 +17,7 @@ from support import realtrees
 from support.realtrees import tree
 from support.sysfs_sim import TreeBuilder
 
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError

@@ -216,7 +216,7 @@ def build_infer_body(inputs, outputs=None, parameters=None):
         if total_elements > MAX_TENSOR_ELEMENTS:
             raise GpuhostError(
                 "shape %s makes the request %s elements, above the limit of %d (2**25)"
-                % (shape, "{:,}".format(total_elements), MAX_TENSOR_ELEMENTS),
+                % (shape, "{0:,}".format(total_elements), MAX_TENSOR_ELEMENTS),
                 field="inputs[%d].shape" % index,
                 fix="give the shape of one request as the model takes it (the runbook's ResNet50: "
                     "[32, 3, 224, 224]); measure a larger batch as several requests with a higher "

@@ -141,6 +141,8 @@ def validate_request(request, field="tenant"):
 # What one host's data may fail with when it has an unexpected shape deep inside (a
 # topology whose values are of the wrong type): the host is reported, never the fleet.
 _SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+# What makes a host's data unusable: a refusal of ours or data of the wrong shape.
+_UNUSABLE_ERRORS = (GpuhostError,) + _SHAPE_ERRORS
 
 
 def _unusable(exc):
@@ -276,7 +278,7 @@ def fleet_report(hosts):
             else:
                 raise GpuhostError(str(data.get("error") or "")
                                    or "no data (host unreachable or its facts task failed)")
-        except (GpuhostError,) + _SHAPE_ERRORS as err:
+        except _UNUSABLE_ERRORS as err:
             report_hosts[name] = {"error": _unusable(err)}
             totals["hosts_without_data"] += 1
             continue
@@ -376,7 +378,7 @@ def evaluate_host(topology, ledger, request, hugepage_check="memory"):
                               housekeeping=data.housekeeping or None,
                               hugepage_check=hugepage_check)[1:]
         return _fitting_candidate(topo, plan, added)
-    except (GpuhostError,) + _SHAPE_ERRORS as err:
+    except _UNUSABLE_ERRORS as err:
         return {"fits": False, "why": _unusable(err)}
 
 
