@@ -5,7 +5,7 @@ plain, and a file (under root) when it is there; the error names irqbalance_conf
 import os
 
 import pytest
-from ansible.module_utils.common.warnings import get_warning_messages
+from ansible.module_utils.basic import AnsibleModule
 
 from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
 
@@ -92,14 +92,15 @@ def test_an_irqbalance_config_with_dotdot_is_refused(sim, value):
     assert err.field == "irqbalance_config" and "'..'" in err.message
 
 
-def test_check_mode_before_irqbalance_is_installed_shows_the_ban_and_warns(sim):
+def test_check_mode_before_irqbalance_is_installed_shows_the_ban_and_warns(sim, monkeypatch):
     """Check mode on a fresh host runs before the package task has installed the file:
     the ban list is shown, nothing is written, and the real run would still refuse."""
+    warnings = []
+    monkeypatch.setattr(AnsibleModule, "warn", lambda self, text: warnings.append(text))
     before = snapshot(sim.root)
     worker = run_module(irq_affinity, "IrqPinner",
                         dict(root=sim.root, irqs=[60], cpus="0", irqbalance_banned_cpus="2-7",
                              irqbalance_format="cpulist"), sim, check_mode=True)
-    warnings = get_warning_messages()
     assert snapshot(sim.root) == before
     assert worker.result["changed"] is True
     assert any("/etc/sysconfig/irqbalance does not exist yet" in w for w in warnings), warnings
