@@ -75,6 +75,13 @@ def point_hk_gpu_01_at(base, build=build_runbook_host, **overrides):
     guests' services left alone)."""
     root = str(base / "root")
     build(root, **overrides)
+    # irqbalance installed, as the sriov_irq role's package task leaves a real host (the
+    # task does not run here): irq_affinity writes its ban list into this file and never
+    # creates it
+    for config in ("etc/default/irqbalance", "etc/sysconfig/irqbalance"):
+        os.makedirs(os.path.dirname(os.path.join(root, config)), exist_ok=True)
+        with open(os.path.join(root, config), "w", encoding="utf-8") as handle:
+            handle.write("IRQBALANCE_ONESHOT=0\n")
     image = str(base / "base.qcow2")
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", image, "1G"], check=True)
     extra = {

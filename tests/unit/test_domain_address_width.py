@@ -365,7 +365,6 @@ def test_module_options_take_cpu_and_bars_from_the_host_tree_below_root(tmp_path
     assert "has 40" in str(err.value)
 
 
-
 @pytest.mark.parametrize("boards, memory", [
     ([H100] * 2, 256 * GIB), ([H200] * 2, 64 * GIB), ([H100] * 8, TIB),
     ([H200] * 8, 2 * TIB),

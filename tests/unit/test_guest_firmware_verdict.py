@@ -69,7 +69,7 @@ def test_an_address_outside_every_root_window_is_not_a_pass():
 
 
 def test_a_boot_that_never_printed_the_report_gives_none():
-    cut = TWO_H100_ONE_LOST.split("PCIDEV 0000:02:00.0")[0]
+    cut = TWO_H100_ONE_LOST.split("PCIDEV 0000:02:00.0", maxsplit=1)[0]
     assert parse_guest_report(cut) is None
 
 

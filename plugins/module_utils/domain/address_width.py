@@ -183,9 +183,9 @@ class AddressWidth:
 
 def report_text(report):
     """One line for a report() dict, as the plan and the module's --diff show it."""
+    keys = ("bits", "window", "size_gib", "firmware", "vendor")
     return ("guest address width %s bits, 64-bit PCI window %s (%s GiB, %s, %s)"
-            % tuple(report.get(key) for key in ("bits", "window", "size_gib", "firmware",
-                                                 "vendor")))
+            % tuple(report.get(key) for key in keys))
 
 
 def evaluate(bits, firmware, memory_bytes, gpu_bar_sizes, vendor=None, gib_pages=True):
@@ -243,7 +243,7 @@ def choose_address_width(tenant, memory_bytes, gpu_bar_sizes: Sequence[Tuple[int
                     "it on a host with a wider physical address space (address sizes "
                     "in /proc/cpuinfo)")
         return width
-    width, _ = evaluate(MAX_PHYS_BITS, firmware, memory_bytes, gpu_bar_sizes, vendor,
+    width, dummy = evaluate(MAX_PHYS_BITS, firmware, memory_bytes, gpu_bar_sizes, vendor,
                         gib_pages)
     reason = ("without 1 GiB pages (pdpe1gb) OVMF opens at most %d GiB"
               % ((1 << (OVMF_NO_1G_PAGES_BITS - 3)) // GIB)
