@@ -129,6 +129,7 @@ MATRIX_TESTS = (
     "tests/integration/test_fleet_capacity.py",
     "tests/integration/test_host_modules_cli.py",
     "tests/integration/test_facts_module_cli.py",
+    "tests/integration/test_guest_modules_cli.py",
     "tests/integration/test_libvirt_pinned_domain_cli.py",
     "tests/integration/test_numa_cpuset_cli.py",
     "tests/quality/test_sanity.py",

@@ -192,7 +192,7 @@ ansible_facts:
               description:
                 - The size in bytes of each 64-bit prefetchable BAR of the GPU and its
                   companion functions, largest first; the guest address width rule
-                  places them (libvirt_pinned_domain's RV(address_width)).
+                  places them (M(gpuhost.kvm.libvirt_pinned_domain)'s C(address_width) result).
               type: list
               elements: int
               sample: [137438953472, 33554432]
