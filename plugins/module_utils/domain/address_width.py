@@ -244,7 +244,7 @@ def choose_address_width(tenant, memory_bytes, gpu_bar_sizes: Sequence[Tuple[int
                     "in /proc/cpuinfo)")
         return width
     width, dummy = evaluate(MAX_PHYS_BITS, firmware, memory_bytes, gpu_bar_sizes, vendor,
-                        gib_pages)
+                            gib_pages)
     reason = ("without 1 GiB pages (pdpe1gb) OVMF opens at most %d GiB"
               % ((1 << (OVMF_NO_1G_PAGES_BITS - 3)) // GIB)
               if firmware in EFI_FIRMWARES and not gib_pages else
