@@ -8,7 +8,8 @@ JSON file (tools/acceptance: bench/results/acceptance-<UTC time>.json, beside py
 JUnit XML of the same stem). The record holds the commit (and whether the tree was
 dirty), the start and end time (UTC), the wall time, the command line, every test's
 node id, outcome (passed, failed, skipped, error) and duration, the counts per outcome,
-the QEMU version of this machine and the lab's kernel (``uname -r`` in the running lab,
+the QEMU version of this machine, the ansible-core and Python versions the
+run's tests used, and the lab's kernel (``uname -r`` in the running lab,
 read after the first lab test that has the lab). It is rewritten atomically after every
 test's report, so a run that is interrupted or killed still leaves what ran, with the
 test it was in (``in_progress``).
@@ -69,6 +70,18 @@ def git_commit(repo):
     except (OSError, subprocess.SubprocessError) as err:
         return {"commit": sha, "dirty": None, "dirty_unavailable": str(err)}
     return {"commit": sha, "dirty": bool(status.strip())}
+
+
+def toolchain():
+    """The ansible-core and Python of this pytest process: a lane runs in its own virtual
+    environment (tests/lanes.py), whose ansible-playbook and ansible-test its tests run,
+    so this names the version each lane of the matrix proved."""
+    try:
+        from ansible.release import __version__ as ansible_core
+    except ImportError as err:
+        return {"ansible_core_version": None, "ansible_core_version_unavailable": str(err),
+                "python_version": "%d.%d.%d" % sys.version_info[:3]}
+    return {"ansible_core_version": ansible_core, "python_version": "%d.%d.%d" % sys.version_info[:3]}
 
 
 def qemu_version():
@@ -257,6 +270,7 @@ def from_environ(environ, repo, clock=time.time):
     static = {}
     static.update(git_commit(repo))
     static.update(qemu_version())
+    static.update(toolchain())
     static["junitxml"] = environ.get("GPUHOST_ACCEPTANCE_JUNITXML")
     return AcceptanceRecord(path, float(started) if started else clock(),
                             environ.get("GPUHOST_ACCEPTANCE_COMMAND") or " ".join(sys.argv),

@@ -221,7 +221,8 @@ def merge_records(parts, command, started_epoch, now):
         finished = finished and part.get("status") == "finished"
         exit_statuses.append(part.get("pytest_exitstatus"))
         merged["lanes"][name] = {key: part.get(key) for key in
-                                 ("status", "wall_s", "pytest_args", "pytest_exitstatus", "in_progress")}
+                                 ("status", "wall_s", "pytest_args", "pytest_exitstatus", "in_progress",
+                                  "ansible_core_version", "python_version")}
         merged["lanes"][name]["counts"] = part.get("counts")
     if merged["lab_kernel"] is None:
         merged["lab_kernel_unavailable"] = "no lane read the lab's kernel"

@@ -281,3 +281,10 @@ def test_a_killed_run_leaves_what_ran_and_the_test_it_was_in(tmp_path):
         ("test_some.py::test_first", "passed"), ("test_some.py::test_killed", None)]
     line, status = verdict(record, 137, str(path))
     assert status == 1 and "in progress: test_some.py::test_killed" in line
+
+
+def test_the_toolchain_is_the_ansible_core_this_process_imports():
+    from ansible.release import __version__
+    toolchain = acceptance_record.toolchain()
+    assert toolchain["ansible_core_version"] == __version__
+    assert toolchain["python_version"] == "%d.%d.%d" % sys.version_info[:3]

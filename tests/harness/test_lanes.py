@@ -107,6 +107,15 @@ def test_the_merged_record_sums_the_lanes_and_finishes_only_with_all_of_them():
     assert quiet["pytest_exitstatus"] == 0
 
 
+def test_the_merged_record_names_the_ansible_core_each_lane_ran():
+    newest = dict(_part("finished", []), ansible_core_version="2.19.4", python_version="3.11.2")
+    oldest = dict(_part("finished", []), ansible_core_version="2.14.18", python_version="3.11.2")
+    merged = lanes.merge_records({"host": newest, "ansible-2.14": oldest}, "tools/acceptance", 100.0, 130.0)
+    assert merged["lanes"]["host"]["ansible_core_version"] == "2.19.4"
+    assert merged["lanes"]["ansible-2.14"]["ansible_core_version"] == "2.14.18"
+    assert merged["lanes"]["ansible-2.14"]["python_version"] == "3.11.2"
+
+
 def test_the_merged_junit_has_a_suite_per_lane(tmp_path):
     for name in ("host", "lab-site"):
         (tmp_path / (name + ".xml")).write_text(
