@@ -27,8 +27,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     PLAN_FIRMWARE, plan_placement)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet
 from ansible_collections.gpuhost.kvm.plugins.modules import (
-    host_facts, iommu_groups_facts, numa_cpuset, tenant_ledger, vfio_bind)
+    capacity_facts, host_facts, iommu_groups_facts, numa_cpuset, tenant_ledger, vfio_bind)
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation
 
 ACCEL = "0000:45:00.0"
@@ -239,6 +240,11 @@ def test_every_module_refuses_a_hostile_list_before_any_side_effect(tmp_path, ca
             host_facts.main()
     result = json.loads(capsys.readouterr().out)
     assert result["failed"] and result["field"] == field
+    with patch_module_args({"root": root, "ledger_path": ledger, "gpu_devices": devices}):
+        with pytest.raises(SystemExit):
+            capacity_facts.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed"] and result["field"] == field
     assert snapshot(root) == before
 
 
@@ -306,3 +312,42 @@ def test_planner_iommu_facts_vfio_bind_and_validate_count_the_same_gpus(tmp_path
         assert "planned GPUs the IOMMU facts do not count as GPUs: %s" % TESTDEV in check["detail"]
     else:
         assert check["status"] == "pass"
+
+
+# -- the fleet: capacity_facts on the host, fleet_report and choose_host on the controller
+
+def test_capacity_facts_and_the_controller_count_the_listed_gpus_as_the_host_does(root, capsys):
+    ledger = os.path.join(root, "ledger.json")
+    request = dict(TENANT, name="t9", gpus=[TESTDEV])
+    with patch_module_args({"root": root, "ledger_path": ledger, "gpu_devices": [TESTDEV_ID],
+                            "include_topology": True, "hugepage_check": "none",
+                            "tenant": request}):
+        with pytest.raises(SystemExit):
+            capacity_facts.main()
+    fact = json.loads(capsys.readouterr().out)["ansible_facts"]["gpuhost_capacity"]
+    listed = sorted([g["address"] for node in fact["capacity"]["nodes"].values()
+                     for g in node["gpus"]]
+                    + [g["address"] for g in fact["capacity"]["gpus_unknown_node"]])
+    assert listed == sorted(CLASS_GPUS + [ACCEL, TESTDEV])
+    assert fact["gpu_devices"] == [TESTDEV_ID] and fact["gpu_devices_only"] is False
+    assert fact["candidate"]["fits"] and fact["candidate"]["gpus"] == [TESTDEV]
+    # The controller, from the same topology and ledger, counts what the host counted...
+    report = fleet.fleet_report({"h1": {"topology": fact["topology"], "ledger": fact["ledger"],
+                                        "gpu_devices": fact["gpu_devices"]}})
+    assert report["hosts"]["h1"]["totals"]["gpus_total"] == fact["capacity"]["totals"][
+        "gpus_total"] == len(listed)
+    chosen = fleet.choose_host({"h1": {"topology": fact["topology"], "ledger": fact["ledger"],
+                                       "gpu_devices": fact["gpu_devices"]}}, request,
+                               hugepage_check="none")
+    assert chosen["host"] == "h1"
+    # ...and without the list the stand-in is no GPU there, named in the reason; a host
+    # whose list is hostile is unusable, naming the entry.
+    with pytest.raises(GpuhostError) as info:
+        fleet.choose_host({"h1": {"topology": fact["topology"], "ledger": fact["ledger"]}},
+                          request, hugepage_check="none")
+    assert "0000:46:00.0 is not a GPU" in str(info.value)
+    with pytest.raises(GpuhostError) as info:
+        fleet.choose_host({"h1": {"topology": fact["topology"], "ledger": fact["ledger"],
+                                  "gpu_devices": ["1b36:0005\n"]}}, request,
+                          hugepage_check="none")
+    assert "h1: gpu_devices[0]" in str(info.value)
