@@ -21,8 +21,8 @@ options:
         entries. A bad entry is refused, naming it, before anything is read or changed.
       - Of several selected functions in one slot the lowest is the GPU and the others
         are its companion functions.
-      - The plan role passes the inventory's C(gpuhost_gpu_devices) to every module
-        with this option, so that they all count the same GPUs.
+      - The roles and playbooks give every module they call with this option the
+        inventory's C(gpuhost_gpu_devices), so that they all count the same GPUs.
     type: list
     elements: str
     default: []

@@ -207,8 +207,8 @@ def test_listed_only_without_a_list_is_refused():
 
 @pytest.mark.parametrize("devices, field", [(["10de:2335\n"], "gpu_devices[0]"),
                                             (["10de:2335"] * 10000, "gpu_devices")])
-def test_every_module_refuses_a_hostile_list_before_any_side_effect(tmp_path, capsys, devices,
-                                                                     field):
+def test_every_module_refuses_a_hostile_list_before_any_side_effect(tmp_path, capsys,
+                                                                    devices, field):
     root = build_host(str(tmp_path / "host"))
     sim = SimulatedKernel(root)
     ledger = str(tmp_path / "state" / "ledger.json")
