@@ -276,6 +276,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import r
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     GPU_SELECTION_ARGUMENT_SPEC, ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts import (
     check_iommu_options, read_iommu_facts)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
@@ -305,15 +306,16 @@ class HostFacts(object):
         self.iommu = None
         self.platform = None
         self.mechanisms = None
-        self.selection = None    # the GPU selection of the iommu subset (check())
+        self.selection = None    # what counts as a GPU in the iommu subset (check())
 
     def check(self):
         validate_root(self.root)
         gather = self.params["gather"]
+        # Whatever the subsets: a bad list is the inventory's fault on every run.
+        self.selection = GpuSelection.from_options(self.params.get("gpu_devices"),
+                                                   self.params.get("gpu_devices_only"))
         if "iommu" in gather:
-            self.selection = check_iommu_options(self.root, self.params["gpu_vendor"],
-                                                 self.params["gpu_devices"],
-                                                 self.params["gpu_devices_only"])
+            check_iommu_options(self.root, self.params["gpu_vendor"])
         if "kernel_log" in gather and not self.params["kernel_log_pattern"]:
             raise GpuhostError("the kernel_log subset needs a pattern", field="kernel_log_pattern",
                                fix="give the regular expression of the lines to return")

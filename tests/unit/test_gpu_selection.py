@@ -235,11 +235,12 @@ def test_every_module_refuses_a_hostile_list_before_any_side_effect(tmp_path, ca
             iommu_groups_facts.main()
     result = json.loads(capsys.readouterr().out)
     assert result["failed"] and result["field"] == field and result["ansible_facts"] == {}
-    with patch_module_args({"root": root, "gather": ["iommu"], "gpu_devices": devices}):
-        with pytest.raises(SystemExit):
-            host_facts.main()
-    result = json.loads(capsys.readouterr().out)
-    assert result["failed"] and result["field"] == field
+    for gather in (["iommu"], ["memory"]):
+        with patch_module_args({"root": root, "gather": gather, "gpu_devices": devices}):
+            with pytest.raises(SystemExit):
+                host_facts.main()
+        result = json.loads(capsys.readouterr().out)
+        assert result["failed"] and result["field"] == field
     with patch_module_args({"root": root, "ledger_path": ledger, "gpu_devices": devices}):
         with pytest.raises(SystemExit):
             capacity_facts.main()
