@@ -30,6 +30,9 @@ from support import fixturegen  # noqa: E402
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (  # noqa: E402
     plan_placement,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (  # noqa: E402
+    DEFAULT_GPU_SELECTION,
+)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (  # noqa: E402
     read_host_topology,
 )
@@ -68,7 +71,7 @@ def time_planner(runs=31, topology=None, out=sys.stdout):
     out.write("planner: %d tenants on %d CPUs / %d GPUs / %d VFs: median %.2f ms over %d "
               "runs (min %.2f, max %.2f; target < %.0f ms) %s\n"
               % (TENANTS, len(topology.cpus.online),
-                 sum(1 for f in topology.pci.values() if f.is_gpu),
+                 len(DEFAULT_GPU_SELECTION.gpus(topology.pci)),
                  sum(1 for f in topology.pci.values() if f.is_vf), median, runs,
                  min(samples), max(samples), TARGET_MS,
                  "OK" if median < TARGET_MS else "SLOW"))

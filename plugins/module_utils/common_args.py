@@ -12,6 +12,13 @@ ROOT_ARGUMENT_SPEC = {
     "root": {"type": "path", "default": "/"},
 }
 
+# What counts as a GPU (pci.GpuSelection.from_options), documented in
+# plugins/doc_fragments/gpu_selection.py.
+GPU_SELECTION_ARGUMENT_SPEC = {
+    "gpu_devices": {"type": "list", "elements": "str", "default": []},
+    "gpu_devices_only": {"type": "bool", "default": False},
+}
+
 
 def argument_spec(*parts, **extra):
     """A fresh argument spec made of shared parts plus the module's own options."""

@@ -334,6 +334,48 @@ def config_path(value, field, kind="file", root=None, missing_ok=False):
     return path
 
 
+# -- PCI device selectors -----------------------------------------------------------------
+
+# lspci -nn's vendor:device, and a PCI address as lspci -D prints it (the domain included,
+# 5 hex digits under Intel VMD; a slot of at most 1f). Matched whole: "10de:2335\n" is no ID.
+PCI_ID_RE = re.compile(r"(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})")
+PCI_FULL_ADDRESS_RE = re.compile(
+    r"(?P<domain>[0-9a-fA-F]{4,5}):(?P<bus>[0-9a-fA-F]{2}):(?P<slot>[01][0-9a-fA-F])"
+    r"\.(?P<function>[0-7])")
+
+
+def bounded_list(value, field, maximum, fix):
+    """``value`` as a list (None: empty) of at most ``maximum`` entries; a string, a
+    mapping or a longer list is refused naming ``field``."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise GpuhostError("%s is a %s, not a list" % (field, type(value).__name__),
+                           field=field, fix=fix)
+    if len(value) > maximum:
+        raise GpuhostError("%s has %d entries, more than %d" % (field, len(value), maximum),
+                           field=field, fix=fix)
+    return list(value)
+
+
+def pci_id_or_address(value, field):
+    """An entry of a PCI device list: ``("id", vendor, device)`` for ``10de:2335`` or
+    ``("address", "0000:41:00.0")`` (canonical, lower case) for a full address."""
+    text = value if isinstance(value, str) else None
+    match = PCI_ID_RE.fullmatch(text) if text is not None else None
+    if match:
+        return ("id", int(match.group("vendor"), 16), int(match.group("device"), 16))
+    match = PCI_FULL_ADDRESS_RE.fullmatch(text) if text is not None else None
+    if match:
+        return ("address", "%04x:%02x:%02x.%d" % (
+            int(match.group("domain"), 16), int(match.group("bus"), 16),
+            int(match.group("slot"), 16), int(match.group("function"))))
+    raise GpuhostError(
+        "%r is neither a vendor:device ID nor a PCI address" % (value,), field=field,
+        fix="write a vendor:device ID as lspci -nn prints it (10de:2335) or a full PCI "
+            "address as lspci -D prints it (0000:41:00.0)")
+
+
 # -- URLs --------------------------------------------------------------------------------
 
 def libvirt_uri(value, field="uri"):

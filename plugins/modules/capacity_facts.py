@@ -24,6 +24,7 @@ author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
+  - gpuhost.kvm.gpu_selection
 options:
   ledger_path:
     description:
@@ -157,14 +158,28 @@ ansible_facts:
           description: The ledger's C(tenants), C(housekeeping), C(smt_policy) and C(serial).
           type: dict
           returned: when O(include_topology=true)
+        gpu_devices:
+          description:
+            - O(gpu_devices) as the module took it, so that M(gpuhost.kvm.fleet_report)
+              and M(gpuhost.kvm.fleet_place) count the host's GPUs from C(topology) as
+              the host did.
+          type: list
+          elements: str
+          returned: success
+          sample: ["1b36:0005"]
+        gpu_devices_only:
+          description: O(gpu_devices_only) as the module took it.
+          type: bool
+          returned: success
+          sample: false
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
-    ROOT_ARGUMENT_SPEC, argument_spec)
+    GPU_SELECTION_ARGUMENT_SPEC, ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import (
-    evaluate_host, host_capacity, validate_request)
+    evaluate_host, host_capacity, selection_of, validate_request)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import read_ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
@@ -189,18 +204,23 @@ class CapacityFacts(object):
         tenant = self.module.params["tenant"]
         if tenant is not None:
             tenant = validate_request(tenant, "tenant")
+        params = self.module.params
+        options = {"gpu_devices": params["gpu_devices"],
+                   "gpu_devices_only": params["gpu_devices_only"]}
+        selection = selection_of(options)
         validate_root(self.root)
         # Absolute only: a relative path was taken below root, a rule no other module
         # shares, so the same value named two different files.
         self.ledger_path = absolute_path(self.ledger_path, "ledger_path", kind="ledger file")
         topology = read_host_topology(self.root, with_irqs=False)
         ledger = read_ledger(self.ledger_path)
-        fact = {"capacity": host_capacity(topology, ledger), "ledger_serial": ledger.serial}
+        fact = dict(options, capacity=host_capacity(topology, ledger, selection),
+                    ledger_serial=ledger.serial)
         if tenant is not None:
             fact["candidate"] = dict(
-                evaluate_host(topology, ledger, tenant, self.module.params["hugepage_check"]),
+                evaluate_host(topology, ledger, tenant, params["hugepage_check"], selection),
                 tenant=tenant.get("name"))
-        if self.module.params["include_topology"]:
+        if params["include_topology"]:
             fact["topology"] = topology_to_dict(topology)
             fact["ledger"] = {"tenants": ledger.tenants, "housekeeping": ledger.housekeeping,
                               "smt_policy": ledger.smt_policy, "serial": ledger.serial}
@@ -218,6 +238,7 @@ def build_module():
     return AnsibleModule(
         argument_spec=argument_spec(
             ROOT_ARGUMENT_SPEC,
+            GPU_SELECTION_ARGUMENT_SPEC,
             ledger_path={"type": "path", "default": "/var/lib/gpuhost/ledger.json"},
             tenant={"type": "dict"},
             hugepage_check={"type": "str", "choices": ["memory", "free", "none"],

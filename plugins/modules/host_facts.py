@@ -42,6 +42,7 @@ author:
 extends_documentation_fragment:
   - gpuhost.kvm.root
   - gpuhost.kvm.read_only
+  - gpuhost.kvm.gpu_selection
 options:
   gather:
     description:
@@ -273,8 +274,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
-    ROOT_ARGUMENT_SPEC, argument_spec)
+    GPU_SELECTION_ARGUMENT_SPEC, ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts import (
     check_iommu_options, read_iommu_facts)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
@@ -304,10 +306,14 @@ class HostFacts(object):
         self.iommu = None
         self.platform = None
         self.mechanisms = None
+        self.selection = None    # what counts as a GPU in the iommu subset (check())
 
     def check(self):
         validate_root(self.root)
         gather = self.params["gather"]
+        # Whatever the subsets: a bad list is the inventory's fault on every run.
+        self.selection = GpuSelection.from_options(self.params.get("gpu_devices"),
+                                                   self.params.get("gpu_devices_only"))
         if "iommu" in gather:
             check_iommu_options(self.root, self.params["gpu_vendor"])
         if "kernel_log" in gather and not self.params["kernel_log_pattern"]:
@@ -338,7 +344,8 @@ class HostFacts(object):
                 self.params["initramfs_inputs"], self.params["initramfs_image_pattern"], self.root),
             "libvirt": self.read_libvirt,
             "packages": self.read_packages,
-            "iommu": lambda: read_iommu_facts(self.module, self.root, self.params["gpu_vendor"]),
+            "iommu": lambda: read_iommu_facts(self.module, self.root, self.params["gpu_vendor"],
+                                              self.selection),
             "platform": self.read_platform,
             "pci": lambda: host_facts.read_pci(self.root),
             "realized": self.read_realized,
@@ -503,6 +510,7 @@ def build_module():
     return AnsibleModule(
         argument_spec=argument_spec(
             ROOT_ARGUMENT_SPEC,
+            GPU_SELECTION_ARGUMENT_SPEC,
             gather={"type": "list", "elements": "str", "choices": list(host_facts.GATHER_SUBSETS),
                     "default": ["firmware", "cpu_power", "memory"]},
             devices={"type": "list", "elements": "str", "default": []},

@@ -11,7 +11,8 @@ description:
   - Reads sysfs and procfs and returns one fact, C(gpuhost_iommu), describing whether the
     IOMMU is on and how (vendor, default domain type, passthrough, interrupt remapping),
     every IOMMU group with its devices, and for every GPU (PCI class 0x0300 VGA, 0x0302
-    3D or 0x0380 display controller) whether it can be handed to a tenant on its own.
+    3D, 0x0380 display controller or 0x1200 processing accelerator, plus the functions
+    O(gpu_devices) lists) whether it can be handed to a tenant on its own.
   - A GPU is isolated when its IOMMU group holds nothing but the GPU's own slot
     functions (such as the HDA audio function) and PCI bridges, the IOMMU is enabled,
     and no C(pcie_acs_override) is active. Any other device in the group (a USB
@@ -29,6 +30,7 @@ author:
 extends_documentation_fragment:
   - gpuhost.kvm.root
   - gpuhost.kvm.read_only
+  - gpuhost.kvm.gpu_selection
 options:
   gpu_vendor:
     description:
@@ -60,6 +62,10 @@ EXAMPLES = r"""
 - name: Only consider NVIDIA GPUs
   gpuhost.kvm.iommu_groups_facts:
     gpu_vendor: 10de
+
+- name: Count the lab's large-BAR stand-in (pci-testdev) as a GPU too
+  gpuhost.kvm.iommu_groups_facts:
+    gpu_devices: ["1b36:0005"]
 
 - name: Refuse to continue when a GPU shares its IOMMU group with other devices
   ansible.builtin.assert:
@@ -248,6 +254,11 @@ ansible_facts:
               description: The firmware console runs on this GPU (VGA class only).
               type: bool
               sample: false
+            selected_by:
+              description:
+                - Why it counts as a GPU - its class, or its entry in O(gpu_devices).
+              type: str
+              sample: "listed as 1b36:0005"
         dirty_groups:
           description: >-
             Groups that hold a GPU plus devices other than the GPU's slot functions and
@@ -311,6 +322,14 @@ ansible_facts:
               address: "0000:65:00.1"
               msg: 0000:65:00.1 has no reset file ...
               fix: put the GPU in a slot or on firmware where it supports FLR ...
+        gpu_selection:
+          description:
+            - What counted as a GPU - C(classes) (empty with O(gpu_devices_only)), the
+              listed vendor:device C(ids) and C(addresses), and C(listed_only).
+          type: dict
+          returned: always
+          sample: {classes: ["0x0300", "0x0302", "0x0380", "0x1200"], ids: ["1b36:0005"],
+                   addresses: [], listed_only: false}
         security_findings:
           description: >-
             Settings that weaken isolation, each with id, severity, msg and fix
@@ -328,7 +347,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
-    ROOT_ARGUMENT_SPEC, argument_spec)
+    GPU_SELECTION_ARGUMENT_SPEC, ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts import read_iommu_facts
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 
@@ -343,7 +362,9 @@ class IommuGroupsFacts(object):
         self.facts = None
 
     def run(self):
-        self.facts = read_iommu_facts(self.module, self.root, self.gpu_vendor)
+        params = self.module.params
+        self.facts = read_iommu_facts(self.module, self.root, self.gpu_vendor,
+                                      params["gpu_devices"], params["gpu_devices_only"])
 
     @property
     def result(self):
@@ -355,7 +376,8 @@ class IommuGroupsFacts(object):
 
 def build_module():
     return AnsibleModule(
-        argument_spec=argument_spec(ROOT_ARGUMENT_SPEC, gpu_vendor={"type": "str"}),
+        argument_spec=argument_spec(ROOT_ARGUMENT_SPEC, GPU_SELECTION_ARGUMENT_SPEC,
+                                    gpu_vendor={"type": "str"}),
         supports_check_mode=True,
     )
 

@@ -26,6 +26,7 @@ author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
+  - gpuhost.kvm.gpu_selection
 options:
   topology:
     description:
@@ -325,9 +326,11 @@ details:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+    GPU_SELECTION_ARGUMENT_SPEC,
     ROOT_ARGUMENT_SPEC,
     argument_spec,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     EMULATOR_POLICIES,
     HUGEPAGE_CHECKS,
@@ -354,6 +357,7 @@ def build_module():
     )
     spec = argument_spec(
         ROOT_ARGUMENT_SPEC,
+        GPU_SELECTION_ARGUMENT_SPEC,
         topology=dict(type="dict"),
         tenants=dict(type="list", elements="dict", options=tenant_spec, default=[]),
         housekeeping=dict(type="dict"),
@@ -374,6 +378,7 @@ class NumaCpusetPlanner(object):
 
     def run(self):
         params = self.module.params
+        selection = GpuSelection.from_options(params["gpu_devices"], params["gpu_devices_only"])
         topology = params["topology"]
         if topology is None:
             # The planner needs no IRQs; skipping them keeps a 4,000-IRQ host fast.
@@ -382,7 +387,7 @@ class NumaCpusetPlanner(object):
             topology, params["tenants"], housekeeping=params["housekeeping"],
             smt_policy=params["smt_policy"], existing=params["existing"],
             hugepage_check=params["hugepage_check"],
-            allow_acs_override=params["allow_acs_override"])
+            allow_acs_override=params["allow_acs_override"], gpu_selection=selection)
         for warning in self.plan["warnings"]:
             self.module.warn(warning)
 

@@ -92,6 +92,7 @@ options:
     type: int
 extends_documentation_fragment:
   - gpuhost.kvm.root
+  - gpuhost.kvm.gpu_selection
 notes:
   - The ledger O(path) is a host path; it is not resolved under O(root).
 attributes:
@@ -165,6 +166,9 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
     tenant_entry, tenant_functions)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+    GPU_SELECTION_ARGUMENT_SPEC, argument_spec)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import check_devices_free
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import layout_from_topology
@@ -174,7 +178,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import r
 
 def build_module():
     return AnsibleModule(
-        argument_spec=dict(
+        argument_spec=argument_spec(
+            GPU_SELECTION_ARGUMENT_SPEC,
             path=dict(type="path", default=ledger_core.DEFAULT_LEDGER_PATH),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             tenants=dict(type="list", elements="dict"),
@@ -227,12 +232,13 @@ class TenantLedger:
         # The ledger's path first: a relative one would be written into whatever folder
         # the module runs in.
         ledger_core.ledger_path(params["path"])
+        selection = GpuSelection.from_options(params["gpu_devices"], params["gpu_devices_only"])
         if params["state"] == "present":
             ledger_core.validate_tenants(params["tenants"])
         else:
             ledger_core.validate_names(params["names"])
         topology = read_host_topology(params["root"], with_irqs=False)
-        self.layout = layout_from_topology(topology)
+        self.layout = layout_from_topology(topology, selection)
         with ledger_core.locked(params["path"], timeout=params["lock_timeout"],
                                 read_only=self.module.check_mode) as lock:
             current = ledger_core.read_ledger(params["path"])
@@ -243,11 +249,11 @@ class TenantLedger:
                     housekeeping=params["housekeeping"],
                     hugepage_check=params["hugepage_check"],
                     allow_acs_override=params["allow_acs_override"],
-                    vf_count=params["vf_count"])
+                    vf_count=params["vf_count"], gpu_selection=selection)
             else:
                 self.refuse_held(current, topology)
                 new, self.plan, self.released = ledger_core.release(
-                    current, topology, params["names"])
+                    current, topology, params["names"], gpu_selection=selection)
             self.after = _summary(new)
             file_missing = not os.path.exists(params["path"])
             self.changed = (new.body() != current.body()) or (

@@ -28,6 +28,7 @@ extends_documentation_fragment:
   - gpuhost.kvm.root
   - gpuhost.kvm.host_change
   - gpuhost.kvm.change_attributes
+  - gpuhost.kvm.gpu_selection
 options:
   devices:
     description:
@@ -48,6 +49,13 @@ options:
       class:
         description: Class in hex, 2, 4 or 6 digits (C(03), C(0302), C(030200)).
         type: str
+      gpu:
+        description:
+          - Only the GPUs, as O(gpu_devices) and O(gpu_devices_only) define them - the
+            same GPUs the planner and M(gpuhost.kvm.iommu_groups_facts) count. An
+            accelerator without companion functions is bound alone.
+        type: bool
+        default: false
   with_companions:
     description:
       - Also take every other function of the same slot (bus:device). A GPU's HDA
@@ -156,6 +164,12 @@ EXAMPLES = r"""
       vendor: "10de"
       class: "0302"
 
+- name: Bind every GPU, the lab's large-BAR stand-in (pci-testdev) included
+  gpuhost.kvm.vfio_bind:
+    match:
+      gpu: true
+    gpu_devices: ["1b36:0005"]
+
 - name: Give the GPU back to its previous driver
   gpuhost.kvm.vfio_bind:
     devices:
@@ -199,6 +213,12 @@ devices:
     changed:
       description: Whether this device changes.
       type: bool
+    gpu_selected_by:
+      description:
+        - Why the function counts as a GPU (its class, or its O(gpu_devices) entry);
+          null for a function that is not one (a companion, a VF).
+      type: str
+      sample: class 0x0302
 steps:
   description: The planned (check mode) or applied steps, in order.
   returned: always
@@ -249,11 +269,12 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
-    ROOT_ARGUMENT_SPEC, argument_spec)
+    GPU_SELECTION_ARGUMENT_SPEC, ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     read_context, running_domain_devices_or_skip)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
+    GpuSelection, read_pci_functions)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
@@ -263,10 +284,12 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
 def build_module():
     spec = argument_spec(
         ROOT_ARGUMENT_SPEC,
+        GPU_SELECTION_ARGUMENT_SPEC,
         devices=dict(type="list", elements="str"),
         match=dict(type="dict", options={"vendor": dict(type="str"),
                                          "device": dict(type="str"),
-                                         "class": dict(type="str")}),
+                                         "class": dict(type="str"),
+                                         "gpu": dict(type="bool", default=False)}),
         with_companions=dict(type="bool", default=True),
         state=dict(type="str", choices=["bound", "unbound"], default="bound"),
         persistent=dict(type="bool", default=False),
@@ -312,16 +335,17 @@ class VfioBinder(object):
 
     def run(self):
         params = self.params
+        selection = GpuSelection.from_options(params["gpu_devices"], params["gpu_devices_only"])
         functions = read_pci_functions(params["root"])
         selected, companions = select_devices(functions, params["devices"], params["match"],
-                                              params["with_companions"])
+                                              params["with_companions"], selection)
         context = read_context(
             params["root"], functions,
             ssh_connection=os.environ.get("SSH_CONNECTION") if self.live else None,
             ip_addr_json=self._ip_addr_json(), domain_devices=self._domain_devices())
         self.plan = plan_vfio(self.writer, context, selected, companions, params["state"],
                               {o: params[o] for o in OVERRIDES}, params["persistent"],
-                              params["persistence"], params["initramfs"])
+                              params["persistence"], params["initramfs"], selection)
         if self.plan.needs_modprobe:
             if self.live:
                 prepend_modprobe(self.plan, self._modprobe)

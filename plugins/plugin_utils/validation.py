@@ -59,10 +59,21 @@ def check_vfio(plan, iommu):
     wanted += [t["vf"]["address"] for t in plan.get("tenants") or () if t.get("vf")]
     wrong = ["%s on %s" % (a, drivers.get(a) or "no driver") for a in wanted
              if drivers.get(a) != "vfio-pci"]
+    # The IOMMU facts' GPUs are those of the host's GPU selection (gpu_devices): a planned
+    # GPU they do not count was planned with another selection than the facts were read.
+    counted = (iommu or {}).get("gpus")
+    not_counted = [] if counted is None else [
+        g.get("address") for t in plan.get("tenants") or () for g in t.get("gpus") or ()
+        if g.get("address") not in {c.get("address") for c in counted}]
     if not wanted:
         return _check("vfio", "Devices on vfio-pci", NOT_RUN, "no device to pass through")
-    if wrong:
-        return _check("vfio", "Devices on vfio-pci", FAIL, "not on vfio-pci: " + ", ".join(wrong))
+    if wrong or not_counted:
+        faults = ["not on vfio-pci: " + ", ".join(wrong)] if wrong else []
+        if not_counted:
+            faults.append("planned GPUs the IOMMU facts do not count as GPUs: %s (read the "
+                          "facts with the plan's gpu_devices, gpuhost_gpu_devices)"
+                          % ", ".join(not_counted))
+        return _check("vfio", "Devices on vfio-pci", FAIL, "; ".join(faults))
     return _check("vfio", "Devices on vfio-pci", PASS, "%d functions on vfio-pci" % len(wanted))
 
 

@@ -154,5 +154,8 @@ def test_report_is_plain_data(tmp_path):
     assert set(data) == {"enabled", "vendor", "mode", "passthrough", "units",
                          "acpi_tables", "cmdline", "interrupt_remapping",
                          "interrupt_remapping_source", "groups", "gpus", "dirty_groups",
-                         "sriov_pfs", "security_findings", "reset_findings"}
+                         "sriov_pfs", "security_findings", "reset_findings", "gpu_selection"}
     assert data["gpus"][0]["companions"] == [fixturegen.RUNBOOK_HDA]
+    assert data["gpus"][0]["selected_by"] == "class 0x0302"
+    assert data["gpu_selection"] == {"classes": ["0x0300", "0x0302", "0x0380", "0x1200"],
+                                     "ids": [], "addresses": [], "listed_only": False}

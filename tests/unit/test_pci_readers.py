@@ -67,7 +67,7 @@ def test_sandy_bridge_parent_chain_from_the_device_path():
     functions = pci.read_pci_functions(tree(realtrees.SANDY_BRIDGE))
     assert functions["0000:02:00.3"].parents == ("0000:00:01.1",)
     assert functions["0000:05:00.0"].parents == ("0000:00:1c.0", "0000:04:00.0")
-    assert functions["0000:05:00.0"].is_gpu
+    assert pci.DEFAULT_GPU_SELECTION.selects(functions["0000:05:00.0"])
 
 
 def test_xeon_silver_sriov_nic_and_its_bars():
@@ -127,7 +127,7 @@ def test_runbook_gpu_hda_and_sriov(tmp_path):
     functions = pci.read_pci_functions(root)
     gpu = functions[fixturegen.RUNBOOK_GPU]
     assert (gpu.vendor_id, gpu.device_id, gpu.class_code) == (0x10DE, 0x20B5, 0x030200)
-    assert gpu.is_gpu and gpu.numa_node == 0 and gpu.reset_method == ("flr", "bus")
+    assert pci.DEFAULT_GPU_SELECTION.selects(gpu) and gpu.numa_node == 0 and gpu.reset_method == ("flr", "bus")
     assert gpu.bar64_prefetchable_total == (128 << 30) + (32 << 20)
     assert gpu.parents == ("0000:64:01.0",) and gpu.boot_vga is None
     hda = functions[fixturegen.RUNBOOK_HDA]

@@ -58,8 +58,9 @@ def test_bind_gpu_with_hda_then_idempotent(sim):
     by_addr = {d["address"]: d for d in result["devices"]}
     assert by_addr[GPU] == {"address": GPU, "driver_before": "nvidia", "driver_after": "vfio-pci",
                             "iommu_group": 2, "vfio_dev": "/dev/vfio/2", "companions": [HDA],
-                            "changed": True}
+                            "changed": True, "gpu_selected_by": "class 0x0302"}
     assert by_addr[HDA]["driver_before"] == "snd_hda_intel"
+    assert by_addr[HDA]["gpu_selected_by"] is None
     assert sim.driver_of(GPU) == sim.driver_of(HDA) == "vfio-pci"
     assert sim.read("/sys/bus/pci/devices/%s/driver_override" % GPU) == "vfio-pci"
     state = json.loads(sim.read_file("/var/lib/gpuhost/vfio-bind.json"))

@@ -49,7 +49,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files imp
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     BIND, UNBIND, VFIO_OVERRIDES)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
-    PciAddress, normalize_address)
+    PciAddress, gpu_selection, normalize_address)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import StateFile
 
@@ -111,8 +111,11 @@ def _matches(function, match):
     return True
 
 
-def select_devices(functions, devices=None, match=None, with_companions=True):
-    """Requested addresses plus their slot companions; returns (ordered list, companions)."""
+def select_devices(functions, devices=None, match=None, with_companions=True,
+                   selection=None):
+    """Requested addresses plus their slot companions; returns (ordered list, companions).
+    ``match.gpu`` takes only the GPUs of ``selection`` (pci.GpuSelection; None: the
+    default classes), the GPUs the planner and the IOMMU analysis count."""
     requested = []
     if devices:
         for text in devices:
@@ -124,8 +127,10 @@ def select_devices(functions, devices=None, match=None, with_companions=True):
             if address not in requested:
                 requested.append(address)
     if match:
+        gpus = set(gpu_selection(selection).gpus(functions)) if match.get("gpu") else None
         found = [address for address, fn in functions.items()
-                 if not fn.is_vf and _matches(fn, match)]
+                 if not fn.is_vf and _matches(fn, match)
+                 and (gpus is None or address in gpus)]
         if not found:
             raise GpuhostError("no PCI function matches %s" % json.dumps(match, sort_keys=True),
                                field="match", fix="check the IDs with lspci -nn")
@@ -397,6 +402,7 @@ class DevicePlan:
     iommu_group: Optional[int]
     companions: List[str] = field(default_factory=list)
     changed: bool = False
+    gpu_selected_by: Optional[str] = None    # GpuSelection.reason(); None: not a GPU
 
     @property
     def vfio_dev(self):
@@ -408,7 +414,7 @@ class DevicePlan:
         return {"address": self.address, "driver_before": self.driver_before,
                 "driver_after": self.driver_after, "iommu_group": self.iommu_group,
                 "vfio_dev": self.vfio_dev, "companions": self.companions,
-                "changed": self.changed}
+                "changed": self.changed, "gpu_selected_by": self.gpu_selected_by}
 
 
 @dataclass
@@ -493,9 +499,12 @@ def _unbind_steps(changes, writer, address, driver_before, previous):
 
 
 def plan_vfio(writer, context, selected, companions, state="bound", options=None,
-              persistent=False, persistence="auto", initramfs="auto"):
-    """Decide every step for ``selected`` (addresses), after the safety checks."""
+              persistent=False, persistence="auto", initramfs="auto", selection=None):
+    """Decide every step for ``selected`` (addresses), after the safety checks; each
+    device says whether ``selection`` (pci.GpuSelection) counts it as a GPU."""
     options = options or {}
+    selection = gpu_selection(selection)
+    gpus = set(selection.gpus(context.functions))
     check_iommu(context)
     changes = ChangeSet()
     plans = []
@@ -508,7 +517,9 @@ def plan_vfio(writer, context, selected, companions, state="bound", options=None
         driver = current_driver(writer, address)
         override = current_override(writer, address)
         plan = DevicePlan(address, driver, driver, function.iommu_group,
-                          companions.get(address, []))
+                          companions.get(address, []),
+                          gpu_selected_by=selection.reason(function) if address in gpus
+                          else None)
         plans.append(plan)
         if state == "bound":
             if driver == VFIO_PCI and override == VFIO_PCI:

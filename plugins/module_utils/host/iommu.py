@@ -18,8 +18,8 @@ from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
-    PciAddress, class_name, format_class_code, format_vendor_device, normalize_address,
-    reset_capability, slot_bar64_sizes, vfio_resets_on_release)
+    PciAddress, class_name, format_class_code, format_vendor_device, gpu_selection,
+    normalize_address, reset_capability, slot_bar64_sizes, vfio_resets_on_release)
 
 # Functions that may share a group with a passed-through device: vfio accepts bridges
 # (bound to pcieport or to no driver), and a host bridge does no DMA of its own.
@@ -58,6 +58,8 @@ class GpuVerdict:
     # each 64-bit prefetchable BAR of the GPU and its companions, largest first: what
     # the guest's root-port window holds (domain.address_width)
     bar64_sizes: Tuple[int, ...] = ()
+    # why the GPU selection counts it ("class 0x0302", "listed as 1b36:0005")
+    selected_by: Optional[str] = None
 
     def to_dict(self):
         return {
@@ -70,6 +72,7 @@ class GpuVerdict:
             "vendor_device": self.vendor_device, "class_code": self.class_code,
             "class_name": self.class_name, "boot_vga": self.boot_vga,
             "reset_methods": [dict(r) for r in self.reset_methods],
+            "selected_by": self.selected_by,
         }
 
 
@@ -90,6 +93,7 @@ class IommuReport:
     sriov_pfs: List[dict]
     security_findings: List[dict]
     reset_findings: List[dict] = field(default_factory=list)
+    gpu_selection: dict = field(default_factory=dict)   # GpuSelection.as_dict()
 
     def to_dict(self):
         """The ``gpuhost_iommu`` fact: plain data only."""
@@ -103,6 +107,7 @@ class IommuReport:
             "dirty_groups": self.dirty_groups, "sriov_pfs": self.sriov_pfs,
             "security_findings": self.security_findings,
             "reset_findings": self.reset_findings,
+            "gpu_selection": dict(self.gpu_selection),
         }
 
 
@@ -282,9 +287,11 @@ def reset_findings_of(gpu_address, capabilities, reset_by_vfio=()):
     return findings
 
 
-def analyse_iommu(topo, gpu_vendor=None):
-    """The IOMMU report of a host: groups, GPU verdicts, dirty groups, SR-IOV PFs."""
+def analyse_iommu(topo, gpu_vendor=None, selection=None):
+    """The IOMMU report of a host: groups, GPU verdicts, dirty groups, SR-IOV PFs.
+    ``selection``: what counts as a GPU (pci.GpuSelection; None: the default classes)."""
     vendor_filter = parse_gpu_vendor(gpu_vendor)
+    selection = gpu_selection(selection)
     iommu = topo.iommu
     pci = topo.pci
 
@@ -300,8 +307,9 @@ def analyse_iommu(topo, gpu_vendor=None):
     gpus = []
     dirty = {}
     reset_findings = []
-    for address, function in pci.items():
-        if not function.is_gpu or function.is_vf:
+    for address in selection.gpus(pci):
+        function = pci[address]
+        if function.is_vf:
             continue
         if vendor_filter is not None and function.vendor_id != vendor_filter:
             continue
@@ -336,7 +344,8 @@ def analyse_iommu(topo, gpu_vendor=None):
             class_code=format_class_code(function.class_code),
             class_name=class_name(function.class_code),
             numa_node_source=function.numa_node_source, boot_vga=function.boot_vga,
-            reset_methods=[c.as_dict() for c in capabilities]))
+            reset_methods=[c.as_dict() for c in capabilities],
+            selected_by=selection.reason(function)))
         reset_findings.extend(reset_findings_of(address, capabilities, reset_by_vfio))
 
     sriov_pfs = []
@@ -363,4 +372,4 @@ def analyse_iommu(topo, gpu_vendor=None):
         interrupt_remapping_source=iommu.interrupt_remapping_source, groups=groups,
         gpus=gpus, dirty_groups=[dirty[g] for g in sorted(dirty, key=lambda g: (g is None, g))],
         sriov_pfs=sriov_pfs, security_findings=_security_findings(iommu),
-        reset_findings=reset_findings)
+        reset_findings=reset_findings, gpu_selection=selection.as_dict())

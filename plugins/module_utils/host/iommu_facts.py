@@ -12,6 +12,7 @@ from __future__ import annotations
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import (
     analyse_iommu, parse_gpu_vendor)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology)
@@ -19,18 +20,20 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import inte
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import parse_vfinfo
 
 
-def check_iommu_options(root, gpu_vendor):
-    """Refuse a bad root or GPU vendor before anything is read."""
+def check_iommu_options(root, gpu_vendor, gpu_devices=None, gpu_devices_only=False):
+    """Refuse a bad root, GPU vendor or GPU selection before anything is read; return
+    the selection (pci.GpuSelection)."""
     validate_root(root)
     parse_gpu_vendor(gpu_vendor)
+    return GpuSelection.from_options(gpu_devices, gpu_devices_only)
 
 
-def read_iommu_facts(module, root, gpu_vendor=None):
+def read_iommu_facts(module, root, gpu_vendor=None, gpu_devices=None, gpu_devices_only=False):
     """The ``gpuhost_iommu`` fact of the host below ``root``; ``module`` (an
     AnsibleModule) runs ``ip`` on the live host for the VF settings."""
-    check_iommu_options(root, gpu_vendor)
+    selection = check_iommu_options(root, gpu_vendor, gpu_devices, gpu_devices_only)
     topology = read_host_topology(root, with_irqs=False)
-    facts = analyse_iommu(topology, gpu_vendor=gpu_vendor).to_dict()
+    facts = analyse_iommu(topology, gpu_vendor=gpu_vendor, selection=selection).to_dict()
     for pf in facts["sriov_pfs"]:
         add_vf_settings(module, pf, root)
     return facts

@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import FrozenSet, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    bounded_list, pci_id_or_address, validate_flag)
 
 # domain:bus:slot.function; the domain may be omitted (0000) and may have 5 hex digits
 # on hosts with Intel VMD, which puts its root ports in domains 10000 and up.
@@ -21,7 +23,11 @@ _ADDRESS_RE = re.compile(
 
 CLASS_VGA = 0x0300
 CLASS_3D = 0x0302
-GPU_CLASSES = (CLASS_VGA, CLASS_3D, 0x0380)
+CLASS_DISPLAY_OTHER = 0x0380
+CLASS_PROCESSING_ACCELERATOR = 0x1200
+# The classes that count as a GPU by default (GpuSelection): display controllers and
+# processing accelerators (inference cards that show no display class).
+GPU_CLASSES = (CLASS_VGA, CLASS_3D, CLASS_DISPLAY_OTHER, CLASS_PROCESSING_ACCELERATOR)
 CLASS_AUDIO_HDA = 0x0403
 CLASS_BRIDGE_PREFIX = 0x06
 CLASS_NETWORK_PREFIX = 0x02     # Ethernet, InfiniBand and other network controllers
@@ -157,10 +163,6 @@ class PciFunction:
         return self.class_code >> 8
 
     @property
-    def is_gpu(self):
-        return self.base_class in GPU_CLASSES
-
-    @property
     def is_bridge(self):
         return (self.class_code >> 16) == CLASS_BRIDGE_PREFIX
 
@@ -187,6 +189,109 @@ class PciFunction:
         return tuple(sorted((b.size for b in self.bars
                              if b.is_memory and b.is_64bit and b.is_prefetchable and b.size),
                             reverse=True))
+
+
+# The longest gpu_devices list: more entries than PCI functions a host has on its GPUs
+# is a typo or a hostile input, and each entry is compared with every function.
+MAX_GPU_DEVICES = 256
+GPU_DEVICES_FIX = ("list at most %d entries, each a vendor:device ID as lspci -nn prints "
+                   "it (10de:2335) or a full PCI address as lspci -D prints it "
+                   "(0000:41:00.0)" % MAX_GPU_DEVICES)
+
+
+@dataclass(frozen=True)
+class GpuSelection:
+    """What counts as a GPU on a host: every function of one of ``classes``, plus the
+    functions the inventory lists (``gpu_devices``) by vendor:device ID or by address.
+    With ``listed_only`` the list alone counts. The planner, the IOMMU analysis,
+    vfio_bind and validation all ask this one object."""
+
+    ids: FrozenSet[Tuple[int, int]] = frozenset()
+    addresses: FrozenSet[str] = frozenset()
+    listed_only: bool = False
+    classes: Tuple[int, ...] = GPU_CLASSES
+
+    @classmethod
+    def from_options(cls, devices=None, listed_only=False, field="gpu_devices",
+                     only_field="gpu_devices_only"):
+        """The selection of the options ``gpu_devices`` and ``gpu_devices_only``;
+        a GpuhostError naming the option for a bad entry, before anything is read."""
+        if isinstance(devices, cls):
+            return devices
+        entries = bounded_list(devices, field, MAX_GPU_DEVICES, GPU_DEVICES_FIX)
+        ids, addresses = set(), set()
+        for index, entry in enumerate(entries):
+            parsed = pci_id_or_address(entry, "%s[%d]" % (field, index))
+            if parsed[0] == "id":
+                ids.add(parsed[1:])
+            else:
+                addresses.add(parsed[1])
+        listed_only = validate_flag(bool(listed_only) if listed_only is None
+                                    else listed_only, only_field)
+        if listed_only and not entries:
+            raise GpuhostError(
+                "%s is true and %s is empty: no function would count as a GPU"
+                % (only_field, field), field=only_field,
+                fix="list the GPUs in %s, or set %s: false to count the display and "
+                    "accelerator classes" % (field, only_field))
+        return cls(frozenset(ids), frozenset(addresses), listed_only)
+
+    def reason(self, function):
+        """Why ``function`` (a PciFunction) is a GPU ("listed as 0000:41:00.0",
+        "listed as 1b36:0005", "class 0x1200"), or None when it is not one."""
+        if function.address in self.addresses:
+            return "listed as %s" % function.address
+        if (function.vendor_id, function.device_id) in self.ids:
+            return "listed as %s" % format_vendor_device(function)
+        if not self.listed_only and function.base_class in self.classes:
+            return "class 0x%04x" % function.base_class
+        return None
+
+    def selects(self, function):
+        return self.reason(function) is not None
+
+    def gpus(self, functions):
+        """The GPUs among ``functions`` (address -> PciFunction), by address: one per
+        slot, its lowest selected function; the slot's other functions (an HDA, more
+        BARs of one board) are that GPU's companions, never GPUs of their own."""
+        found = {}
+        for address in sorted(functions, key=PciAddress.parse):
+            if self.selects(functions[address]):
+                found.setdefault(PciAddress.parse(address).slot_key, address)
+        return tuple(sorted(found.values(), key=PciAddress.parse))
+
+    def unmatched(self, functions):
+        """The listed entries no function of ``functions`` matches (a typo, or a card
+        not seen by this host), sorted."""
+        seen_ids = {(f.vendor_id, f.device_id) for f in functions.values()}
+        return sorted(["%04x:%04x" % pair for pair in self.ids if pair not in seen_ids]
+                      + [a for a in self.addresses if a not in functions])
+
+    def describe(self):
+        """The selection in words, for messages."""
+        parts = [] if self.listed_only else [
+            "PCI classes %s" % ", ".join("0x%04x" % c for c in self.classes)]
+        listed = sorted("%04x:%04x" % pair for pair in self.ids) + sorted(self.addresses)
+        if listed:
+            parts.append("gpu_devices %s" % ", ".join(listed))
+        return " and ".join(parts)
+
+    def as_dict(self):
+        return {"classes": [] if self.listed_only else ["0x%04x" % c for c in self.classes],
+                "ids": sorted("%04x:%04x" % pair for pair in self.ids),
+                "addresses": sorted(self.addresses), "listed_only": self.listed_only}
+
+
+DEFAULT_GPU_SELECTION = GpuSelection()
+
+
+def gpu_selection(value=None):
+    """``value`` (a GpuSelection, or None for the default classes) as a GpuSelection."""
+    if value is None:
+        return DEFAULT_GPU_SELECTION
+    if isinstance(value, GpuSelection):
+        return value
+    return GpuSelection.from_options(value)
 
 
 # Names as lspci prints them (pci.ids), by class and subclass, then by class alone.

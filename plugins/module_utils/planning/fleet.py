@@ -29,6 +29,8 @@ from xml.sax.saxutils import escape
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import MAX_CPUS, parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
+    GpuSelection, gpu_selection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import (
     LedgerData,
     planner_request,
@@ -152,10 +154,18 @@ def _unusable(exc):
         type(exc).__name__, exc)
 
 
-def _ledger_plan(host_topology, data):
+def _ledger_plan(host_topology, data, selection=None):
     return plan_placement(host_topology, [], housekeeping=data.housekeeping or None,
                           smt_policy=data.smt_policy or "require", existing=data.tenants,
-                          hugepage_check="none")
+                          hugepage_check="none", gpu_selection=selection)
+
+
+def selection_of(data):
+    """The GPU selection a host's data was read with (capacity_facts' ``gpu_devices``
+    and ``gpu_devices_only``), so that the controller counts that host's GPUs as the
+    host did; the default classes when the data names none."""
+    return GpuSelection.from_options(data.get("gpu_devices"),
+                                     bool(data.get("gpu_devices_only")))
 
 
 def _page_name(size_kib):
@@ -241,12 +251,15 @@ def _capacity_from_plan(topo, host, plan):
     }
 
 
-def host_capacity(topology, ledger=None):
-    """What one host has left, per NUMA node. Raises GpuhostError on unusable input."""
+def host_capacity(topology, ledger=None, selection=None):
+    """What one host has left, per NUMA node, its GPUs those of ``selection``
+    (pci.GpuSelection; None: the default classes). Raises GpuhostError on unusable
+    input."""
     topo = as_topology(topology)
     data = as_ledger(ledger)
-    plan = _ledger_plan(topo, data)
-    return _capacity_from_plan(topo, PlannerHost(topo), plan)
+    selection = gpu_selection(selection)
+    plan = _ledger_plan(topo, data, selection)
+    return _capacity_from_plan(topo, PlannerHost(topo, selection=selection), plan)
 
 
 def fleet_report(hosts):
@@ -274,7 +287,8 @@ def fleet_report(hosts):
                     raise GpuhostError("its capacity fact %s; run capacity_facts on it again"
                                        % problem)
             elif "topology" in data:
-                capacity = host_capacity(data["topology"], data.get("ledger"))
+                capacity = host_capacity(data["topology"], data.get("ledger"),
+                                         selection_of(data))
             else:
                 raise GpuhostError(str(data.get("error") or "")
                                    or "no data (host unreachable or its facts task failed)")
@@ -360,7 +374,7 @@ def candidate_shape_problem(candidate):
 
 # ------------------------------------------------------------------ host choice
 
-def evaluate_host(topology, ledger, request, hugepage_check="memory"):
+def evaluate_host(topology, ledger, request, hugepage_check="memory", selection=None):
     """Would ``request`` fit on this host, where, and how well? Pure; runs on the host
     (capacity_facts with a tenant) or on the controller (choose_host).
 
@@ -374,16 +388,17 @@ def evaluate_host(topology, ledger, request, hugepage_check="memory"):
         data = as_ledger(ledger)
         if request.get("name") in data.names():
             return {"fits": False, "why": "tenant %s is already on this host" % request["name"]}
+        selection = gpu_selection(selection)
         plan, added = reserve(data, topo, [request], smt_policy=data.smt_policy or "require",
                               housekeeping=data.housekeeping or None,
-                              hugepage_check=hugepage_check)[1:]
-        return _fitting_candidate(topo, plan, added)
+                              hugepage_check=hugepage_check, gpu_selection=selection)[1:]
+        return _fitting_candidate(topo, plan, added, selection)
     except _UNUSABLE_ERRORS as err:
         return {"fits": False, "why": _unusable(err)}
 
 
-def _fitting_candidate(topo, plan, added):
-    host = PlannerHost(topo)
+def _fitting_candidate(topo, plan, added, selection):
+    host = PlannerHost(topo, selection=selection)
     tenant = next(t for t in plan["tenants"] if t["name"] == added[0])
     gpus = [g["address"] for g in tenant.get("gpus") or []]
     functions = tuple(f for g in tenant.get("gpus") or [] for f in g.get("functions") or [])
@@ -484,8 +499,13 @@ def choose_host(hosts, request, hugepage_check="memory", field="tenant"):
             candidates[name] = {"fits": False, "why": "its data is a %s, not a capacity fact"
                                                       % type(data).__name__}
         elif "topology" in data:
+            try:
+                selection = selection_of(data)
+            except GpuhostError as err:
+                candidates[name] = {"fits": False, "why": _unusable(err)}
+                continue
             candidates[name] = evaluate_host(data["topology"], data.get("ledger"), request,
-                                             hugepage_check)
+                                             hugepage_check, selection)
         elif "candidate" in data:
             candidate = data["candidate"]
             if isinstance(candidate, dict) and \

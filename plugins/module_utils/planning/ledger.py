@@ -324,7 +324,8 @@ def validate_names(names):
 
 
 def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
-            hugepage_check="memory", allow_acs_override=False, vf_count=None):
+            hugepage_check="memory", allow_acs_override=False, vf_count=None,
+            gpu_selection=None):
     """Plan ``tenants`` around the ledger's tenants; return (new LedgerData, plan, added).
 
     Tenants already in the ledger keep their entries byte for byte (the planner copies
@@ -342,7 +343,8 @@ def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
     plan = _from_ledger(data, lambda: plan_placement(
         topology, requests, housekeeping=hk or None, smt_policy=smt_policy,
         existing=data.tenants, hugepage_check=hugepage_check,
-        allow_acs_override=allow_acs_override, vf_count=vf_count),
+        allow_acs_override=allow_acs_override, vf_count=vf_count,
+        gpu_selection=gpu_selection),
         ("housekeeping",) if hk is data.housekeeping and hk else ())
     known = set(data.names())
     added = [t["name"] for t in plan["tenants"] if t["name"] not in known]
@@ -351,7 +353,7 @@ def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
     return new, plan, added
 
 
-def release(data, topology, names, hugepage_check="none"):
+def release(data, topology, names, hugepage_check="none", gpu_selection=None):
     """Drop ``names`` from the ledger; return (new LedgerData, plan of the rest, removed)."""
     validate_names(names)
     removed = [n for n in data.names() if n in set(names)]
@@ -360,6 +362,7 @@ def release(data, topology, names, hugepage_check="none"):
     plan = _from_ledger(data, lambda: plan_placement(
         topology, [], housekeeping=data.housekeeping or None,
         smt_policy=data.smt_policy or "require", existing=kept,
-        hugepage_check=hugepage_check), ("housekeeping", "smt_policy"), indices)
+        hugepage_check=hugepage_check, gpu_selection=gpu_selection),
+        ("housekeeping", "smt_policy"), indices)
     new = dataclasses.replace(data, tenants=copy.deepcopy(plan["tenants"]))
     return new, plan, removed

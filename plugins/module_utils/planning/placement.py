@@ -49,6 +49,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     PciAddress,
+    gpu_selection as as_gpu_selection,
     normalize_address,
     slot_bar64_sizes,
     vf_address,
@@ -224,9 +225,10 @@ def tenant_request_from_dict(data, field="tenants[0]"):
 class _Host:
     """What the planner needs from a HostTopology, indexed once (no rescans per tenant)."""
 
-    def __init__(self, topology, vf_count=None):
+    def __init__(self, topology, vf_count=None, selection=None):
         self.topology = topology
         self.vf_count = vf_count
+        self.selection = as_gpu_selection(selection)
         cpus = topology.cpus
         self.online = frozenset(cpus.online)
         self.possible_count = (max(cpus.possible) + 1 if cpus.possible
@@ -276,7 +278,7 @@ class _Host:
             self.slots.setdefault(self.address_key[address].slot_key, []).append(address)
             if function.iommu_group is not None:
                 self.groups.setdefault(function.iommu_group, []).append(address)
-        self.gpus = tuple(a for a in ordered if topology.pci[a].is_gpu)
+        self.gpus = self.selection.gpus(topology.pci)
         # A tenant's nic_vf is a network VF: an SR-IOV PF of another class (an NVMe
         # controller with secondary controllers, an accelerator) is no NIC.
         self.pfs = tuple(a for a in ordered
@@ -731,7 +733,7 @@ def _cpu_fix(request, policy):
 
 def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
                    existing=None, hugepage_check="memory", allow_acs_override=False,
-                   vf_count=None):
+                   vf_count=None, gpu_selection=None):
     """Place ``tenants`` on ``topology`` and return the plan (docs/plan-format.md).
 
     ``topology``: a HostTopology or its dict form. ``tenants``: request dicts or
@@ -744,9 +746,11 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     pcie_acs_override is active (its groups are not isolated by the hardware).
     ``vf_count``: how many VFs the SR-IOV stage gives each PF (an int for every PF, or
     {pf address: count}); VFs that do not exist yet are planned at their predicted
-    addresses up to that count (sriov_totalvfs when None), existing VFs first. Raises
-    GpuhostError; changes nothing.
+    addresses up to that count (sriov_totalvfs when None), existing VFs first.
+    ``gpu_selection``: what counts as a GPU (a pci.GpuSelection, or the gpu_devices list;
+    None: the default classes). Raises GpuhostError; changes nothing.
     """
+    selection = as_gpu_selection(gpu_selection)
     if smt_policy not in SMT_POLICIES:
         raise GpuhostError("unknown SMT policy %r" % (smt_policy,), field="smt_policy",
                            fix="use one of %s (Nova's hw:cpu_thread_policy meanings)"
@@ -764,7 +768,7 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
         raise GpuhostError("existing must be a list of plan tenants", field="existing",
                            fix="pass the tenants list of a previous plan")
     vf_count = _vf_count_arg(vf_count)
-    host = _Host(_as_topology(topology), vf_count)
+    host = _Host(_as_topology(topology), vf_count, selection)
     if not host.cores_by_node:
         raise GpuhostError("the topology shows no online CPU on any NUMA node",
                            field="topology", fix="check that /sys/devices/system/cpu and "
@@ -786,6 +790,10 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     # The reader's findings (overlapping node CPU lists) travel in the plan, which is
     # where the modules report warnings from.
     warnings: List[str] = list(host.topology.warnings)
+    unmatched = selection.unmatched(host.pci)
+    if unmatched:
+        warnings.append("gpu_devices lists %s, which no PCI function of this host matches"
+                        % ", ".join(unmatched))
     ledger = _Ledger()
     kept, kept_by_name = _load_existing(existing, host, ledger, warnings)
     housekeeping_cpus = resolve_housekeeping(host, housekeeping)
@@ -932,10 +940,16 @@ def _explicit_gpus(host, ledger, request, index):
             raise GpuhostError("GPU %s does not exist on this host" % address, field=item,
                                fix="pick one of the host's GPUs: %s"
                                    % (", ".join(host.gpus) or "none found"))
-        if not host.pci[address].is_gpu:
-            raise GpuhostError("%s is not a GPU (class 0x%06x)"
-                               % (address, host.pci[address].class_code), field=item,
-                               fix="pick one of the host's GPUs: %s"
+        if address not in host.gpus:
+            # A selected function that is not a GPU is a companion of its slot's first.
+            slot = host.address_key[address].slot_key
+            owner = [g for g in host.gpus if host.address_key[g].slot_key == slot]
+            raise GpuhostError("%s is not a GPU (class 0x%06x)%s"
+                               % (address, host.pci[address].class_code,
+                                  ": it is a function of GPU %s" % owner[0] if owner else ""),
+                               field=item,
+                               fix="pick one of the host's GPUs: %s; or list the card's "
+                                   "vendor:device ID or address in gpu_devices"
                                    % (", ".join(host.gpus) or "none found"))
         holder = ledger.function_owner.get(address)
         if holder:
@@ -988,10 +1002,11 @@ def _place_tenant(host, ledger, housekeeping_cpus, request, index, policy, hugep
                    if len(gpus) >= request.gpus]
         if not host.gpus:
             raise GpuhostError(
-                "not enough GPUs: tenant %s needs %d GPU(s) and this host shows none (PCI "
-                "classes 0x0300, 0x0302, 0x0380)" % (request.name, request.gpus),
+                "not enough GPUs: tenant %s needs %d GPU(s) and this host shows none (%s)"
+                % (request.name, request.gpus, host.selection.describe()),
                 field="%s.gpus" % field,
-                fix="check lspci -D for the cards, or set gpus: 0 for a tenant without one")
+                fix="check lspci -nn for the cards and list other cards' vendor:device IDs "
+                    "or addresses in gpu_devices, or set gpus: 0 for a tenant without one")
         if not options:
             free = "; ".join("node %d: %d (%s)" % (n, len(g), ", ".join(g))
                              for n, g in sorted(by_node.items())) or "none"

@@ -20,6 +20,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist,
     parse_cpulist,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import gpu_selection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     MAX_HUGEPAGES,
     MAX_MEMORY_GIB,
@@ -50,9 +51,11 @@ def _page_size(value, field="hugepage_size_kib"):
 
 # ------------------------------------------------------------------------------ layout
 
-def layout_from_topology(topology):
-    """The parts of a HostTopology that the pictures need, as plain data."""
+def layout_from_topology(topology, selection=None):
+    """The parts of a HostTopology that the pictures need, as plain data; ``selection``
+    tells the GPUs (pci.GpuSelection; None: the default classes)."""
     online = set(topology.cpus.online)
+    gpu_addresses = set(gpu_selection(selection).gpus(topology.pci))
     nodes = {}
     for node_id in sorted(topology.nodes):
         node = topology.nodes[node_id]
@@ -85,7 +88,7 @@ def layout_from_topology(topology):
                 and not function.is_vf and function.driver not in (None, "vfio-pci"):
             irq_devices.append({"address": address, "node": function.numa_node,
                                 "driver": function.driver})
-        if function.is_gpu:
+        if address in gpu_addresses:
             gpus.append({"address": address, "node": function.numa_node,
                          "driver": function.driver, "iommu_group": function.iommu_group})
         if function.is_sriov_pf:
