@@ -279,6 +279,20 @@ def test_cpu_mode_maximum_before_libvirt_7_1_is_host_model_under_tcg_and_refused
     assert err.value.field == "cpu_mode" and "7.1.0" in str(err.value)
 
 
+@pytest.mark.parametrize("firmware", ["efi", "efi-secure"])
+def test_uefi_before_libvirt_7_2_is_refused_naming_the_firmware(firmware):
+    # libvirt 7.0 drops <firmware><feature> and boots Debian 11's Secure Boot build
+    with pytest.raises(GpuhostError) as err:
+        dx.build_domain_xml(runbook_spec(firmware=firmware, libvirt_version=(7, 1, 0)))
+    assert err.value.field == "firmware" and "7.2.0" in str(err.value) and "bios" in err.value.fix
+    # (the runbook GPU's BARs need more than QEMU's default width: left to QEMU here)
+    assert dx.build_domain_xml(runbook_spec(firmware=firmware, libvirt_version=(7, 2, 0),
+                                            maxphysaddr_mode="none")) \
+        .find("os/firmware/feature") is not None
+    assert dx.build_domain_xml(runbook_spec(firmware="bios", libvirt_version=(7, 0, 0))) \
+        .find("os").get("firmware") is None
+
+
 # ----------------------------------------------------------------------- normalizer
 
 QEMU_ASSIGNED = """

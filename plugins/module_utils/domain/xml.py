@@ -483,6 +483,31 @@ def validate_spec(spec):
         seen[canonical] = True
 
 
+# libvirt reads <os><firmware><feature> since 7.2.0. 7.0 (Debian 11, the el9like lab)
+# drops the element without a word and takes the first descriptor that fits: Debian 11's
+# 40-edk2-x86_64-secure-enrolled.json, Secure Boot with Microsoft's keys, whichever of
+# efi and efi-secure was asked (checked on the lab: OVMF_CODE_4M.ms.fd and SMM on for a
+# plain firmware='efi'; with SMM off it refused to start).
+FIRMWARE_FEATURES_SINCE = (7, 2, 0)
+
+
+def check_firmware_on_libvirt(spec):
+    """Refuse UEFI where the spec's libvirt cannot be told which build to take."""
+    if spec.firmware not in FIRMWARE_FEATURES or spec.libvirt_version is None:
+        return
+    if tuple(spec.libvirt_version) < FIRMWARE_FEATURES_SINCE:
+        raise GpuhostError(
+            "firmware %s needs libvirt %s or newer to choose the UEFI build (<os><firmware>"
+            "<feature>); libvirt %s drops that choice and boots the first descriptor's "
+            "build, on Debian 11 Secure Boot with Microsoft's keys enrolled"
+            % (spec.firmware, _version_text(FIRMWARE_FEATURES_SINCE),
+               _version_text(spec.libvirt_version)),
+            field="firmware",
+            fix="use firmware bios on this host (vm_gpu_firmware, or the tenant's "
+                "firmware key), or upgrade libvirt to %s or newer"
+                % _version_text(FIRMWARE_FEATURES_SINCE))
+
+
 def validate_firmware(spec):
     """Refuse a firmware choice the machine cannot boot: OVMF is x86_64 firmware for
     q35 (its descriptors name pc-q35-* machines), and Secure Boot needs SMM, which
@@ -665,6 +690,7 @@ def _build_os(domain, spec):
     """<os>: BIOS (nothing named, SeaBIOS) or the auto-selected UEFI of FIRMWARE_FEATURES,
     and a direct kernel boot when the spec has one; children in libvirt's order (type,
     firmware, kernel, initrd, cmdline, boot)."""
+    check_firmware_on_libvirt(spec)
     efi = spec.firmware in FIRMWARE_FEATURES
     os_element = _sub(domain, "os", firmware="efi" if efi else None)
     _sub(os_element, "type", "hvm", arch=spec.arch, machine=spec.machine)
