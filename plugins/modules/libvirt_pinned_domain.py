@@ -371,6 +371,9 @@ options:
         C(edk2-ovmf) on RHEL; the preflight refuses V(efi) or V(efi-secure) when no
         descriptor below O(root) offers it with its code file present (not for
         O(domain_type=test), whose driver runs no firmware).
+      - Both are refused on libvirt older than 7.2 (Debian 11's 7.0), which drops the
+        features and boots the first descriptor's build, on Debian 11 Secure Boot with
+        the Microsoft keys; use V(bios) there.
       - A change of firmware is a new definition; a running tenant reports
         RV(restart_required). The guest keeps its NVRAM file, so a guest moved to
         V(efi-secure) gets the enrolled keys only with a fresh one (C(virsh start
