@@ -160,8 +160,8 @@ def test_the_el9like_lab_has_python_3_9_kernel_5_10_dracut_and_the_oldest_ansibl
 
 
 @pytest.mark.acceptance
-def test_site_converges_with_the_oldest_ansible_core_on_the_host_wide_1g_fallback(el9like_lab,
-                                                                                   gigantic_tenants):
+def test_site_converges_with_the_oldest_ansible_core_on_the_host_wide_1g_fallback(
+        el9like_lab, gigantic_tenants):
     lab = el9like_lab
     tenant, extra_vars = gigantic_tenants
     boots_before = lab.boot_count()
