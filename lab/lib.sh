@@ -35,13 +35,36 @@ PY
 # copied over image/rootfs; customize: run after image/customize) are part of its recipe
 # only, so editing a variant never rebuilds the default image. Its image has its own
 # recipe directory and its own link, <cache>/current-<variant>.
+#
+# A variant may build on another: its `extends` file names that variant, whose files go
+# in first (el9like: the dracut variant on Debian 11). Its `suite` file names the Debian
+# suite of the image (default bookworm). lab_variant_dirs lists them in build order.
 lab_variant=${GPUHOST_LAB_VARIANT:-default}
+lab_variant_dirs=()
+lab_variant_resolve() {
+  local name=$1 dir
+  case $name in
+    default|*[!a-z0-9-]*|"") lab_die "GPUHOST_LAB_VARIANT=$lab_variant: expected default or a directory name of lab/variants ($name)" ;;
+  esac
+  dir=$lab_dir/variants/$name
+  [ -d "$dir" ] || lab_die "GPUHOST_LAB_VARIANT=$lab_variant: no $dir"
+  [ ${#lab_variant_dirs[@]} -lt 4 ] || lab_die "GPUHOST_LAB_VARIANT=$lab_variant: its extends files loop"
+  [ ! -f "$dir/extends" ] || lab_variant_resolve "$(tr -d '[:space:]' < "$dir/extends")"
+  lab_variant_dirs+=("$dir")
+}
 case $lab_variant in
   default) lab_variant_dir= ;;
-  *[!a-z0-9-]*|"") lab_die "GPUHOST_LAB_VARIANT=$lab_variant: expected default or a directory name of lab/variants" ;;
-  *) lab_variant_dir=$lab_dir/variants/$lab_variant
-     [ -d "$lab_variant_dir" ] || lab_die "GPUHOST_LAB_VARIANT=$lab_variant: no $lab_variant_dir" ;;
+  *) lab_variant_resolve "$lab_variant"; lab_variant_dir=$lab_dir/variants/$lab_variant ;;
 esac
+
+# The image's Debian suite: the last `suite` file of the variant's chain, else bookworm.
+lab_suite() {
+  local suite=bookworm dir
+  for dir in "${lab_variant_dirs[@]}"; do
+    [ ! -f "$dir/suite" ] || suite=$(tr -d '[:space:]' < "$dir/suite")
+  done
+  printf '%s\n' "$suite"
+}
 
 lab_recipe_hash() {
   (
@@ -50,7 +73,7 @@ lab_recipe_hash() {
       printf '%s\n' build packages.txt
       find image -type f -o -type l
       # The default recipe's list stays as it was, so its hash (and cached image) too.
-      [ -z "$lab_variant_dir" ] || find "variants/$lab_variant" -type f -o -type l
+      for dir in "${lab_variant_dirs[@]}"; do find "variants/$(basename "$dir")" -type f -o -type l; done
     } | LC_ALL=C sort | while read -r f; do
       printf '== %s\n' "$f"
       if [ -L "$f" ]; then readlink "$f"; else cat "$f"; fi

@@ -18,6 +18,9 @@ in between. So a tier is split into lanes that share nothing and run at the same
   check mode, converge, idempotence, reboot, verify, onboardings, interrupted converge,
   molecule's create and destroy. Its lab starts as a first boot, so the converge needs no
   reset of a lab the module tests used;
+* ``lab-el9like`` (tools/acceptance only): test_el9like_on_lab.py, the el9like variant
+  of the lab (``lab/.run-el9like``) converged with the oldest ansible-core, after the
+  lab-site lane (the same queue);
 * ``ansible-<minor>``: the ansible-core matrix (tests/ansible-matrix.txt): the same tests
   of the playbooks, the module command lines and ansible-test sanity (``MATRIX_TESTS``),
   run by the pytest of that version's virtual environment (.venv-ansible-<minor>, built by
@@ -73,6 +76,7 @@ import gates  # noqa: E402  (tests/quality/gates.py: whether the quality gates r
 GRACE_S = 120
 LANE_OUTPUT = os.path.join(REPO, "tests", "output", "lanes")
 SITE_TESTS = "tests/lab/test_site_on_lab.py"
+EL9LIKE_TESTS = "tests/lab/test_el9like_on_lab.py"
 TIER_MARKERS = {"test": "not acceptance", "acceptance": None}
 # pytest's exit status for "no tests ran": a lane that a -k or -m selects nothing from.
 NO_TESTS_COLLECTED = 5
@@ -106,16 +110,31 @@ class Lane:
 # longest of the three, 233 s of the 2779 s measured in acceptance-20261202T0414Z.
 UNITS_RUN_BY_THE_GATE = ("tests/unit",)
 
+# The lab-site lane and, in tools/acceptance, the el9like lab after it: the lab-site lane
+# ends first (acceptance-20261203T1718Z: lab-site 2156 s, lab-modules 3398 s), so the
+# el9like converge adds the least wall time there, and one queue keeps the machine at two
+# labs at a time.
+LAB_SITE_QUEUE = "lab-site"
+
 LANES = (
     Lane("host", "not lab", ("tests",), ignore=UNITS_RUN_BY_THE_GATE),
-    Lane("lab-modules", "lab", ("tests/lab",), ignore=(SITE_TESTS,), lab_run="lab/.run-modules",
-         lab_ports="2261-2299"),
-    Lane("lab-site", "lab", (SITE_TESTS,), lab_run="lab/.run", lab_ports="2222-2260"),
+    Lane("lab-modules", "lab", ("tests/lab",), ignore=(SITE_TESTS, EL9LIKE_TESTS),
+         lab_run="lab/.run-modules", lab_ports="2261-2299"),
+    Lane("lab-site", "lab", (SITE_TESTS,), lab_run="lab/.run", lab_ports="2222-2260",
+         queue=LAB_SITE_QUEUE),
+)
+# tools/acceptance only (every test of them is marker acceptance; tools/test would start a
+# pytest that selects nothing): the el9like lab (Debian 11, Python 3.9, kernel 5.10,
+# dracut) converged with the oldest ansible-core of the matrix.
+ACCEPTANCE_LANES = (
+    Lane("lab-el9like", "lab", (EL9LIKE_TESTS,), lab_run="lab/.run-el9like",
+         lab_ports="2340-2370", queue=LAB_SITE_QUEUE),
 )
 
 
-def lanes_for(with_lab):
-    return [lane for lane in LANES if with_lab or lane.lab_run is None]
+def lanes_for(with_lab, tier="test"):
+    lanes = LANES + (ACCEPTANCE_LANES if tier == "acceptance" else ())
+    return [lane for lane in lanes if with_lab or lane.lab_run is None]
 
 
 # -- the ansible-core matrix --------------------------------------------------------------
@@ -437,7 +456,7 @@ def main(argv=None):
     parser.add_argument("--command", default=None, help="the command line the record names")
     args, extra = parser.parse_known_args(argv)
     tag = "test" if args.tier == "test" else "acceptance"
-    lanes = lanes_for(not args.no_lab) + matrix_lanes(args.tier)
+    lanes = lanes_for(not args.no_lab, args.tier) + matrix_lanes(args.tier)
     missing = [lane.venv for lane in lanes if lane.venv and not os.path.exists(os.path.join(REPO, lane.venv, "bin", "python"))]
     if missing:
         parser.error("the ansible-core matrix's virtual environments %s are missing (tests/ansible-matrix.txt): "

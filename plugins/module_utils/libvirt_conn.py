@@ -49,6 +49,13 @@ def open_connection(uri=DEFAULT_URI):
     return conn
 
 
+def daemon_version(conn):
+    """(major, minor, micro) of the libvirt daemon behind ``conn`` (getLibVersion names
+    the daemon's version, not the client library's)."""
+    number = conn.getLibVersion()
+    return (number // 1000000, number // 1000 % 1000, number % 1000)
+
+
 def _fix_for(uri, reason):
     text = reason.lower()
     if "permission denied" in text or "authentication" in text:

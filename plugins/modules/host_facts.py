@@ -358,9 +358,9 @@ class HostFacts(object):
         # The very fact iommu_groups_facts returns, under its own name.
         self.iommu = self.facts.pop("iommu", None)
 
-    def run_checked(self, argv, what):
+    def run_checked(self, argv, what, environ=None):
         """stdout of argv (no shell, ``--`` where the tool takes positional names)."""
-        rc, out, err = self.module.run_command(argv)
+        rc, out, err = self.module.run_command(argv, environ_update=environ)
         if rc != 0:
             raise GpuhostError("%s failed (%s): %s" % (what, " ".join(argv), (err or out).strip() or "rc=%d" % rc),
                                field="gather", fix="run the command on the host to see why")
@@ -391,8 +391,8 @@ class HostFacts(object):
                 units[unit["name"]] = dict(unit_core.unit_refresh({}, {}), read=False)
                 continue
             out = self.run_checked(
-                ["systemctl", "show", "--timestamp=unix", "-p", ",".join(unit_core.UNIT_PROPERTIES),
-                 "--", unit["name"]], "asking systemd for %s" % unit["name"])
+                unit_core.show_argv([unit["name"]], unit_core.UNIT_PROPERTIES),
+                "asking systemd for %s" % unit["name"], environ=unit_core.SHOW_ENVIRON)
             units[unit["name"]] = dict(unit_core.unit_refresh(
                 unit_core.parse_unit_properties(out),
                 host_facts.input_mtimes(unit["inputs"], self.root)), read=True)

@@ -119,8 +119,8 @@ notes:
     recorded tree or an image being built, which has no running systemd to ask) the
     module checks its options, changes nothing and lists in RV(skipped_actions) what it
     leaves to a run on the live host, so a role needs no condition of its own.
-  - Timestamps are read with C(systemctl show --timestamp=unix), which needs systemd
-    247 or later (RHEL 9, Debian 12).
+  - Timestamps are read from C(systemctl show) run with C(TZ=UTC), in whole seconds;
+    not with C(--timestamp=unix), which systemd 247 (Debian 11) refuses.
 attributes:
   diff_mode:
     details: One line per unit with its enablement and activity, before and after.
@@ -282,7 +282,7 @@ class HostUnits(object):
                          self.params["allow_host_critical"])
 
     def systemctl(self, argv):
-        rc, out, err = self.module.run_command(argv)
+        rc, out, err = self.module.run_command(argv, environ_update=unit_core.SHOW_ENVIRON)
         if rc != 0:
             raise GpuhostError("%s failed: %s" % (" ".join(argv), (err or out).strip() or "rc=%d" % rc),
                                field="units", fix="journalctl -u UNIT on the host shows why")

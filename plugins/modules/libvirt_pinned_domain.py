@@ -341,6 +341,10 @@ options:
         the host cannot serve is refused). A tenant without 64-bit BARs keeps QEMU's
         default 40 bits. It is written as C(<maxphysaddr mode='emulate' bits='N'/>)
         (libvirt 8.7 or later).
+      - An older libvirt (RHEL 9.0 has 8.0, Debian 11 7.0) drops the element without
+        a word, so it is not written there; V(auto) then checks that QEMU's default 40
+        bits hold every GPU's window and refuses the tenant otherwise, and V(emulate)
+        and V(passthrough) are refused.
       - V(passthrough) gives the guest the host's width; V(emulate) with
         O(maxphysaddr.bits) sets it; V(none) leaves it to QEMU.
     type: dict
@@ -367,6 +371,9 @@ options:
         C(edk2-ovmf) on RHEL; the preflight refuses V(efi) or V(efi-secure) when no
         descriptor below O(root) offers it with its code file present (not for
         O(domain_type=test), whose driver runs no firmware).
+      - Both are refused on libvirt older than 7.2 (Debian 11's 7.0), which drops the
+        features and boots the first descriptor's build, on Debian 11 Secure Boot with
+        the Microsoft keys; use V(bios) there.
       - A change of firmware is a new definition; a running tenant reports
         RV(restart_required). The guest keeps its NVRAM file, so a guest moved to
         V(efi-secure) gets the enrolled keys only with a fresh one (C(virsh start
@@ -378,6 +385,9 @@ options:
     description:
       - V(host-passthrough) (the runbook's) or V(maximum) for QEMU without KVM (TCG
         test hosts).
+      - libvirt older than 7.1 (Debian 11's 7.0) does not know V(maximum); there a TCG
+        domain (O(domain_type=qemu)) gets C(host-model), the same CPU under TCG, and a
+        KVM one is refused.
     type: str
     choices: [host-passthrough, maximum]
     default: host-passthrough
@@ -655,6 +665,7 @@ address_width:
       firmware's rule was applied for (C(unknown) under TCG or without
       /proc/cpuinfo; then only widths every vendor's rule trusts).
     - Null with O(maxphysaddr.mode=none), or passthrough with the host's width unknown.
+    - Under libvirt older than 8.7, QEMU's default width, which is not written.
   returned: when state is not absent
   type: dict
   sample: {"bits": 41, "window": "0x1c000000000-0x1ffffffffff", "size_gib": 256,
@@ -703,8 +714,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     PASS_THROUGH, read_module_context)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
-    HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt, libvirt_error_text,
-    open_connection)
+    HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, daemon_version, libvirt,
+    libvirt_error_text, open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import check_reset_methods
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
@@ -778,6 +789,7 @@ class PinnedDomain:
             topology_from_dict(self.params["topology"]) if self.params["topology"] is not None
             else read_host_topology(root=self.params["root"], with_irqs=False))
         spec = domain_spec_from_params(self.params, topo)
+        spec.libvirt_version = daemon_version(self.conn)
         width = dx.address_width_for(spec)
         self.address_width = width.report() if width else None
         check_boot_files(spec.direct_boot, self.params["root"])

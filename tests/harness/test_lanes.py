@@ -53,6 +53,21 @@ def test_without_the_lab_only_the_host_lane_runs():
     assert [lane.name for lane in lanes.lanes_for(True)] == ["host", "lab-modules", "lab-site"]
 
 
+def test_the_el9like_lane_runs_in_acceptance_only_after_the_lab_site_lane():
+    assert "lab-el9like" not in [lane.name for lane in lanes.lanes_for(True, "test")]
+    names = [lane.name for lane in lanes.lanes_for(True, "acceptance")]
+    assert names == ["host", "lab-modules", "lab-site", "lab-el9like"]
+    assert [lane.name for lane in lanes.lanes_for(False, "acceptance")] == ["host"]
+    el9like = lanes.ACCEPTANCE_LANES[0]
+    site, modules = LANES_BY_NAME["lab-site"], LANES_BY_NAME["lab-modules"]
+    # one queue: never three labs at once; its test file in no other lane
+    assert el9like.queue == site.queue and el9like.queue is not None and modules.queue is None
+    assert el9like.paths == (lanes.EL9LIKE_TESTS,) and lanes.EL9LIKE_TESTS in modules.ignore
+    assert el9like.lab_run not in {lane.lab_run for lane in lanes.LANES}
+    assert not _port_range(el9like.lab_ports) & (_port_range(site.lab_ports) | _port_range(modules.lab_ports))
+    assert os.path.exists(os.path.join(lanes.REPO, lanes.EL9LIKE_TESTS))
+
+
 def _port_range(text):
     first, last = (int(port) for port in text.split("-"))
     return set(range(first, last + 1))

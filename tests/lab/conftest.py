@@ -42,7 +42,9 @@ FIRST_BOOT_AGAIN = ("test_interrupted_converge_then_rerun_reaches_the_uninterrup
                     "test_default_scenario_destroys_the_lab_and_creates_it_from_a_stopped_lab")
 # The lab test files that boot a lab of their own (the dracut variant, issue 23 item 10;
 # marker "acceptance"): after every test of the lane, whose lab they stop first.
-OWN_LAB_FILES = ("test_dracut_on_lab.py",)
+# test_el9like_on_lab.py (the Debian 11 variant converged with the oldest ansible-core)
+# comes after the dracut one, in file order.
+OWN_LAB_FILES = ("test_dracut_on_lab.py", "test_el9like_on_lab.py")
 
 
 def pytest_collection_modifyitems(items):
@@ -95,11 +97,14 @@ def _tail(path, lines=40):
 class Lab:
     """The running lab: SSH commands, file reads and Ansible runs against hk-gpu-01."""
 
-    def __init__(self, run_dir=RUN_DIR, lab_env=None):
+    def __init__(self, run_dir=RUN_DIR, lab_env=None, bin_dir=VENV_BIN):
         self.run_dir = run_dir
         # The lab/* commands' environment for a lab other than this session's own (another
         # state directory, image variant or port range: tests/lab/test_dracut_on_lab.py).
         self.lab_env = lab_env
+        # Where ansible and ansible-playbook come from: this Python's virtual environment,
+        # or one of the ansible-core matrix (tests/lab/test_el9like_on_lab.py).
+        self.bin_dir = bin_dir
         self.console_log = os.path.join(run_dir, "console.log")
         state = {}
         with open(os.path.join(run_dir, "state"), encoding="utf-8") as handle:
@@ -161,7 +166,7 @@ class Lab:
         lab/up), for checks that need it when a reused lab has been rebooted."""
         run_lab_command("reset", timeout=300, env=self.lab_env)
         run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT, env=self.lab_env)
-        self.__init__(self.run_dir, self.lab_env)
+        self.__init__(self.run_dir, self.lab_env, self.bin_dir)
 
     # -- Ansible -----------------------------------------------------------------------
     def ansible_env(self, **extra):
@@ -171,7 +176,7 @@ class Lab:
                    ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_HOST_KEY_CHECKING="False",
                    GPUHOST_LAB_PORT=str(self.port),
                    GPUHOST_LAB_SSH_KEY=self.key,
-                   PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
+                   PATH=self.bin_dir + os.pathsep + os.environ.get("PATH", ""))
         env.update(extra)
         return env
 
@@ -181,7 +186,7 @@ class Lab:
         Every runner here reads stdin from /dev/null: the SSH master that lab/reboot
         starts can leave an inherited stdin non-blocking, and ansible then refuses to
         run ("requires blocking IO on stdin")."""
-        argv = [os.path.join(VENV_BIN, "ansible"), HOST, "-i", INVENTORY, "-m", name]
+        argv = [os.path.join(self.bin_dir, "ansible"), HOST, "-i", INVENTORY, "-m", name]
         if args is not None:
             argv += ["-a", json.dumps(args) if isinstance(args, dict) else args]
         if check_mode:
@@ -201,7 +206,7 @@ class Lab:
 
     def playbook(self, playbook, *args, check=True, timeout=1800):
         """A real ansible-playbook run against inventories/lab, limited to hk-gpu-01."""
-        argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", INVENTORY, "-l", HOST,
+        argv = [os.path.join(self.bin_dir, "ansible-playbook"), "-i", INVENTORY, "-l", HOST,
                 playbook] + list(args)
         proc = subprocess.run(argv, cwd=REPO, env=self.ansible_env(), capture_output=True,
                               text=True, timeout=timeout, check=False,
@@ -339,6 +344,65 @@ def lab_is_running(run_dir=RUN_DIR):
 # own (test_dracut_on_lab.py) stops this one first, so that two TCG guests of one lane
 # never share the 2 cores.
 SESSION_LAB = {}
+
+
+def variant_lab_env(variant, run_dir, ports):
+    """The lab/* commands' environment for a lab of image ``variant`` of its own."""
+    env = dict(os.environ)
+    env.update(GPUHOST_LAB_VARIANT=variant, GPUHOST_LAB_RUN=run_dir, GPUHOST_LAB_PORTS=ports)
+    # The range decides: a port pinned for the lane's own lab is not this lab's.
+    env.pop("GPUHOST_LAB_PORT", None)
+    return env
+
+
+def stop_the_lanes_own_lab(run_dir):
+    """The lane's lab is down before a lab of its own in ``run_dir`` boots (2 cores,
+    TCG): the session fixture's lab is stopped if this session booted it; one it did not
+    boot is a refusal."""
+    if os.path.realpath(RUN_DIR) == os.path.realpath(run_dir) or not lab_is_running(RUN_DIR):
+        return
+    session_lab = SESSION_LAB.get("lab")
+    if session_lab is None or not session_lab.started_here:
+        raise LabError("another lab runs in %s and this session did not boot it: stop it (GPUHOST_LAB_RUN=%s "
+                       "lab/down) before the %s lab boots, so that two TCG guests do not share the "
+                       "cores" % (RUN_DIR, RUN_DIR, os.path.basename(run_dir)))
+    run_lab_command("down", timeout=300)
+
+
+def variant_lab(variant, run_dir, ports, timings, bin_dir=VENV_BIN):
+    """The body of a module fixture for a lab of its own (lab/variants/<variant>): the
+    lane's lab stopped, the variant built (cached by its recipe) and booted from a first
+    boot, or reused when it already runs; yields its Lab (``started_here`` set) and takes
+    it down at the end unless GPUHOST_LAB_KEEP=1. ``timings`` gets build_s and
+    first_boot_to_ssh_s."""
+    env = variant_lab_env(variant, run_dir, ports)
+    started_here = False
+    try:
+        stop_the_lanes_own_lab(run_dir)
+        if not lab_is_running(run_dir):
+            t0 = time.monotonic()
+            run_lab_command("build", timeout=BUILD_TIMEOUT, env=env)
+            timings["build_s"] = round(time.monotonic() - t0, 1)
+            run_lab_command("reset", timeout=300, env=env)
+            t0 = time.monotonic()
+            run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT, env=env)
+            timings["first_boot_to_ssh_s"] = round(time.monotonic() - t0, 1)
+            started_here = True
+        else:
+            run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT, env=env)
+        instance = Lab(run_dir, env, bin_dir)
+    except LabError as err:
+        try:
+            run_lab_command("down", timeout=300, env=env)
+        except LabError as down_err:
+            err = LabError("%s\n(lab/down failed as well: %s)" % (err, down_err))
+        pytest.fail(str(err), pytrace=False)
+    instance.started_here = started_here
+    try:
+        yield instance
+    finally:
+        if os.environ.get("GPUHOST_LAB_KEEP") != "1":
+            run_lab_command("down", timeout=300, env=env)
 
 
 @pytest.fixture(scope="session")

@@ -48,8 +48,7 @@ import time
 import pytest
 from support import REPO
 
-from conftest import (BUILD_TIMEOUT, LAB_DIR, RUN_DIR, SESSION_LAB, WAIT_BOOT_TIMEOUT, Lab,
-                      LabError, lab_is_running, run_lab_command)
+from conftest import LAB_DIR, variant_lab
 
 pytestmark = pytest.mark.lab
 
@@ -68,28 +67,6 @@ SITE_TAGS = "bios,iommu,vfio"
 PROOF = {"timings": {}, "evidence": {}}
 
 
-def _lab_env():
-    env = dict(os.environ)
-    env.update(GPUHOST_LAB_VARIANT="dracut", GPUHOST_LAB_RUN=DRACUT_RUN,
-               GPUHOST_LAB_PORTS=DRACUT_PORTS)
-    # The range decides: a port pinned for the lane's own lab is not this lab's.
-    env.pop("GPUHOST_LAB_PORT", None)
-    return env
-
-
-def _stop_the_lanes_own_lab():
-    """The lane's lab is down before this one boots (2 cores, TCG): the session fixture's
-    lab is stopped if this session booted it; one it did not boot is a refusal."""
-    if os.path.realpath(RUN_DIR) == os.path.realpath(DRACUT_RUN) or not lab_is_running(RUN_DIR):
-        return
-    session_lab = SESSION_LAB.get("lab")
-    if session_lab is None or not session_lab.started_here:
-        raise LabError("another lab runs in %s and this session did not boot it: stop it (GPUHOST_LAB_RUN=%s "
-                       "lab/down) before the dracut lab boots, so that two TCG guests do not share the "
-                       "cores" % (RUN_DIR, RUN_DIR))
-    run_lab_command("down", timeout=300)
-
-
 def _write_proof():
     with open(os.path.join(DRACUT_RUN, "dracut-proof.txt"), "w", encoding="utf-8") as handle:
         handle.write(json.dumps(PROOF["timings"], indent=1, sort_keys=True) + "\n")
@@ -101,33 +78,9 @@ def _write_proof():
 def dracut_lab():
     """The dracut variant, built (cached by its recipe) and booted from a first boot,
     or reused when its lab already runs."""
-    env = _lab_env()
-    started_here = False
-    try:
-        _stop_the_lanes_own_lab()
-        if not lab_is_running(DRACUT_RUN):
-            t0 = time.monotonic()
-            run_lab_command("build", timeout=BUILD_TIMEOUT, env=env)
-            PROOF["timings"]["build_s"] = round(time.monotonic() - t0, 1)
-            run_lab_command("reset", timeout=300, env=env)
-            t0 = time.monotonic()
-            run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT, env=env)
-            PROOF["timings"]["first_boot_to_ssh_s"] = round(time.monotonic() - t0, 1)
-            started_here = True
-        else:
-            run_lab_command("up", timeout=WAIT_BOOT_TIMEOUT, env=env)
-        instance = Lab(DRACUT_RUN, env)
-    except LabError as err:
-        try:
-            run_lab_command("down", timeout=300, env=env)
-        except LabError as down_err:
-            err = LabError("%s\n(lab/down failed as well: %s)" % (err, down_err))
-        pytest.fail(str(err), pytrace=False)
-    instance.started_here = started_here
-    yield instance
-    _write_proof()
-    if os.environ.get("GPUHOST_LAB_KEEP") != "1":
-        run_lab_command("down", timeout=300, env=env)
+    for instance in variant_lab("dracut", DRACUT_RUN, DRACUT_PORTS, PROOF["timings"]):
+        yield instance
+        _write_proof()      # before the generator takes the lab down
 
 
 def _facts(lab, *gather):

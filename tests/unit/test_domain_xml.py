@@ -42,6 +42,10 @@ VARIANTS = {
     "maxphysaddr-emulate-46": {"maxphysaddr_mode": "emulate", "maxphysaddr_bits": 46},
     "maxphysaddr-none": {"maxphysaddr_mode": "none"},
     "tcg-maximum": {"domain_type": "qemu", "cpu_mode": "maximum"},
+    # Debian 11's libvirt 7.0 (the el9like lab): no <maxphysaddr>, host-model for maximum
+    "libvirt-7.0-auto-width": {"libvirt_version": (7, 0, 0)},
+    "libvirt-7.0-tcg-maximum": {"domain_type": "qemu", "cpu_mode": "maximum",
+                                "libvirt_version": (7, 0, 0)},
     "no-disk-no-seed": {"disk": None, "seed_path": None},
     "sata-disk-no-iothread": {"disk": dx.DiskSpec(path="/srv/a.qcow2", bus="sata",
                                                   target="sdb", iothread=None)},
@@ -231,6 +235,62 @@ def test_auto_maxphysaddr_is_written_as_emulate_bits():
     # SeaBIOS (the spec's firmware) grows its window in eighths: 4 TiB at 43 bits
     assert element.attrib == {"mode": "emulate", "bits": "43"}
     assert dx.address_width_for(spec).bits == 43
+
+
+def test_libvirt_before_8_7_gets_no_maxphysaddr_and_reports_qemus_default_width():
+    # libvirt 7.0 drops <maxphysaddr> without a word (seen on the el9like lab): written,
+    # it would make every run define the domain again.
+    spec = runbook_spec(libvirt_version=(8, 6, 0))
+    assert dx.build_domain_xml(spec).find("cpu/maxphysaddr") is None
+    width = dx.address_width_for(spec)
+    assert width.bits == address_width.QEMU_DEFAULT_PHYS_BITS
+    newer = runbook_spec(libvirt_version=(8, 7, 0))
+    assert dx.build_domain_xml(newer).find("cpu/maxphysaddr") is not None
+
+
+def test_libvirt_before_8_7_refuses_bars_beyond_qemus_default_width():
+    spec = runbook_spec(libvirt_version=(7, 0, 0))
+    spec.gpus[0].bar64_total = 4 << 40          # needs 43 bits (see above)
+    with pytest.raises(GpuhostError) as err:
+        dx.build_domain_xml(spec)
+    assert err.value.field == spec.option("gpus")
+    assert "libvirt 7.0.0" in str(err.value) and "8.7.0" in err.value.fix
+
+
+@pytest.mark.parametrize("mode, bits", [("emulate", 42), ("passthrough", None)])
+def test_libvirt_before_8_7_refuses_an_explicit_width(mode, bits):
+    spec = runbook_spec(libvirt_version=(7, 0, 0), maxphysaddr_mode=mode,
+                        maxphysaddr_bits=bits)
+    with pytest.raises(GpuhostError) as err:
+        dx.address_width_for(spec)
+    assert err.value.field == "maxphysaddr.mode" and "7.0.0" in str(err.value)
+    assert dx.address_width_for(runbook_spec(libvirt_version=(7, 0, 0),
+                                             maxphysaddr_mode="none")) is None
+
+
+def test_cpu_mode_maximum_before_libvirt_7_1_is_host_model_under_tcg_and_refused_under_kvm():
+    tcg = runbook_spec(domain_type="qemu", cpu_mode="maximum", libvirt_version=(7, 0, 0))
+    assert dx.build_domain_xml(tcg).find("cpu").get("mode") == "host-model"
+    current = runbook_spec(domain_type="qemu", cpu_mode="maximum", libvirt_version=(7, 1, 0))
+    assert dx.build_domain_xml(current).find("cpu").get("mode") == "maximum"
+    kvm = runbook_spec(cpu_mode="maximum", libvirt_version=(7, 0, 0))
+    with pytest.raises(GpuhostError) as err:
+        dx.build_domain_xml(kvm)
+    assert err.value.field == "cpu_mode" and "7.1.0" in str(err.value)
+
+
+@pytest.mark.parametrize("firmware", ["efi", "efi-secure"])
+def test_uefi_before_libvirt_7_2_is_refused_naming_the_firmware(firmware):
+    # libvirt 7.0 drops <firmware><feature> and boots Debian 11's Secure Boot build
+    with pytest.raises(GpuhostError) as err:
+        dx.build_domain_xml(runbook_spec(firmware=firmware, libvirt_version=(7, 1, 0)))
+    assert err.value.field == "firmware" and "7.2.0" in str(err.value) and "bios" in err.value.fix
+    # (the runbook GPU's BARs need more than QEMU's default width: left to QEMU here)
+    assert dx.build_domain_xml(runbook_spec(firmware=firmware, libvirt_version=(7, 2, 0),
+                                            maxphysaddr_mode="none")) \
+        .find("os/firmware/feature") is not None
+    assert dx.build_domain_xml(runbook_spec(firmware="bios", libvirt_version=(7, 0, 0))) \
+        .find("os").get("firmware") is None
 
 
 # ----------------------------------------------------------------------- normalizer

@@ -550,11 +550,21 @@ def test_unit_refresh_of_nothing_known():
                                                      "restart": False, "reasons": []}
 
 
-@pytest.mark.parametrize("stamp", ["Mon 2024-01-01 10:00:00 UTC", "1700000000", "@", "@17000x", "@-5", "@ 1700000000"])
-def test_timestamp_not_in_unix_form_is_refused(stamp):
+@pytest.mark.parametrize("stamp", ["Mon 2024-01-01 10:00:00 CET", "Mon 2024-01-01 10:00:00", "2024-01-01 10:00:00 UTC",
+                                   "Mon 2024-13-01 10:00:00 UTC", "Fri 2024-02-30 10:00:00 UTC", "1700000000", "@",
+                                   "@17000x", "@-5", "@ 1700000000"])
+def test_timestamp_neither_in_utc_nor_in_unix_form_is_refused(stamp):
     with pytest.raises(GpuhostError) as err:
         units.unit_refresh(dict(ACTIVE, ActiveEnterTimestamp=stamp), {})
-    assert err.value.field == "units" and "--timestamp=unix" in err.value.fix
+    assert err.value.field == "units" and "TZ=UTC" in err.value.fix
+
+
+def test_timestamp_in_utc_is_read_to_the_second_as_the_unix_form_is():
+    # systemd 247 (Debian 11) refuses --timestamp=unix; with TZ=UTC it prints this form.
+    inputs = {"/etc/a": 1_700_000_050, "/etc/b": 1_700_000_051}
+    for stamp in ("Tue 2023-11-14 22:14:10 UTC", "@1700000050"):      # 1700000050 both
+        refresh = units.unit_refresh(dict(ACTIVE, ActiveEnterTimestamp=stamp), inputs)
+        assert refresh["restart"] is True and refresh["reasons"] == ["changed since the unit started: /etc/b"]
 
 
 def test_timestamp_with_a_superscript_digit_is_refused_not_a_traceback():
@@ -698,12 +708,14 @@ def test_bad_root_fails_naming_root(capsys, no_commands, root):
 def test_units_on_the_live_root_with_systemctl_mocked(tmp_path, capsys, monkeypatch):
     changed = _write(tmp_path, "numa.conf", "x", 1_700_000_100)
     unit_file = _write(tmp_path, "gpuhost-numa.service", "x", 1_600_000_000)
-    calls = []
+    calls, environs = [], []
 
     def run_command(self, argv, *args, **kwargs):
         calls.append(list(argv))
+        environs.append(kwargs.get("environ_update"))
+        # what systemd 247 prints with TZ=UTC (1700000050 seconds)
         return 0, ("ActiveState=active\nUnitFileState=enabled\nNeedDaemonReload=no\n"
-                   "ActiveEnterTimestamp=@1700000050\nId=gpuhost-numa.service\n"), ""
+                   "ActiveEnterTimestamp=Tue 2023-11-14 22:14:10 UTC\nId=gpuhost-numa.service\n"), ""
 
     monkeypatch.setattr(AnsibleModule, "run_command", run_command)
     code, result = _run(capsys, root="/", gather=["units"],
@@ -711,7 +723,8 @@ def test_units_on_the_live_root_with_systemctl_mocked(tmp_path, capsys, monkeypa
     assert code == 0
     assert len(calls) == 1
     argv = calls[0]
-    assert argv[:2] == ["systemctl", "show"] and "--timestamp=unix" in argv
+    assert argv[:2] == ["systemctl", "show"] and "--timestamp=unix" not in argv
+    assert environs == [{"TZ": "UTC", "LC_ALL": "C"}]
     assert argv[-2:] == ["--", "gpuhost-numa.service"]
     assert argv.index("--") < argv.index("gpuhost-numa.service")
     assert argv[argv.index("-p") + 1] == ",".join(units.UNIT_PROPERTIES)
@@ -727,11 +740,12 @@ def test_units_systemctl_failure_fails_naming_gather_with_systemctl_mocked(capsy
     assert "Failed to connect to bus" in result["msg"] and "-- gpuhost-numa.service" in result["msg"]
 
 
-def test_units_with_old_systemd_timestamps_fail_with_systemctl_mocked(capsys, monkeypatch):
+def test_units_with_a_timestamp_not_in_utc_fail_with_systemctl_mocked(capsys, monkeypatch):
+    # a systemctl that ignored TZ=UTC: its local time cannot be compared with file times
     monkeypatch.setattr(AnsibleModule, "run_command", lambda self, argv, *a, **kw: (
-        0, "ActiveState=active\nActiveEnterTimestamp=Mon 2024-01-01 10:00:00 UTC\n", ""))
+        0, "ActiveState=active\nActiveEnterTimestamp=Mon 2024-01-01 10:00:00 CET\n", ""))
     code, result = _run(capsys, root="/", gather=["units"], units=[{"name": "gpuhost-numa.service"}])
-    assert code == 1 and result["field"] == "units" and "systemd 247" in result["msg"]
+    assert code == 1 and result["field"] == "units" and "TZ=UTC" in result["msg"]
 
 
 def test_kernel_log_on_the_live_root_with_journalctl_mocked(capsys, monkeypatch):

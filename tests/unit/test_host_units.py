@@ -8,6 +8,7 @@ Only systemctl is faked (FakeSystemd, every test that uses it says "fake_systemc
 its name); the inputs are real files under tmp_path with set modification times, and the
 module runs through main() with its real argument spec and runner."""
 
+import datetime
 import json
 import os
 
@@ -54,11 +55,17 @@ class FakeSystemd:
         if " ".join([verb] + names) in self.fail:
             return 1, "", "Job for %s failed." % " ".join(names)
         if verb == "show":
+            # As systemd 247 does: no --timestamp=unix, and timestamps in the zone of TZ.
+            if "--timestamp=unix" in argv:
+                return 1, "", "Invalid value: unix"
+            if (kwargs.get("environ_update") or {}).get("TZ") != "UTC":
+                return 1, "", "the fake prints only UTC timestamps: run systemctl show with TZ=UTC"
             blocks = []
             for name in names:
                 state = self.units.get(name) or {"LoadState": "not-found", "ActiveState": "inactive",
                                                  "UnitFileState": "", "NeedDaemonReload": "no",
                                                  "ActiveEnterTimestamp": ""}
+                state = dict(state, ActiveEnterTimestamp=_utc_text(state["ActiveEnterTimestamp"]))
                 blocks.append("".join("%s=%s\n" % (key, state[key]) for key in units.SHOW_PROPERTIES))
             return 0, "\n".join(blocks), ""
         if verb == "daemon-reload":
@@ -79,12 +86,20 @@ class FakeSystemd:
         return [" ".join(call[1:2] + call[3:]) for call in self.calls if call[1] != "show"]
 
 
+def _utc_text(stamp):
+    """The fake's "@SECONDS" as systemctl show prints it with TZ=UTC."""
+    if not stamp:
+        return ""
+    moment = datetime.datetime.fromtimestamp(int(stamp[1:]), tz=datetime.timezone.utc)
+    return moment.strftime("%a %Y-%m-%d %H:%M:%S UTC")
+
+
 @pytest.fixture
 def systemd(monkeypatch):
     fake = FakeSystemd()
 
     def run_command(module, argv, *args, **kwargs):
-        return fake(module, argv)
+        return fake(module, argv, **kwargs)
 
     monkeypatch.setattr(AnsibleModule, "run_command", run_command)
     return fake
@@ -105,9 +120,11 @@ def _want(name, **extra):
 
 def test_show_argv_asks_every_unit_once_after_end_of_options():
     assert units.show_argv(["a.service", "b.service"]) == [
-        "systemctl", "show", "--timestamp=unix", "-p",
+        "systemctl", "show", "-p",
         "LoadState,ActiveState,UnitFileState,NeedDaemonReload,ActiveEnterTimestamp",
         "--", "a.service", "b.service"]
+    # its timestamps in UTC (systemd 247 refuses --timestamp=unix)
+    assert units.SHOW_ENVIRON == {"TZ": "UTC", "LC_ALL": "C"}
 
 
 def test_show_blocks_are_split_per_unit_in_order():

@@ -18,6 +18,7 @@ import pytest
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import topology_to_dict
+from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import daemon_version
 from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
 
 from support.domain_xml import (Env, RUNBOOK_GPU, RUNBOOK_HDA, plan_args, runbook_tenant,
@@ -629,3 +630,11 @@ def test_hostdev_rom_for_a_vf_the_domain_lacks_is_refused(tmp_path):
     err = env.fail(**plan_args(network={"type": "none"},
                                hostdev_rom=[{"device": "vf", "bar": "off"}]))
     assert err.field == "hostdev_rom[0].device" and "has no VF" in err.message
+
+
+def test_daemon_version_reads_the_connections_libvirt_version(tmp_path):
+    # The test driver runs in this process: its daemon version is the library's.
+    env = Env(tmp_path)
+    number = libvirt.getVersion()
+    assert daemon_version(env.conn) == (number // 1000000, number // 1000 % 1000, number % 1000)
+    assert daemon_version(env.conn) >= (8, 7, 0)    # this machine's libvirt writes <maxphysaddr>

@@ -11,16 +11,24 @@ turns the answers and the inputs' modification times into an ordered list of ste
 
 from __future__ import annotations
 
+import datetime
 import re
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 
-# The unit properties unit_refresh decides on; systemctl show --timestamp=unix prints
-# ActiveEnterTimestamp as @SECONDS (systemd 247 and later: RHEL 9, Debian 12).
+# The unit properties unit_refresh decides on.
 UNIT_PROPERTIES = ("ActiveState", "UnitFileState", "NeedDaemonReload", "ActiveEnterTimestamp")
 # host_units also needs to know whether systemd has the unit at all.
 SHOW_PROPERTIES = ("LoadState",) + UNIT_PROPERTIES
+# systemctl show prints ActiveEnterTimestamp as "Www YYYY-MM-DD HH:MM:SS ZONE" in the zone
+# of its own TZ, so run with TZ=UTC it prints UTC, in whole seconds, on every systemd. Not
+# --timestamp=unix (@SECONDS): systemd 247 (Debian 11, the el9like lab) refuses that
+# value ("Invalid value: unix"); RHEL 9's own systemd (250 or 252 by minor release) was
+# not checked, and needs no check this way.
+SHOW_ENVIRON = {"TZ": "UTC", "LC_ALL": "C"}
 _UNIX_TIME_RE = re.compile(r"^@([0-9]+)\Z")
+_UTC_TIME_RE = re.compile(r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([0-9]{4})-([0-9]{2})-([0-9]{2}) "
+                          r"([0-9]{2}):([0-9]{2}):([0-9]{2}) UTC\Z")
 # UnitFileState values that already mean "starts at boot" (or cannot be enabled: static
 # units have no [Install] section), and the ones an enable changes.
 _ENABLED_STATES = ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated", "transient")
@@ -30,10 +38,10 @@ _MASKED_STATES = ("masked", "masked-runtime")
 UNDO = {"enable": "disable", "disable": "enable", "start": "stop"}
 
 
-def show_argv(names):
-    """One ``systemctl show`` for every unit, ``--`` before the names."""
-    return (["systemctl", "show", "--timestamp=unix", "-p", ",".join(SHOW_PROPERTIES), "--"]
-            + list(names))
+def show_argv(names, properties=SHOW_PROPERTIES):
+    """One ``systemctl show`` for every unit, ``--`` before the names; run it with
+    SHOW_ENVIRON."""
+    return ["systemctl", "show", "-p", ",".join(properties), "--"] + list(names)
 
 
 def parse_unit_properties(text, properties=UNIT_PROPERTIES):
@@ -57,16 +65,25 @@ def parse_show_blocks(text, count):
 
 
 def _unix_time(value):
-    """Seconds from systemctl's ``--timestamp=unix`` form (``@1700000000``); None for a
-    state never entered (an empty value)."""
+    """Seconds since the epoch from systemctl's timestamp in UTC (``Sat 2026-12-05
+    01:23:41 UTC``, what SHOW_ENVIRON makes it print) or its ``--timestamp=unix`` form
+    (``@1700000000``); None for a state never entered (an empty value)."""
     if not value:
         return None
     match = _UNIX_TIME_RE.match(value)
-    if not match:
-        raise GpuhostError("%r is not a systemd unix timestamp" % (value,), field="units",
-                           fix="this needs systemctl show --timestamp=unix (systemd 247 or "
-                               "later, as on RHEL 9 and Debian 12)")
-    return int(match.group(1))
+    if match:
+        return int(match.group(1))
+    match = _UTC_TIME_RE.match(value)
+    try:
+        if match:
+            moment = datetime.datetime(*(int(part) for part in match.groups()),
+                                       tzinfo=datetime.timezone.utc)
+            return int(moment.timestamp())
+    except ValueError:      # a month 13, a day 31 of a month of 30
+        pass
+    raise GpuhostError("%r is not a systemd timestamp in UTC" % (value,), field="units",
+                       fix="run systemctl show with TZ=UTC, as the modules do, so that it "
+                           "prints 'Www YYYY-MM-DD HH:MM:SS UTC'")
 
 
 def unit_refresh(properties, inputs):

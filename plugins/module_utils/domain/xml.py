@@ -173,6 +173,9 @@ class DomainSpec:
     cpu_vendor: Optional[str] = None
     cpu_1g_pages: bool = True
     host_phys_bits: Optional[int] = None
+    # The libvirt daemon's version (major, minor, micro); None: unknown, taken as one
+    # that knows <maxphysaddr> (MAXPHYSADDR_SINCE).
+    libvirt_version: Optional[Tuple[int, int, int]] = None
     firmware: str = "bios"                           # FIRMWARE_CHOICES
     uuid: Optional[str] = None
     # What the spec's parts are called among the module's options (OPTION_NAMES or
@@ -480,6 +483,31 @@ def validate_spec(spec):
         seen[canonical] = True
 
 
+# libvirt reads <os><firmware><feature> since 7.2.0. 7.0 (Debian 11, the el9like lab)
+# drops the element without a word and takes the first descriptor that fits: Debian 11's
+# 40-edk2-x86_64-secure-enrolled.json, Secure Boot with Microsoft's keys, whichever of
+# efi and efi-secure was asked (checked on the lab: OVMF_CODE_4M.ms.fd and SMM on for a
+# plain firmware='efi'; with SMM off it refused to start).
+FIRMWARE_FEATURES_SINCE = (7, 2, 0)
+
+
+def check_firmware_on_libvirt(spec):
+    """Refuse UEFI where the spec's libvirt cannot be told which build to take."""
+    if spec.firmware not in FIRMWARE_FEATURES or spec.libvirt_version is None:
+        return
+    if tuple(spec.libvirt_version) < FIRMWARE_FEATURES_SINCE:
+        raise GpuhostError(
+            "firmware %s needs libvirt %s or newer to choose the UEFI build (<os><firmware>"
+            "<feature>); libvirt %s drops that choice and boots the first descriptor's "
+            "build, on Debian 11 Secure Boot with Microsoft's keys enrolled"
+            % (spec.firmware, _version_text(FIRMWARE_FEATURES_SINCE),
+               _version_text(spec.libvirt_version)),
+            field="firmware",
+            fix="use firmware bios on this host (vm_gpu_firmware, or the tenant's "
+                "firmware key), or upgrade libvirt to %s or newer"
+                % _version_text(FIRMWARE_FEATURES_SINCE))
+
+
 def validate_firmware(spec):
     """Refuse a firmware choice the machine cannot boot: OVMF is x86_64 firmware for
     q35 (its descriptors name pc-q35-* machines), and Secure Boot needs SMM, which
@@ -501,13 +529,62 @@ def validate_firmware(spec):
 # --------------------------------------------------------------------------------------
 # maxphysaddr
 
+# libvirt reads <maxphysaddr> since 8.7.0 (RHEL 9.2's 9.0 does; RHEL 9.0's 8.0 and Debian
+# 11's 7.0 do not). An older one drops the element without a word, its parser skipping
+# what it does not know: the guest keeps QEMU's default width, and the definition read
+# back never matches the one written, so every run would define the domain again.
+MAXPHYSADDR_SINCE = (8, 7, 0)
+
+
+def libvirt_writes_maxphysaddr(spec):
+    """Whether the spec's libvirt keeps <maxphysaddr> (an unknown version is taken as one
+    that does)."""
+    return spec.libvirt_version is None or tuple(spec.libvirt_version) >= MAXPHYSADDR_SINCE
+
+
+def _version_text(version):
+    return ".".join(str(part) for part in version)
+
+
+def qemu_default_width(spec, memory, boards):
+    """The AddressWidth a guest gets where libvirt cannot write <maxphysaddr>: QEMU's
+    default width, refused when the GPUs' windows need more, or when the mode asks for
+    a width libvirt cannot set."""
+    version = _version_text(spec.libvirt_version)
+    if spec.maxphysaddr_mode != "auto":
+        raise GpuhostError(
+            "maxphysaddr mode %s needs libvirt %s or newer (<maxphysaddr>); this host's "
+            "libvirt is %s" % (spec.maxphysaddr_mode, _version_text(MAXPHYSADDR_SINCE), version),
+            field="maxphysaddr.mode",
+            fix="set maxphysaddr.mode auto (QEMU's default width, checked against the GPUs' "
+                "BARs) or none, or upgrade libvirt to %s or newer"
+                % _version_text(MAXPHYSADDR_SINCE))
+    width, holds = address_width.evaluate(
+        address_width.QEMU_DEFAULT_PHYS_BITS, spec.firmware, memory, boards,
+        spec.cpu_vendor, spec.cpu_1g_pages)
+    if not holds:
+        raise GpuhostError(
+            "tenant %s needs a guest address width above QEMU's default %d bits for its "
+            "GPUs' 64-bit BARs, and libvirt %s cannot set one (<maxphysaddr> needs %s)"
+            % (spec.name, address_width.QEMU_DEFAULT_PHYS_BITS, version,
+               _version_text(MAXPHYSADDR_SINCE)),
+            field=spec.option("gpus"),
+            fix="upgrade libvirt to %s or newer (RHEL 9.2 and later), or give the tenant "
+                "GPUs with smaller BARs" % _version_text(MAXPHYSADDR_SINCE))
+    return width
+
+
 def address_width_for(spec):
     """The AddressWidth (domain.address_width) of the spec's <maxphysaddr>, or None when
     it is left out or passed through with the host's width unknown. ``auto`` chooses the
-    width by the one rule; an explicit width is reported with the window it yields."""
+    width by the one rule; an explicit width is reported with the window it yields.
+    Where libvirt cannot write the element, the width is QEMU's default, if it holds."""
     mode = spec.maxphysaddr_mode
     if mode == "none":
         return None
+    if not libvirt_writes_maxphysaddr(spec):
+        return qemu_default_width(spec, spec.memory_kib * KIB,
+                                  [gpu.bar_sizes() for gpu in spec.gpus])
     boards = [gpu.bar_sizes() for gpu in spec.gpus]
     memory = spec.memory_kib * KIB
     if mode == "passthrough" or (mode == "emulate" and spec.maxphysaddr_bits):
@@ -523,9 +600,13 @@ def address_width_for(spec):
 
 
 def maxphysaddr_for(spec):
-    """(mode, bits) for <maxphysaddr>, or None to leave it out."""
+    """(mode, bits) for <maxphysaddr>, or None to leave it out (mode none, or a libvirt
+    that cannot write it: address_width_for says whether QEMU's default will do)."""
     mode = spec.maxphysaddr_mode
     if mode == "none":
+        return None
+    if not libvirt_writes_maxphysaddr(spec):
+        address_width_for(spec)
         return None
     if mode == "passthrough":
         return ("passthrough", spec.maxphysaddr_bits)
@@ -609,6 +690,7 @@ def _build_os(domain, spec):
     """<os>: BIOS (nothing named, SeaBIOS) or the auto-selected UEFI of FIRMWARE_FEATURES,
     and a direct kernel boot when the spec has one; children in libvirt's order (type,
     firmware, kernel, initrd, cmdline, boot)."""
+    check_firmware_on_libvirt(spec)
     efi = spec.firmware in FIRMWARE_FEATURES
     os_element = _sub(domain, "os", firmware="efi" if efi else None)
     _sub(os_element, "type", "hvm", arch=spec.arch, machine=spec.machine)
@@ -653,9 +735,29 @@ def _build_cputune(domain, spec):
             _sub(cputune, "vcpusched", **attrs)
 
 
+# libvirt knows <cpu mode='maximum'> since 7.1.0; 7.0 (Debian 11) refuses it ("Invalid
+# mode attribute"). Under TCG its host-model is the same CPU: libvirt expands QEMU's own
+# "max" model for TCG domains into a named model and its features.
+CPU_MODE_MAXIMUM_SINCE = (7, 1, 0)
+
+
+def libvirt_cpu_mode(spec):
+    """The <cpu mode> written for the spec's cpu_mode on the spec's libvirt."""
+    if (spec.cpu_mode != "maximum" or spec.libvirt_version is None
+            or tuple(spec.libvirt_version) >= CPU_MODE_MAXIMUM_SINCE):
+        return spec.cpu_mode
+    if spec.domain_type == "qemu":
+        return "host-model"
+    raise GpuhostError(
+        "cpu mode maximum needs libvirt %s or newer; this host's libvirt is %s"
+        % (_version_text(CPU_MODE_MAXIMUM_SINCE), _version_text(spec.libvirt_version)),
+        field="cpu_mode",
+        fix="use cpu_mode host-passthrough (the runbook's, under KVM), or upgrade libvirt")
+
+
 def _build_cpu(domain, spec):
     # check='none': libvirt writes it back for host-passthrough and maximum anyway
-    cpu = _sub(domain, "cpu", mode=spec.cpu_mode, check="none")
+    cpu = _sub(domain, "cpu", mode=libvirt_cpu_mode(spec), check="none")
     topo = spec.guest_topology or {"sockets": 1, "dies": 1, "cores": spec.vcpus,
                                    "threads": 1}
     _sub(cpu, "topology", sockets=int(topo.get("sockets", 1)), dies=int(topo.get("dies", 1)),
