@@ -360,7 +360,9 @@ class HostFacts(object):
 
     def run_checked(self, argv, what, environ=None):
         """stdout of argv (no shell, ``--`` where the tool takes positional names)."""
-        rc, out, err = self.module.run_command(argv, environ_update=environ)
+        # Only what the caller asks for: most commands need the host's own environment.
+        extra = {"environ_update": environ} if environ else {}
+        rc, out, err = self.module.run_command(argv, **extra)
         if rc != 0:
             raise GpuhostError("%s failed (%s): %s" % (what, " ".join(argv), (err or out).strip() or "rc=%d" % rc),
                                field="gather", fix="run the command on the host to see why")
