@@ -24,14 +24,20 @@ ACCEPTANCE_ONLY = {
         "test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state",
         "test_default_scenario_destroys_the_lab_and_creates_it_from_a_stopped_lab"},
     "test_tenant_guest_on_lab.py": {"test_tenant_guest_scenario_serves_and_gates_the_tenant"},
-    # An L2 kernel in the tenant (TCG inside TCG) for its MSI/MSI-X lines: ~10 min (issue 22).
+    # An L2 kernel in the tenant (TCG inside TCG) for its MSI/MSI-X lines: ~10 min.
     "test_modules_on_lab.py": {"test_planned_tenant_l2_kernel_enables_msi_and_the_hook_pins_it"},
-    # The dracut variant, a lab of its own (issue 23 item 10).
+    # The dracut variant, a lab of its own.
     "test_dracut_on_lab.py": {
         "test_the_dracut_lab_has_no_initramfs_tools_and_host_facts_detect_dracut",
         "test_site_converges_the_dracut_lab_through_its_iommu_reboot",
         "test_the_running_kernels_dracut_image_loads_vfio_pci_first",
         "test_after_a_reboot_vfio_pci_has_the_gpu_functions_before_any_other_driver"},
+    # The EL9-like variant (Debian 11, Python 3.9, kernel 5.10, dracut), a lab of its own
+    # converged by the oldest ansible-core.
+    "test_el9like_on_lab.py": {
+        "test_the_el9like_lab_has_python_3_9_kernel_5_10_dracut_and_the_oldest_ansible_core",
+        "test_site_converges_with_the_oldest_ansible_core_on_the_host_wide_1g_fallback",
+        "test_second_run_with_the_oldest_ansible_core_changes_nothing"},
 }
 # The site proofs CI keeps: the converge (with its reboot and validate) and idempotence.
 IN_CI = {"test_site_on_lab.py": {"test_site_converges_reboots_for_the_kernel_arguments_and_validates",
