@@ -7,7 +7,7 @@
 
 The host (tests/support/fixturegen.py build_large_host): 2 sockets, 256 CPUs, 16 GPUs, 4 PFs x
 64 VFs and 4,000 /proc/interrupts rows, written once into a temporary directory.
-Targets (issue 2): facts core < 100 ms, planning 16 tenants < 50 ms. Medians only;
+Targets: facts core < 100 ms, planning 16 tenants < 50 ms. Medians only;
 results never feed a unit test.
 """
 

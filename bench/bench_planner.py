@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Benchmark of the placement planner (issue 2 target: 16 tenants in under 50 ms).
+"""Benchmark of the placement planner (target: 16 tenants in under 50 ms).
 
 The host is tests/support/fixturegen.py's large host (2 sockets, 256 CPUs, 16 GPUs with HDA,
 4 PFs x 64 VFs, 4,000 IRQ lines), read once through the real readers; only

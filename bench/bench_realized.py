@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Realized placement of a host's running tenants against their plan (issue 22).
+"""Realized placement of a host's running tenants against their plan.
 
 Reads each planned tenant's QEMU below ``--root`` (``/``: the live host; or a recorded
 tree) with host_facts' own core (module_utils/host/realized.py: /proc/PID/task/*/status,

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Benchmark of the site playbook on the lab (the lab issue's targets: a converge of at
+"""Benchmark of the site playbook on the lab (targets: a converge of at
 most 5 minutes on a fast day, with at most one reboot and one initramfs rebuild, and an
 idempotent re-run of at most 25 % of the converge's wall time).
 

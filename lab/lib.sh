@@ -31,7 +31,7 @@ PY
 
 # The image variant (GPUHOST_LAB_VARIANT): "default" (initramfs-tools) or the name of a
 # directory of lab/variants/ (dracut: the same image with dracut as its initramfs
-# generator, issue 23 item 10). A variant's files (packages.txt: more packages; rootfs/:
+# generator). A variant's files (packages.txt: more packages; rootfs/:
 # copied over image/rootfs; customize: run after image/customize) are part of its recipe
 # only, so editing a variant never rebuilds the default image. Its image has its own
 # recipe directory and its own link, <cache>/current-<variant>.

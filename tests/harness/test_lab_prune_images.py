@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """lab/lib.sh's lab_prune_images, which lab/build runs after a build: the images of older
 recipes of the variant just built go, another variant's never do (an acceptance run
-boots the default image while the dracut variant is built, issue 23 item 10), nor an
+boots the default image while the dracut variant is built), nor an
 image a current link names. Run on a cache tree of real directories and links."""
 
 import os

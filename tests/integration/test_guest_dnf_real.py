@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The guest role's RHEL package path with a real dnf (issue 23): Debian's dnf 4,
+"""The guest role's RHEL package path with a real dnf: Debian's dnf 4,
 ansible.builtin.dnf, rpm, dnf's versionlock plugin and modularity, installing into an
 installroot from a stand-in repository built here (tiny rpms by rpmbuild, createrepo_c,
 and the nvidia-driver module stream in modules.yaml by modifyrepo_c).

@@ -306,7 +306,7 @@ def test_tcg_domain_define_start_idempotent_readback_undefine(hugepages, libvirt
 
 
 def test_uefi_tcg_domain_boots_ovmf_and_a_rerun_changes_nothing(hugepages, libvirtd, images):
-    """firmware efi on the real QEMU driver (issue 23): libvirt's auto-selection picks the
+    """firmware efi on the real QEMU driver: libvirt's auto-selection picks the
     installed OVMF's plain UEFI descriptor, QEMU gets its code and the guest's own NVRAM
     as pflash, the stored definition stays what the module wrote (a rerun changes
     nothing), a change back to BIOS is one restart-requiring change, and state=absent

@@ -32,7 +32,7 @@ def test_syntax_check(playbook):
     assert "playbook: %s" % playbook in proc.stdout
 
 
-# Issue 21's ceiling on the lab host's task list: each task costs seconds under TCG, so a
+# A ceiling on the lab host's task list: each task costs seconds under TCG, so a
 # new one has to replace another (or be a dynamic include, listed once).
 SITE_TASKS_AT_MOST = 75
 

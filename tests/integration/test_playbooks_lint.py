@@ -1,5 +1,5 @@
-"""ansible-lint with the production profile passes on the roles and playbooks (issue 6
-acceptance), and on the molecule scenarios, which are playbooks an SRE reads
+"""ansible-lint with the production profile passes on the roles and playbooks (an
+acceptance criterion), and on the molecule scenarios, which are playbooks an SRE reads
 too. Skips and ignores live in .ansible-lint / .ansible-lint-ignore with reasons."""
 
 from support.helpers import run_tool

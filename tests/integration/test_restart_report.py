@@ -1,6 +1,6 @@
-"""Issue 22 item 5 with the real ansible-playbook: site.yml's vm and validate stages on
-the synthetic runbook host (sysfs tree below gpuhost_sysfs_root) against a libvirt
-test-driver node file whose tenant-a100 runs.
+"""A rolling run with running tenants restarts none, with the real ansible-playbook:
+site.yml's vm and validate stages on the synthetic runbook host (sysfs tree below
+gpuhost_sysfs_root) against a libvirt test-driver node file whose tenant-a100 runs.
 
 ``test:///<file>`` starts every connection from the file, so the file plays libvirt's
 state between runs: the first run (check mode, an empty node) gives the XML the vm role

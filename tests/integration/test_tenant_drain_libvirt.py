@@ -353,8 +353,8 @@ def _task_output(out, task):
 
 @pytest.mark.parametrize("check", [False, True], ids=["run", "check-mode"])
 def test_iommu_reboot_without_gpuhost_drain_is_refused_naming_the_running_domain(tmp_path, check):
-    """Issue 22's "a reboot needed while tenants run is refused, and the refusal lists the
-    running tenants": the first task fails, naming each running domain and the way out
+    """A reboot needed while tenants run is refused, and the refusal lists the
+    running tenants: the first task fails, naming each running domain and the way out
     (gpuhost_drain), and neither the reboot nor the restore runs."""
     host = Host(tmp_path, {"tenant-a": "running", "scratch": "running", "tenant-off": "shut off"},
                 tenants=["tenant-a", "tenant-off"])

@@ -35,12 +35,12 @@ WAIT_BOOT_TIMEOUT = 2 * BOOT_TIMEOUT + 120
 SSH_RETRY_PAUSES_S = (5, 15)
 
 
-# The lab tests that throw the lab's state away: issue 8's interrupted converge (it resets
+# The lab tests that throw the lab's state away: the interrupted converge (it resets
 # the lab) and molecule's destroy and create from a stopped lab. Both are marker
 # "acceptance" (tools/acceptance only).
 FIRST_BOOT_AGAIN = ("test_interrupted_converge_then_rerun_reaches_the_uninterrupted_state",
                     "test_default_scenario_destroys_the_lab_and_creates_it_from_a_stopped_lab")
-# The lab test files that boot a lab of their own (the dracut variant, issue 23 item 10;
+# The lab test files that boot a lab of their own (the dracut variant;
 # marker "acceptance"): after every test of the lane, whose lab they stop first.
 # test_el9like_on_lab.py (the Debian 11 variant converged with the oldest ansible-core)
 # comes after the dracut one, in file order.

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The dracut path for real (issue 23, item 10): the lab's dracut variant
+"""The dracut path for real: the lab's dracut variant
 (``GPUHOST_LAB_VARIANT=dracut lab/build``: the same Debian 12 image with dracut instead
 of initramfs-tools, lab/variants/dracut) is booted as a lab of its own, converged with
 site.yml, and its initramfs and its next boot are read back.

@@ -149,7 +149,7 @@ def test_writing_sriov_numvfs_creates_vfs_in_their_own_groups(lab):
 
 @pytest.mark.acceptance
 def test_iommu_role_never_reboots_without_reboot_ok_and_its_arguments_apply_after_reboot(lab):
-    """Issue 8's "never reboots unless gpuhost_reboot_ok", on the real kernel: site.yml's
+    """Never reboots unless gpuhost_reboot_ok, on the real kernel: site.yml's
     iommu stage with gpuhost_reboot_ok=false writes the arguments (GRUB, initramfs) and
     says the host must reboot, and the kernel keeps running the same boot. The reboot
     that follows (by hand, as the SRE would) makes /proc/cmdline carry them, which is
@@ -203,7 +203,7 @@ def _domstate(lab):
 
 @pytest.mark.acceptance
 def test_iommu_reboot_is_refused_while_a_domain_runs_and_drains_it_with_gpuhost_drain(lab):
-    """Issue 22, point 4, on the lab: a reboot needed while a domain runs is refused, the
+    """On the lab: a reboot needed while a domain runs is refused, the
     refusal naming the domain, unless a drain is asked for; the drain shuts it down with
     a timeout and an explicit decision when it expires (on_timeout destroy: the domain
     boots no OS, so it never acts on the ACPI request), reboots, and starts it again.
@@ -259,7 +259,7 @@ def test_iommu_reboot_is_refused_while_a_domain_runs_and_drains_it_with_gpuhost_
 
 
 def _assert_1g_pages_reserved_per_node_at_boot(lab, cmdline):
-    """Issue 23: 1G pages are reserved per node by the kernel at boot. The lab's kernel
+    """1G pages are reserved per node by the kernel at boot. The lab's kernel
     (6.1) reads hugepages=<node>:<count>, so no host-wide 1G count may appear, and each
     node named holds exactly its count right after the boot (the numa role has not
     moved anything yet). The lab's site tenant uses 2M pages (inventories/lab), so on

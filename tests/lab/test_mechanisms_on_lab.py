@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The mechanism detector and host slimming on the lab's real Debian guest (issue 23,
-items 9 and 4): what host_facts' mechanisms subset reports is checked against the
-guest's own files, asked over SSH; slimming runs in check mode only, so the lab's
-services are left as they are. Written for tests/lab; the lab must run it."""
+"""The mechanism detector and host slimming on the lab's real Debian guest: what
+host_facts' mechanisms subset reports is checked against the guest's own files, asked
+over SSH; slimming runs in check mode only, so the lab's services are left as they are.
+Written for tests/lab; the lab must run it."""
 
 import json
 import shlex

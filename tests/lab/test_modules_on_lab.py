@@ -1,6 +1,6 @@
-"""The host modules against the lab's real kernel (issue 5, "Integration tests of the
-modules against the real kernel"): real ``ansible -m`` runs on hk-gpu-01, checked by
-reading the kernel's own state over SSH rather than trusting the task results.
+"""The host modules against the lab's real kernel: real ``ansible -m`` runs on
+hk-gpu-01, checked by reading the kernel's own state over SSH rather than trusting the
+task results.
 
 The tests run in file order and share one lab: facts first, then the changes (vfio_bind,
 sriov_vfs, irq_affinity, libvirt_pinned_domain), then ONE reboot that checks every
@@ -582,7 +582,7 @@ def _wait_for_vfio_msi_lines(lab, functions, timeout_s):
 
 @pytest.mark.acceptance
 def test_planned_tenant_l2_kernel_enables_msi_and_the_hook_pins_it(lab):
-    """Issue 22: the tenant's functions enable MSI/MSI-X only once a guest kernel drives
+    """The tenant's functions enable MSI/MSI-X only once a guest kernel drives
     them, so the tenant here boots a tiny L2 guest (TCG inside the TCG lab): the lab's
     own kernel and a small initramfs loading igbvf (the VF: MSI-X) and snd_hda_intel
     (the GPU's HDA function: MSI), by direct kernel boot: libvirt_pinned_domain's
@@ -650,7 +650,7 @@ def test_planned_tenant_l2_kernel_enables_msi_and_the_hook_pins_it(lab):
 
 def test_bench_realized_on_the_started_tenant_records_ratio_1(lab):
     """bench/bench_realized.py's core on what host_facts read of the tenant the test
-    before started (issue 22): each thread's planned and observed CPUs, the memory-node
+    before started: each thread's planned and observed CPUs, the memory-node
     histogram, the hugepages consumed and the pool's drop, the vfio groups and IRQs; the
     realized ratio is 1.0, and the record goes to bench/results/realized-<UTC>.json. It
     reuses that start (no lab call of its own), so it stays in the tools/test tier.
@@ -677,8 +677,8 @@ def test_bench_realized_on_the_started_tenant_records_ratio_1(lab):
 
 
 def test_planned_tenant_boots_ovmf_with_firmware_efi_under_tcg(lab):
-    """The same tenant with firmware efi (issue 23, "a UEFI tenant defined and
-    started"): libvirt's auto-selection picks Debian's plain OVMF from the ovmf
+    """The same tenant with firmware efi (a UEFI tenant defined and
+    started): libvirt's auto-selection picks Debian's plain OVMF from the ovmf
     package's descriptors (lab/packages.txt), the live XML and QEMU's command line name
     OVMF_CODE_4M.fd as the pflash code, the guest got its own NVRAM copy of
     OVMF_VARS_4M.fd, a second run changes nothing (the loader and NVRAM libvirt filled

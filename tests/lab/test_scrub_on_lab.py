@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The reset facts and tenant_scrub against the lab's real kernel (issue 22, offboarding
+"""The reset facts and tenant_scrub against the lab's real kernel (offboarding
 scrubs): what iommu_groups_facts reports about GPU0's reset capability must be what the
 kernel's own ``reset`` and ``reset_method`` files say, and tenant_scrub must reset the
 functions the kernel can reset (the write reaches pci_reset_function) or refuse the

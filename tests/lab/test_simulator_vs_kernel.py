@@ -1,4 +1,4 @@
-"""Keeps the unit tests' kernel simulator (tests/support/sysfs_sim.py) honest (issue 3): the same
+"""Keeps the unit tests' kernel simulator (tests/support/sysfs_sim.py) honest: the same
 writes go to the lab's real kernel and to the simulator, and what each answers (the
 errno, the links and attributes afterwards) must agree.
 

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The site playbook's proofs on the lab (issue 6, "Proof on the lab"), in one lab boot.
-Steps 1 to 4 are the molecule default scenario (issue 5's scenario: molecule/default,
+"""The site playbook's proofs on the lab, in one lab boot.
+Steps 1 to 4 are the molecule default scenario (molecule/default,
 inventories/lab, site.yml), run step by step so that the lab can be read between them:
 
 1. molecule syntax, create (the running lab, reset to the image's first boot if it is
@@ -17,7 +17,7 @@ inventories/lab, site.yml), run step by step so that the lab can be read between
 5. two onboardings started at the same time: a second tenant gets the free GPU or the
    race's loser fails naming the conflict, and the first tenant's domain XML stays
    byte-for-byte the same;
-6. issue 8's interrupted converge, per seed: from a fresh lab, ansible-playbook is killed
+6. the interrupted converge, per seed: from a fresh lab, ansible-playbook is killed
    (SIGKILL) when it starts a task picked by the seed among the tasks of step 2's run;
    a re-run then converges to the state step 2 reached (files, drivers, VFs, hugepages,
    IRQ pins, domains, ledger) and the ledger holds exactly the inventory's tenants. One

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A role's vars/main.yml holds constants only (issue 21): role vars outrank the
+"""A role's vars/main.yml holds constants only: role vars outrank the
 inventory and the play, so a derived expression there (one that reads a registered
 result, a fact or another variable) cannot be overridden and is hard to find from the
 task that reads it. Derived names live in the vars of the task, block or include that

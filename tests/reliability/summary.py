@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Render the reliability summary (written by conftest.py) as the table of issue 8.
+"""Render the reliability summary (written by conftest.py) as one table.
 
     python tests/reliability/summary.py [summary.json]
 

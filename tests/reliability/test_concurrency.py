@@ -10,7 +10,7 @@ and once through two ansible-playbook runs of the plan role (the reservation ste
 playbooks/tenant_onboard.yml) started together. The whole onboarding playbook is not
 run here: its later roles change a live host, which this machine is not.
 
-Issue 20 class 8 adds: two onboardings that write the same housekeeping CPUs in other
+The state-file races add: two onboardings that write the same housekeeping CPUs in other
 words both get placed, and two vfio_bind (or irq_affinity) runs that plan from the same
 read of their state file both keep their entries in it.
 """
@@ -141,7 +141,7 @@ def test_two_ansible_playbook_runs_reserve_the_last_gpu_at_once(tmp_path, tally)
 
 
 # -- state files: two module runs at once, each merging its own record -------------------
-# Issue 20 class 8: each run read the state file while planning and wrote the whole file
+# State-file races: each run read the state file while planning and wrote the whole file
 # back from that read, so the second writer dropped the first one's record. The barrier
 # holds both runs after their planning read, so both always plan from the same (stale)
 # file; what each applies must still be merged into the file as it is under its lock.

@@ -247,7 +247,7 @@ def test_a_directory_at_the_destination_is_not_replaced(tmp_path):
     assert "is not a regular file" in info.value.message
 
 
-# -- state files: locked, re-read, merged (issue 20 class 8) ------------------------------
+# -- state files: locked, re-read, merged -------------------------------------------------
 
 STATE = StateFile("/var/lib/gpuhost/test-state.json", "devices", dict, field="state",
                   fix="remove the file")

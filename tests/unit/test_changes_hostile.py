@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Issue 20, the change set and the writer under hostile input: a failed step's error
+"""The change set and the writer under hostile input: a failed step's error
 has exactly one "Fix:", no reader follows a planted link, and the writer's refusals
 name the option the caller passes."""
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Issue 20, irq_affinity decides, then acts: a link at irqbalance_config and an odd
+"""irq_affinity decides, then acts: a link at irqbalance_config and an odd
 /sys/devices/system/cpu/online are refused before anything is planned; every refusal
 names an option of the module (checked against its argument_spec) and has exactly one
 "Fix:"."""

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The firmware option of libvirt_pinned_domain (issue 23, UEFI guests): the XML passes
+"""The firmware option of libvirt_pinned_domain (UEFI guests): the XML passes
 libvirt's schema (virt-xml-validate) and round-trips through libvirt's test driver;
 the loader and NVRAM that libvirt's auto-selection fills in are no difference; a
 change of firmware is a definition change that restarts a running tenant; and the

@@ -1,4 +1,4 @@
-"""A GPU on a memoryless NUMA node (issue 23): the planner backs the tenant with the
+"""A GPU on a memoryless NUMA node: the planner backs the tenant with the
 nearest node that has memory and records it as the plan's ``memory_node``; the domain
 preflight accepts that node for the memory, and only for a GPU node without memory."""
 

@@ -1,4 +1,4 @@
-"""Every error of libvirt_pinned_domain names an option the user can set (issue 20): a
+"""Every error of libvirt_pinned_domain names an option the user can set: a
 module option, a documented sub-option (disk.size, network.vf_address, gpus[0].functions)
 or a documented key of the plan entry (plan.numatune.nodeset), never an internal name
 such as memory_nodeset, numatune or hostdev. Emulator and iothread pins are checked

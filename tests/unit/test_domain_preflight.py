@@ -175,7 +175,7 @@ def test_defined_domain_units_and_default_pages():
         4 * 1048576, 0, ())
 
 
-# -- issue 20: host safety, shared IOMMU groups, SMT siblings, own helper CPUs ----------
+# -- host safety, shared IOMMU groups, SMT siblings, own helper CPUs --------------------
 
 def gpu_only_spec():
     """The runbook tenant given the A100 without its HDA function (same IOMMU group)."""

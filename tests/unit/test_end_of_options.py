@@ -1,5 +1,5 @@
 """Every command the collection runs puts "--" before its positional arguments where the
-tool reads it as the end of the options (issue 20, class 3: command-line injection).
+tool reads it as the end of the options (command-line injection).
 
 The inventory (``grep -rn "run_command\\|subprocess" plugins/``):
 

@@ -203,7 +203,7 @@ def test_an_evaluation_for_another_tenant_does_not_count(topologies):
     assert "evaluated for tenant someone, not small" in str(info.value)
 
 
-# -- issue 20: one bad host is reported and skipped, never the fleet's failure ----------------
+# -- one bad host is reported and skipped, never the fleet's failure --------------------------
 
 ODD_HOSTS = {
     "a-string": "not a fact",

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Issue 20: fleet_report writes its files through the collection's one writer
+"""fleet_report writes its files through the collection's one writer
 (changes/writer.py HostWriter): never through a planted link, never over what is not a
 regular file, every file checked before the first is written, each replaced atomically."""
 

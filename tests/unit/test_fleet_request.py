@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Issue 20: one tenant request (fleet_place's and capacity_facts' ``tenant``) is checked
+"""One tenant request (fleet_place's and capacity_facts' ``tenant``) is checked
 whole, types, finite bounded numbers, names and counts, before any host is looked at,
 and the error names the exact request key."""
 

@@ -1,6 +1,6 @@
 """Patterns that validate a whole value end in \\Z, never in $: Python's $ also matches
 before a trailing newline, so re.match(r"^name$", "name\\n") accepts a tenant or domain
-name, an address or a sysfs entry with a newline in it (the hostile-input issue's class 5).
+name, an address or a sysfs entry with a newline in it.
 Checked over every pattern in plugins/, and on the names themselves."""
 
 import glob

@@ -112,7 +112,7 @@ def test_running_domain_devices_from_libvirt_test_driver(tmp_path):
     assert host_safety.running_domain_devices(uri) == {"0000:41:00.0": ["tenant-a"]}
 
 
-# -- issue 20: the root filesystem's whole chain, and VFs carrying the host -------------
+# -- the root filesystem's whole chain, and VFs carrying the host -----------------------
 
 def vmd_host(root, nested=True):
     """/ on an NVMe drive in PCI domain 10000, which the VMD endpoint 0000:00:0e.0 owns.

@@ -1,4 +1,4 @@
-"""One host-safety policy, worded for the action of the module that applies it (issue 20).
+"""One host-safety policy, worded for the action of the module that applies it.
 
 Every refusal has the same structure in vfio_bind, libvirt_pinned_domain and sriov_vfs:
 ``<address> <what it is to the host>: <what THIS module's action does to it>, and <what

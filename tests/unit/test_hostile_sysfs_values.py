@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Issue 20: sysfs integers the modules act on are read through sysfs.read_checked_int;
+"""Sysfs integers the modules act on are read through sysfs.read_checked_int;
 a NUL inside, a negative count or a count above its limit is a refusal that names the
 file and the option, never a traceback, and the tree is left alone."""
 

@@ -85,7 +85,7 @@ def test_hard_deadline_bounds_the_run():
     assert run.hard_deadline_s() == 10 + 60 + 10 + 5 + 5
 
 
-# -- issue 20: bounded work from one value, one URL validator ----------------------------
+# -- bounded work from one value, one URL validator --------------------------------------
 
 def _check_mode_generator(**options):
     """The module's own worker in check mode, as ansible-playbook --check runs it."""
@@ -168,7 +168,7 @@ def test_counts_sizes_and_timeouts_are_bounded(options, field, message):
     assert err.value.field == field and message in err.value.message
 
 
-# -- issue 20: names that reach the URL path or the request body -------------------------
+# -- names that reach the URL path or the request body -----------------------------------
 
 _RUN = dict(url="http://127.0.0.1:1", inputs=[{"name": "x", "shape": [1], "datatype": "FP32"}],
             requests=10)

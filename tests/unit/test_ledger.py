@@ -233,7 +233,7 @@ def test_a_link_planted_at_the_lock_file_is_refused_and_its_target_untouched(tmp
     assert victim.read_text() == "keep\n"
 
 
-# -- issue 20 class 8 ----------------------------------------------------------------------
+# -- state-file races: two writers, one ledger ---------------------------------------------
 
 @pytest.mark.parametrize("spelling", [
     {"0": "32,0"}, {"0": "0,32-32", "1": "48,16"}, {0: "0,32"}, {"0": " 0,32 ", "1": "16,48"},

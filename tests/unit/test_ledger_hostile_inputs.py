@@ -1,4 +1,4 @@
-"""tenant_ledger with hostile option values (issue 20): a number that is not finite is
+"""tenant_ledger with hostile option values: a number that is not finite is
 refused by the shared validator naming the tenant's key, never a traceback from int();
 a relative ledger path is refused, never written into the module's working
 directory."""
@@ -86,7 +86,7 @@ def test_a_directory_at_the_ledger_path_is_refused(runbook_root, tmp_path):
     assert err.field == "path" and "is not a ledger file" in err.msg
 
 
-# -- issue 20: the ledger is never read through a link ------------------------------------
+# -- the ledger is never read through a link ----------------------------------------------
 
 def test_read_ledger_refuses_a_planted_link_unread(tmp_path):
     outside = tmp_path / "elsewhere.json"

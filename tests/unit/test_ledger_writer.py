@@ -1,6 +1,6 @@
 """The allocation ledger is written by the collection's one writer (changes/writer.py HostWriter):
 never through a link, never over a non-regular file, a '..' path refused, atomic, and
-under the ledger's own lock as before (issue 20: one safe writer)."""
+under the ledger's own lock as before (one safe writer)."""
 
 import os
 

@@ -309,7 +309,7 @@ def test_a_refused_define_puts_a_rebuilt_seed_and_its_record_back_refusal_inject
     assert not [p for p in tmp_path.iterdir() if "gpuhost-previous" in p.name]
 
 
-# -- issue 20: host safety and tenant isolation, through the module --------------------
+# -- host safety and tenant isolation, through the module ------------------------------
 
 def sim_env(tmp_path):
     """An Env on the simulated host (tests/support/sysfs_sim.py), read through ``root``: / on
@@ -432,7 +432,7 @@ def test_vcpus_on_the_domains_own_emulator_cpus_are_refused(tmp_path):
     assert env.names() == ["tenant-a"]
 
 
-# -- issue 20: hostile numbers end in a clean refusal naming the option -----------------
+# -- hostile numbers end in a clean refusal naming the option ---------------------------
 
 FLOAT_HOSTILE = [float("nan"), float("inf"), float("-inf"), "nan", "inf", "-Infinity"]
 
@@ -497,7 +497,7 @@ def test_gpu_bar_total_that_is_not_a_number_is_refused(tmp_path, value):
     assert env.names() == []
 
 
-# -- issue 20: the record and the seed files go through the shared host-file writer ----
+# -- the record and the seed files go through the shared host-file writer --------------
 
 def test_the_storage_record_and_the_seed_go_through_the_shared_writer(tmp_path, monkeypatch):
     from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The mechanism detector (issue 23, item 9) on fixture trees laid out as the packages
+"""The mechanism detector on fixture trees laid out as the packages
 lay them out: RHEL 9 (grubby, BLS, dracut, virtqemud), Debian 12 (update-grub,
 initramfs-tools, libvirtd), Debian with dracut installed, a host with both libvirt
 layouts, and hostile trees (links out of the root, a huge file, a directory where a

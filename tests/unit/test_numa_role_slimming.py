@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Host slimming in the numa role (issue 23, item 4): the role's own expressions, read
+"""Host slimming in the numa role: the role's own expressions, read
 from roles/numa and rendered with ansible-core's Templar, hand gpuhost_slim_services and
 the services the collection needs to host_units (whose decisions test_host_units.py
 tests), and the report task lists what became of each. No play runs."""

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Odd host data gets an answer, never a traceback (issue 20, class 7).
+"""Odd host data gets an answer, never a traceback.
 
 A sysfs value with NULs or a non-number is either unknown (where nothing decides on
 it) or an error that names the file; an odd /proc/interrupts header is an error that

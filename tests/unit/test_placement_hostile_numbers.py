@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Issue 20: YAML's .inf and .nan, and absurd numbers, in a tenant request, an existing
+"""YAML's .inf and .nan, and absurd numbers, in a tenant request, an existing
 plan entry or a plan to render are refused with a GpuhostError naming the key (int() of
 an infinity raised an uncaught OverflowError, of NaN a ValueError)."""
 

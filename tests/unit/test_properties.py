@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Property-based tests of the parsers and validators (issue 20), with hypothesis.
+"""Property-based tests of the parsers and validators, with hypothesis.
 
 Two kinds of property: round trips (what the collection writes, it reads back the
 same), and "an answer, never a traceback" (any text at all either parses into a

@@ -117,7 +117,7 @@ def test_validate_passes_a_running_tenant_and_names_the_idle_one_the_inventory_a
 
 
 def test_validate_fails_a_tenant_without_guest_evidence_naming_it(tmp_path):
-    """Issue 22: a host whose tenants have no guest evidence fails unless the inventory
+    """A host whose tenants have no guest evidence fails unless the inventory
     says that is acceptable; each such tenant is named."""
     plan = {"tenants": [TENANT, dict(TENANT, name="tenant-b"), dict(TENANT, name="tenant-c")]}
     answer = _realized_answer(tmp_path)

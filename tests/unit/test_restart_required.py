@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The run's one list of tenants waiting for a restart (issue 22 item 5): read from the
+"""The run's one list of tenants waiting for a restart: read from the
 results libvirt_pinned_domain (the real libvirt test driver) and sriov_vfs (the sysfs
 simulator, iproute2 faked: no SR-IOV NIC here) return, and carried by the validate
 report as its own section, never as a failed check."""

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The roles' mechanisms come from the host's files (issue 23, item 9): the detector
+"""The roles' mechanisms come from the host's files: the detector
 runs on fixture trees, and the roles' own expressions (read from roles/, rendered with
 ansible-core's Templar) turn its answer into the module arguments, packages and
 services. No play runs; what the modules then do with the arguments is their own tests'."""

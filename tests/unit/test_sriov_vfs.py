@@ -366,7 +366,7 @@ def test_device_unit_names_are_escaped_as_systemd_escape_does(netdev):
     assert sriov.systemd_device_unit(path) == real
 
 
-# -- issue 20: a count change must not destroy the VF the host runs on -------------------
+# -- a count change must not destroy the VF the host runs on -----------------------------
 
 def host_traffic_on_first_vf(sim, route=True):
     """Two VFs on eno1's PF; the first, 0000:03:00.2, has the netdev eno1v0 and, with
@@ -424,7 +424,7 @@ def test_vfs_without_host_traffic_change_count_freely(sim):
     assert len(sriov.current_vfs(sim, PF)) == 1
 
 
-# -- issue 20: the boot helper reads its configuration like the module -------------------
+# -- the boot helper reads its configuration like the module -----------------------------
 
 def _boot_config(sim, text):
     full = sim.path(sriov.CONFIG_FILE)

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Issue 20: a symbolic link planted at a state file (vfio_bind, sriov_vfs, irq_affinity)
+"""A symbolic link planted at a state file (vfio_bind, sriov_vfs, irq_affinity)
 is refused before it is read (host_files.read_state: no follow, O_NOFOLLOW), naming the
 option that keeps the file, with exactly one "Fix:"."""
 

@@ -63,7 +63,7 @@ def test_positive_ints_refuse_below_one_bools_and_fractions(value, message):
     assert info.value.field == "batch_size" and message in info.value.message
 
 
-# -- issue 20: one set of validators ------------------------------------------------------
+# -- one set of validators ----------------------------------------------------------------
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils import (
     validators, vf_settings)  # noqa: E402

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vm role's firmware choice (issue 23): UEFI by default for a tenant with a GPU, the
+"""The vm role's firmware choice: UEFI by default for a tenant with a GPU, the
 inventory's firmware key per tenant over it, and the OVMF package of the OS family
 installed only when a tenant in scope boots UEFI. The role's own expressions, read from
 roles/vm, are rendered with ansible-core's Templar, so this is the role's text, not a

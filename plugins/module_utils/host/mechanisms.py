@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Which boot loader tooling, initramfs generator and libvirt daemon layout a host has,
-decided from its files below a root (issue 23, item 9), not from its OS family alone.
+decided from its files below a root, not from its OS family alone.
 
 The OS family is a poor witness: a Debian host may run dracut (Debian's dracut package
 replaces initramfs-tools), Debian 12 ships the modular libvirt units beside libvirtd,
