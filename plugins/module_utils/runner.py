@@ -18,9 +18,68 @@ reports too). Optional:
 
 from __future__ import annotations
 
+import copy
 import traceback
 
+from ansible.module_utils.basic import _load_params
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+
+# What ansible-core's own checks raise, before a module's code runs, for a value they
+# cannot check (float(10**400), a list where a dict with suboptions is due). Not
+# RuntimeError: ansible-test's validate-modules stops AnsibleModule with one.
+_CHECK_CRASHES = (TypeError, ValueError, ArithmeticError, LookupError, AttributeError)
+
+
+def new_module(module_class, argument_spec, **kwargs):
+    """``module_class(argument_spec=..., **kwargs)`` (the module's AnsibleModule), the one
+    way every module builds its own: a value that ansible-core's checks crash on, instead
+    of refusing it, fails the module naming the option (its ``field``), never with a
+    traceback. Valid input builds the very same module."""
+    spec = copy.deepcopy(argument_spec)
+    try:
+        return module_class(argument_spec=argument_spec, **kwargs)
+    except _CHECK_CRASHES as err:
+        crash = err
+    params = {key: value for key, value in _load_params().items()
+              if not key.startswith("_ansible_")}
+    error = _check_crash_error(spec, params, crash)
+    # A module that takes every option as it is can still report, with no_log kept.
+    reporter = module_class(
+        argument_spec={key: {"type": "raw", "no_log": bool(spec.get(key, {}).get("no_log"))}
+                       for key in params},
+        supports_check_mode=True)
+    reporter.fail_json(changed=False, **error.to_result())
+
+
+def _check_crash_error(spec, params, crash):
+    """The GpuhostError for ``crash``: the first option whose value alone crashes the
+    check again, or none named when no single one does."""
+    reason = "%s: %s" % (type(crash).__name__, crash)
+    for name, option in spec.items():
+        given = [key for key in [name] + list(option.get("aliases") or ()) if key in params]
+        if not given:
+            continue
+        try:
+            ArgumentSpecValidator({name: option}).validate({given[0]: params[given[0]]})
+        except _CHECK_CRASHES:
+            return GpuhostError(
+                "ansible-core could not check the value given (%s)" % reason, field=name,
+                fix="give %s a value of type %s, as the module's documentation says"
+                    % (name, _described_type(option)))
+    return GpuhostError(
+        "ansible-core could not check the options given (%s)" % reason,
+        fix="give each option a value of its documented type (ansible-doc gpuhost.kvm.<module>)")
+
+
+def _described_type(option):
+    kind = option.get("type") or "str"
+    if kind == "list" and option.get("elements"):
+        return "list of %s" % option["elements"]
+    if kind == "dict" and option.get("options"):
+        return "dict with the options %s" % ", ".join(sorted(option["options"]))
+    return kind
 
 
 def run_module(module, worker, changes_host=False):

@@ -166,7 +166,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import (
     evaluate_host, host_capacity, validate_request)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import read_ledger
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_to_dict)
@@ -215,8 +215,8 @@ class CapacityFacts(object):
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=argument_spec(
+    return new_module(
+        AnsibleModule, argument_spec=argument_spec(
             ROOT_ARGUMENT_SPEC,
             ledger_path={"type": "path", "default": "/var/lib/gpuhost/ledger.json"},
             tenant={"type": "dict"},

@@ -705,7 +705,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt, libvirt_error_text,
     open_connection)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import check_reset_methods
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_from_dict)
@@ -714,8 +714,8 @@ HOST_SAFETY_OVERRIDES = PASS_THROUGH.overrides   # what host_safety may name her
 
 
 def build_module():
-    return AnsibleModule(argument_spec=copy.deepcopy(ARGUMENT_SPEC), supports_check_mode=True,
-                         **copy.deepcopy(MODULE_RULES))
+    return new_module(AnsibleModule, argument_spec=copy.deepcopy(ARGUMENT_SPEC), supports_check_mode=True,
+                      **copy.deepcopy(MODULE_RULES))
 
 
 class PinnedDomain:

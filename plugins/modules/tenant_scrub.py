@@ -135,7 +135,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     validate_tenant_name)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
     ScrubPlan, ledger_held_message, plan_scrub, tenant_entry)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
@@ -145,8 +145,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import abso
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=argument_spec(
+    return new_module(
+        AnsibleModule, argument_spec=argument_spec(
             ROOT_ARGUMENT_SPEC,
             name=dict(type="str", required=True),
             ledger_path=dict(type="path", default=DEFAULT_LEDGER_PATH),
