@@ -26,6 +26,7 @@ from typing import List, Optional
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_bytes, read_file_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import qemu_img_size
 
 SEED_TOOLS = ("cloud-localds", "genisoimage", "mkisofs", "xorriso")
@@ -123,8 +124,7 @@ def build_seed(module, writer, name, cloud, path):
             raise GpuhostError("%s failed (rc %d): %s" % (label, rc, (err or out).strip()),
                                field="cloud_init", fix="check the tool's message")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(target, "rb") as built:
-            writer.write_file(path, built.read(), mode=0o644)
+        writer.write_file(path, read_bytes(target, field="cloud_init"), mode=0o644)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -164,8 +164,7 @@ class DomainStorage:
         if self._record is None:
             self._check_replaceable(self.record_path, "state_dir")
             try:
-                with open(self.record_path) as handle:
-                    self._record = json.load(handle)
+                self._record = json.loads(read_file_text(self.record_path, field="state_dir"))
             except FileNotFoundError:
                 self._record = {"created": [], "seed_digest": None}
             except (OSError, ValueError) as exc:
