@@ -19,12 +19,15 @@ reports too). Optional:
 from __future__ import annotations
 
 import copy
+import os
 import traceback
 
-from ansible.module_utils.basic import _load_params
+from ansible.module_utils import basic
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import ROOT_ARGUMENT_SPEC
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
 
 # What ansible-core's own checks raise, before a module's code runs, for a value they
 # cannot check (float(10**400), a list where a dict with suboptions is due). Not
@@ -38,19 +41,77 @@ def new_module(module_class, argument_spec, **kwargs):
     of refusing it, fails the module naming the option (its ``field``), never with a
     traceback. Valid input builds the very same module."""
     spec = copy.deepcopy(argument_spec)
+    params = _given_params()
+    too_long = _too_long_list(spec, params)
+    if too_long is not None:
+        _refuse(module_class, spec, params, too_long)
     try:
-        return module_class(argument_spec=argument_spec, **kwargs)
+        module = module_class(argument_spec=argument_spec, **kwargs)
     except _CHECK_CRASHES as err:
-        crash = err
-    params = {key: value for key, value in _load_params().items()
-              if not key.startswith("_ansible_")}
-    error = _check_crash_error(spec, params, crash)
-    # A module that takes every option as it is can still report, with no_log kept.
+        _refuse(module_class, spec, params, _check_crash_error(spec, params, err))
+    _check_shared_options(module, spec)
+    return module
+
+
+def _given_params():
+    """The options as given, read the way AnsibleModule reads them (and kept for it);
+    none before a module run (AnsiballZ) or a test has handed them over, nor where they
+    cannot be read: AnsibleModule then reads them, or fails on them, by itself."""
+    if getattr(basic, "_ANSIBLE_ARGS", None) is None:
+        return {}
+    try:
+        params = basic._load_params()  # pylint: disable=protected-access
+    except Exception:  # pylint: disable=broad-except
+        return {}
+    return {key: value for key, value in params.items()
+            if not key.startswith("_ansible_")} if isinstance(params, dict) else {}
+
+
+def _refuse(module_class, spec, params, error):
+    """fail_json with ``error`` where the module's own spec cannot build a module: one
+    that takes every option as it is still reports, with no_log kept."""
     reporter = module_class(
         argument_spec={key: {"type": "raw", "no_log": bool(spec.get(key, {}).get("no_log"))}
                        for key in params},
         supports_check_mode=True)
     reporter.fail_json(changed=False, **error.to_result())
+
+
+# The most items a list option takes: far above any host's CPUs (8192), IRQs or files,
+# far below the million items that keep ansible-core's checks busy for minutes.
+MAX_LIST_ITEMS = 65536
+
+
+def _too_long_list(spec, params):
+    """The GpuhostError for the first list option given more than MAX_LIST_ITEMS items,
+    refused before ansible-core checks each item."""
+    for name, option in spec.items():
+        for key in [name] + list(option.get("aliases") or ()):
+            value = params.get(key)
+            if option.get("type") == "list" and isinstance(value, list) \
+                    and len(value) > MAX_LIST_ITEMS:
+                return GpuhostError("%d items are more than the %d a list option takes"
+                                    % (len(value), MAX_LIST_ITEMS), field=name,
+                                    fix="give %s fewer items" % name)
+    return None
+
+
+def _check_shared_options(module, spec):
+    """The shared ``root`` (common_args.ROOT_ARGUMENT_SPEC) is checked here, once for every
+    module, before any reader joins a host path to it: a relative root would read the
+    directory the module runs in, a NUL or a newline crashes the readers, a FIFO or a
+    file is no tree. A root that is not there yet is left to the module (numa_cpuset
+    plans from topology data without reading it)."""
+    root = getattr(module, "params", {}).get("root")
+    if spec.get("root") == ROOT_ARGUMENT_SPEC["root"] and root is not None:
+        try:
+            absolute_path(root, "root", kind="root directory (/ for the running host)")
+            if os.path.exists(root) and not os.path.isdir(root):
+                raise GpuhostError("%s is not a directory" % root, field="root",
+                                   fix="give the directory that holds the host's tree "
+                                       "(/ for the running host)")
+        except GpuhostError as err:
+            module.fail_json(changed=False, **err.to_result())
 
 
 def _check_crash_error(spec, params, crash):

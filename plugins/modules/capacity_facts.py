@@ -194,7 +194,7 @@ class CapacityFacts(object):
         # shares, so the same value named two different files.
         self.ledger_path = absolute_path(self.ledger_path, "ledger_path", kind="ledger file")
         topology = read_host_topology(self.root, with_irqs=False)
-        ledger = read_ledger(self.ledger_path)
+        ledger = read_ledger(self.ledger_path, "ledger_path")
         fact = {"capacity": host_capacity(topology, ledger), "ledger_serial": ledger.serial}
         if tenant is not None:
             fact["candidate"] = dict(

@@ -176,7 +176,7 @@ class TenantScrub(object):
         path = absolute_path(params["ledger_path"], "ledger_path", kind="ledger file")
         # a shared lock: an onboarding writing the ledger now is waited for
         with locked(path, read_only=True):
-            entry = tenant_entry(read_ledger(path), params["name"])
+            entry = tenant_entry(read_ledger(path, "ledger_path"), params["name"])
         self.in_ledger = entry is not None
         if entry is None:
             self.plan = ScrubPlan(params["name"], ChangeSet())

@@ -176,3 +176,18 @@ def test_every_module_builds_its_ansible_module_through_new_module():
         source = open(path, encoding="utf-8").read()
         assert re.search(r"new_module\(\s*AnsibleModule, argument_spec=", source), path
         assert "AnsibleModule(" not in source, "%s builds AnsibleModule itself" % path
+
+
+def test_a_list_option_of_a_million_items_is_refused_before_ansible_core_checks_each():
+    kind, result = build_outcome(vfio_bind, {"devices": ["0000:41:00.0"] * 10 ** 6})
+    assert kind == "failed" and result["field"] == "devices" and result["changed"] is False
+    assert result["msg"].startswith("devices: 1000000 items are more than the 65536 a list "
+                                    "option takes")
+
+
+@pytest.mark.parametrize("root, words", [("a\x00b", "holds control characters"),
+                                         ("../../etc", "is a relative path")])
+def test_the_shared_root_is_checked_for_every_module(root, words):
+    kind, result = build_outcome(vfio_bind,
+                                 {"devices": ["0000:41:00.0"], "root": root})
+    assert kind == "failed" and result["field"] == "root" and words in result["msg"]

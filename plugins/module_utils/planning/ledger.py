@@ -141,12 +141,22 @@ def parse_ledger(text, path=DEFAULT_LEDGER_PATH):
                       updated_at=data.get("updated_at"), source=path)
 
 
-def read_ledger(path):
+def read_ledger(path, field="path"):
     """The ledger at ``path``; a missing file is the empty ledger of a new host.
 
     Never through a link: a link at ``path`` is refused unread with the writer's wording
     (``HostWriter.read_unlinked``), as the writer would refuse to replace it; reading
-    through it would show another file's tenants."""
+    through it would show another file's tenants. ``field``: the module's option that
+    names the ledger file (tenant_ledger's path, the others' ledger_path)."""
+    try:
+        return _read_ledger(path)
+    except GpuhostError as err:
+        if err.field == "path":
+            err.field = field
+        raise
+
+
+def _read_ledger(path):
     try:
         data = HostWriter("/").read_unlinked(path, "path")
     except OSError as exc:
