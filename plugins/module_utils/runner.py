@@ -42,9 +42,10 @@ def new_module(module_class, argument_spec, **kwargs):
     traceback. Valid input builds the very same module."""
     spec = copy.deepcopy(argument_spec)
     params = _given_params()
-    too_long = _too_long_list(spec, params)
-    if too_long is not None:
-        _refuse(module_class, spec, params, too_long)
+    unfit = (_too_long_list(spec, params) or _text_for_mappings(spec, params)
+             or _lookalike_digits(spec, params))
+    if unfit is not None:
+        _refuse(module_class, spec, params, unfit)
     try:
         module = module_class(argument_spec=argument_spec, **kwargs)
     except _CHECK_CRASHES as err:
@@ -80,6 +81,50 @@ def _refuse(module_class, spec, params, error):
 # The most items a list option takes: far above any host's CPUs (8192), IRQs or files,
 # far below the million items that keep ansible-core's checks busy for minutes.
 MAX_LIST_ITEMS = 65536
+
+
+def _text_for_mappings(spec, params):
+    """The GpuhostError for a list-of-mappings option given text (or text items):
+    ansible-core's own refusal of it ("dictionary requested, could not parse JSON or
+    key=value") names no option."""
+    for name, option in spec.items():
+        if option.get("type") != "list" or option.get("elements") != "dict":
+            continue
+        for key in [name] + list(option.get("aliases") or ()):
+            value = params.get(key)
+            items = value if isinstance(value, list) else [value]
+            if any(isinstance(item, str) for item in items):
+                return GpuhostError("%r is text, not a list of mappings" % (value,)
+                                    if isinstance(value, str) else
+                                    "an item is text, not a mapping", field=name,
+                                    fix="give %s as a list of mappings (YAML: one '- key: value' "
+                                        "block per item)" % name)
+    return None
+
+
+def _lookalike_digits(spec, params, prefix=""):
+    """The GpuhostError for a number option given text with digits other than 0-9:
+    ansible-core's int() and float() read Arabic-Indic or fullwidth digits as numbers
+    (u'\u0661' is 1), which no one types for a count on purpose."""
+    for name, option in spec.items():
+        value = params.get(name) if isinstance(params, dict) else None
+        field = prefix + name
+        if option.get("type") in ("int", "float") and isinstance(value, str) and any(
+                char.isdigit() and char not in "0123456789" for char in value):
+            return GpuhostError("%r holds digits other than 0-9" % (value,), field=field,
+                                fix="write the number with the digits 0-9")
+        subs = option.get("options")
+        if subs and isinstance(value, dict):
+            found = _lookalike_digits(subs, value, field + ".")
+        elif subs and isinstance(value, list):
+            found = next((error for error in (
+                _lookalike_digits(subs, item, "%s[%d]." % (field, index))
+                for index, item in enumerate(value[:MAX_LIST_ITEMS])) if error), None)
+        else:
+            found = None
+        if found:
+            return found
+    return None
 
 
 def _too_long_list(spec, params):

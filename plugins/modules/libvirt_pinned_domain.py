@@ -764,8 +764,10 @@ class PinnedDomain:
         report.raise_if_refused()
 
     def run(self):
-        # Before anything else: the name is also a file name under state_dir.
+        # Before anything else: the name is also a file name under state_dir, which must
+        # be a usable folder before a change is planned that its record would follow.
         dx.validate_domain_name(self.name)
+        self.storage.check_state_dir()
         check_float_options(self.module.argument_spec, self.params)
         if self.conn is None:
             self.conn = open_connection(self.params["uri"])

@@ -175,7 +175,7 @@ class TenantScrub(object):
         validate_root(params["root"])
         path = absolute_path(params["ledger_path"], "ledger_path", kind="ledger file")
         # a shared lock: an onboarding writing the ledger now is waited for
-        with locked(path, read_only=True):
+        with locked(path, read_only=True, field="ledger_path"):
             entry = tenant_entry(read_ledger(path, "ledger_path"), params["name"])
         self.in_ledger = entry is not None
         if entry is None:

@@ -19,7 +19,8 @@ from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
-from ansible_collections.gpuhost.kvm.plugins.modules import gpu_health, kserve_loadgen, vfio_bind
+from ansible_collections.gpuhost.kvm.plugins.modules import (
+    gpu_health, kserve_loadgen, sriov_vfs, vfio_bind)
 
 MODULES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "plugins", "modules")
@@ -186,8 +187,28 @@ def test_a_list_option_of_a_million_items_is_refused_before_ansible_core_checks_
 
 
 @pytest.mark.parametrize("root, words", [("a\x00b", "holds control characters"),
-                                         ("../../etc", "is a relative path")])
+                                         ("../../etc", "is a relative path"),
+                                         ("/etc/hostname", "is not a directory")])
 def test_the_shared_root_is_checked_for_every_module(root, words):
     kind, result = build_outcome(vfio_bind,
                                  {"devices": ["0000:41:00.0"], "root": root})
     assert kind == "failed" and result["field"] == "root" and words in result["msg"]
+
+
+@pytest.mark.parametrize("value, words", [("a,b", "'a,b' is text, not a list of mappings"),
+                                          (["a"], "an item is text, not a mapping")])
+def test_text_for_a_list_of_mappings_is_refused_naming_the_option(value, words):
+    """ansible-core's own message for it names no option."""
+    kind, result = build_outcome(sriov_vfs, {"pf": "eno1", "num_vfs": 1, "vfs": value})
+    assert kind == "failed" and result["field"] == "vfs" and words in result["msg"]
+
+
+@pytest.mark.parametrize("args, field", [
+    ({"pf": "eno1", "num_vfs": "\u0661"}, "num_vfs"),                            # Arabic-Indic 1
+    ({"pf": "eno1", "num_vfs": 1, "vfs": [{"index": "\uff10"}]}, "vfs[0].index"),  # fullwidth 0
+])
+def test_a_number_in_lookalike_digits_is_refused_naming_the_option(args, field):
+    """int() reads them as numbers; ansible-core's check of an int option uses int()."""
+    kind, result = build_outcome(sriov_vfs, args)
+    assert kind == "failed" and result["field"] == field
+    assert "holds digits other than 0-9" in result["msg"]

@@ -27,7 +27,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset impo
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_bytes, read_file_text
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import qemu_img_size
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    absolute_path, qemu_img_size)
 
 SEED_TOOLS = ("cloud-localds", "genisoimage", "mkisofs", "xorriso")
 
@@ -173,6 +174,14 @@ class DomainStorage:
                                    fix="repair or remove the file (it lists the files the "
                                        "module created for %s)" % self.name)
         return self._record
+
+    def check_state_dir(self):
+        """The record's folder, refused now as the writer would refuse it later: a
+        relative state_dir, a control character or a '..' in it."""
+        if self.state_dir is None:
+            return
+        absolute_path(self.state_dir, "state_dir", kind="folder of the domains' records")
+        self._check_replaceable(self.record_path, "state_dir")
 
     def _check_replaceable(self, path, option):
         """Refuse now, naming ``option``, what the shared writer would refuse later: a

@@ -231,12 +231,13 @@ class locked(FileLock):
 
     what = "the ledger's lock file"
 
-    def __init__(self, path, timeout=60.0, poll=0.05, read_only=False):
-        # 0 tries once; NaN would never expire (no comparison with it is true).
-        super().__init__(ledger_path(path) + ".lock",
+    def __init__(self, path, timeout=60.0, poll=0.05, read_only=False, field="path"):
+        # 0 tries once; NaN would never expire (no comparison with it is true). ``field``:
+        # the option that names the ledger (read_ledger's).
+        super().__init__(ledger_path(path, field) + ".lock",
                          finite_number(timeout, "lock_timeout", allow_minimum=True,
                                        maximum=86400, unit="seconds"),
-                         read_only=read_only, poll=poll, field="path")
+                         read_only=read_only, poll=poll, field=field)
 
     def busy_error(self, holder):
         return LedgerLockTimeout(
