@@ -37,9 +37,11 @@ _CHECK_CRASHES = (TypeError, ValueError, ArithmeticError, LookupError, Attribute
 
 def new_module(module_class, argument_spec, **kwargs):
     """``module_class(argument_spec=..., **kwargs)`` (the module's AnsibleModule), the one
-    way every module builds its own: a value that ansible-core's checks crash on, instead
-    of refusing it, fails the module naming the option (its ``field``), never with a
-    traceback. Valid input builds the very same module."""
+    way every module builds its own. What ansible-core's checks crash on, take for a
+    number or refuse without a name (a list past MAX_LIST_ITEMS, text for a list of
+    mappings, look-alike digits) fails the module naming the option (its ``field``),
+    never with a traceback; then the shared root is checked. Valid input builds the
+    very same module."""
     spec = copy.deepcopy(argument_spec)
     params = _given_params()
     unfit = (_too_long_list(spec, params) or _text_for_mappings(spec, params)
@@ -50,6 +52,7 @@ def new_module(module_class, argument_spec, **kwargs):
         module = module_class(argument_spec=argument_spec, **kwargs)
     except _CHECK_CRASHES as err:
         _refuse(module_class, spec, params, _check_crash_error(spec, params, err))
+        raise       # not reached: fail_json exits
     _check_shared_options(module, spec)
     return module
 
