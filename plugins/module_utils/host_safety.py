@@ -500,8 +500,9 @@ def running_domain_devices_or_skip(module, libvirt_uri, live, skipped):
     try:
         return running_domain_devices(uri)
     except GpuhostError as err:
-        if libvirt_uri:
-            raise
+        if libvirt_uri:     # the option the user gave, by its own name
+            raise GpuhostError(err.msg, field="libvirt_uri" if err.field == "uri" else err.field,
+                               fix=err.fix, details=err.details) from err
         module.warn("could not check running libvirt domains: %s" % err.message)
         return None
 

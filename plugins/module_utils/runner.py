@@ -18,9 +18,177 @@ reports too). Optional:
 
 from __future__ import annotations
 
+import copy
+import os
 import traceback
 
+from ansible.module_utils import basic
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import ROOT_ARGUMENT_SPEC
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
+
+# What ansible-core's own checks raise, before a module's code runs, for a value they
+# cannot check (float(10**400), a list where a dict with suboptions is due). Not
+# RuntimeError: ansible-test's validate-modules stops AnsibleModule with one.
+_CHECK_CRASHES = (TypeError, ValueError, ArithmeticError, LookupError, AttributeError)
+
+
+def new_module(module_class, argument_spec, **kwargs):
+    """``module_class(argument_spec=..., **kwargs)`` (the module's AnsibleModule), the one
+    way every module builds its own. What ansible-core's checks crash on, take for a
+    number or refuse without a name (a list past MAX_LIST_ITEMS, text for a list of
+    mappings, look-alike digits) fails the module naming the option (its ``field``),
+    never with a traceback; then the shared root is checked. Valid input builds the
+    very same module."""
+    spec = copy.deepcopy(argument_spec)
+    params = _given_params()
+    unfit = (_too_long_list(spec, params) or _text_for_mappings(spec, params)
+             or _lookalike_digits(spec, params))
+    if unfit is not None:
+        _refuse(module_class, spec, params, unfit)
+    try:
+        module = module_class(argument_spec=argument_spec, **kwargs)
+    except _CHECK_CRASHES as err:
+        _refuse(module_class, spec, params, _check_crash_error(spec, params, err))
+        raise       # not reached: fail_json exits
+    _check_shared_options(module, spec)
+    return module
+
+
+def _given_params():
+    """The options as given, read the way AnsibleModule reads them (and kept for it);
+    none before a module run (AnsiballZ) or a test has handed them over, nor where they
+    cannot be read: AnsibleModule then reads them, or fails on them, by itself."""
+    if getattr(basic, "_ANSIBLE_ARGS", None) is None:
+        return {}
+    try:
+        params = basic._load_params()  # pylint: disable=protected-access
+    except Exception:  # pylint: disable=broad-except
+        return {}
+    return {key: value for key, value in params.items()
+            if not key.startswith("_ansible_")} if isinstance(params, dict) else {}
+
+
+def _refuse(module_class, spec, params, error):
+    """fail_json with ``error`` where the module's own spec cannot build a module: one
+    that takes every option as it is still reports, with no_log kept."""
+    reporter = module_class(
+        argument_spec={key: {"type": "raw", "no_log": bool(spec.get(key, {}).get("no_log"))}
+                       for key in params},
+        supports_check_mode=True)
+    reporter.fail_json(changed=False, **error.to_result())
+
+
+# The most items a list option takes: far above any host's CPUs (8192), IRQs or files,
+# far below the million items that keep ansible-core's checks busy for minutes.
+MAX_LIST_ITEMS = 65536
+
+
+def _text_for_mappings(spec, params):
+    """The GpuhostError for a list-of-mappings option given text (or text items):
+    ansible-core's own refusal of it ("dictionary requested, could not parse JSON or
+    key=value") names no option."""
+    for name, option in spec.items():
+        if option.get("type") != "list" or option.get("elements") != "dict":
+            continue
+        for key in [name] + list(option.get("aliases") or ()):
+            value = params.get(key)
+            items = value if isinstance(value, list) else [value]
+            if any(isinstance(item, str) for item in items):
+                return GpuhostError("%r is text, not a list of mappings" % (value,)
+                                    if isinstance(value, str) else
+                                    "an item is text, not a mapping", field=name,
+                                    fix="give %s as a list of mappings (YAML: one '- key: value' "
+                                        "block per item)" % name)
+    return None
+
+
+def _lookalike_digits(spec, params, prefix=""):
+    """The GpuhostError for a number option given text with digits other than 0-9:
+    ansible-core's int() and float() read Arabic-Indic or fullwidth digits as numbers
+    (u'\u0661' is 1), which no one types for a count on purpose."""
+    for name, option in spec.items():
+        value = params.get(name) if isinstance(params, dict) else None
+        field = prefix + name
+        if option.get("type") in ("int", "float") and isinstance(value, str) and any(
+                char.isdigit() and char not in "0123456789" for char in value):
+            return GpuhostError("%r holds digits other than 0-9" % (value,), field=field,
+                                fix="write the number with the digits 0-9")
+        subs = option.get("options")
+        if subs and isinstance(value, dict):
+            found = _lookalike_digits(subs, value, field + ".")
+        elif subs and isinstance(value, list):
+            found = next((error for error in (
+                _lookalike_digits(subs, item, "%s[%d]." % (field, index))
+                for index, item in enumerate(value[:MAX_LIST_ITEMS])) if error), None)
+        else:
+            found = None
+        if found:
+            return found
+    return None
+
+
+def _too_long_list(spec, params):
+    """The GpuhostError for the first list option given more than MAX_LIST_ITEMS items,
+    refused before ansible-core checks each item."""
+    for name, option in spec.items():
+        for key in [name] + list(option.get("aliases") or ()):
+            value = params.get(key)
+            if option.get("type") == "list" and isinstance(value, list) \
+                    and len(value) > MAX_LIST_ITEMS:
+                return GpuhostError("%d items are more than the %d a list option takes"
+                                    % (len(value), MAX_LIST_ITEMS), field=name,
+                                    fix="give %s fewer items" % name)
+    return None
+
+
+def _check_shared_options(module, spec):
+    """The shared ``root`` (common_args.ROOT_ARGUMENT_SPEC) is checked here, once for every
+    module, before any reader joins a host path to it: a relative root would read the
+    directory the module runs in, a NUL or a newline crashes the readers, a FIFO or a
+    file is no tree. A root that is not there yet is left to the module (numa_cpuset
+    plans from topology data without reading it)."""
+    root = getattr(module, "params", {}).get("root")
+    if spec.get("root") == ROOT_ARGUMENT_SPEC["root"] and root is not None:
+        try:
+            absolute_path(root, "root", kind="root directory (/ for the running host)")
+            if os.path.exists(root) and not os.path.isdir(root):
+                raise GpuhostError("%s is not a directory" % root, field="root",
+                                   fix="give the directory that holds the host's tree "
+                                       "(/ for the running host)")
+        except GpuhostError as err:
+            module.fail_json(changed=False, **err.to_result())
+
+
+def _check_crash_error(spec, params, crash):
+    """The GpuhostError for ``crash``: the first option whose value alone crashes the
+    check again, or none named when no single one does."""
+    reason = "%s: %s" % (type(crash).__name__, crash)
+    for name, option in spec.items():
+        given = [key for key in [name] + list(option.get("aliases") or ()) if key in params]
+        if not given:
+            continue
+        try:
+            ArgumentSpecValidator({name: option}).validate({given[0]: params[given[0]]})
+        except _CHECK_CRASHES:
+            return GpuhostError(
+                "ansible-core could not check the value given (%s)" % reason, field=name,
+                fix="give %s a value of type %s, as the module's documentation says"
+                    % (name, _described_type(option)))
+    return GpuhostError(
+        "ansible-core could not check the options given (%s)" % reason,
+        fix="give each option a value of its documented type (ansible-doc gpuhost.kvm.<module>)")
+
+
+def _described_type(option):
+    kind = option.get("type") or "str"
+    if kind == "list" and option.get("elements"):
+        return "list of %s" % option["elements"]
+    if kind == "dict" and option.get("options"):
+        return "dict with the options %s" % ", ".join(sorted(option["options"]))
+    return kind
 
 
 def run_module(module, worker, changes_host=False):

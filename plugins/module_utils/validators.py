@@ -292,6 +292,19 @@ def image_reference(value, field="image"):
     return value
 
 
+def domain_uuid(value, field="uuid"):
+    """A libvirt domain UUID (32 hex digits, dashes allowed as libvirt writes them), or
+    None to let libvirt choose one; anything else would go into the domain XML as is."""
+    if value is None:
+        return None
+    digits = value.replace("-", "") if isinstance(value, str) else ""
+    if len(digits) != 32 or not re.match(r"^[0-9a-fA-F]{32}\Z", digits):
+        raise GpuhostError("%r is not a UUID" % (value,), field=field,
+                           fix="give 32 hex digits such as 4dea22b3-1d52-d8f3-2516-782e98ab3fa0, "
+                               "or leave uuid out to let libvirt choose")
+    return value
+
+
 # -- config paths -------------------------------------------------------------------------
 
 def absolute_path(value, field, kind="file"):

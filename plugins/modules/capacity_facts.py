@@ -181,7 +181,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import (
     evaluate_host, host_capacity, selection_of, validate_request)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import read_ledger
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_to_dict)
@@ -213,7 +213,7 @@ class CapacityFacts(object):
         # shares, so the same value named two different files.
         self.ledger_path = absolute_path(self.ledger_path, "ledger_path", kind="ledger file")
         topology = read_host_topology(self.root, with_irqs=False)
-        ledger = read_ledger(self.ledger_path)
+        ledger = read_ledger(self.ledger_path, "ledger_path")
         fact = dict(options, capacity=host_capacity(topology, ledger, selection),
                     ledger_serial=ledger.serial)
         if tenant is not None:
@@ -235,8 +235,8 @@ class CapacityFacts(object):
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=argument_spec(
+    return new_module(
+        AnsibleModule, argument_spec=argument_spec(
             ROOT_ARGUMENT_SPEC,
             GPU_SELECTION_ARGUMENT_SPEC,
             ledger_path={"type": "path", "default": "/var/lib/gpuhost/ledger.json"},

@@ -162,7 +162,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import container as core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     container_name, finite_number, image_reference, unit_name)
 
@@ -303,8 +303,8 @@ class ContainerFacts(object):
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=dict(
+    return new_module(
+        AnsibleModule, argument_spec=dict(
             runtime=dict(type="str", default="docker"),
             image=dict(type="str"),
             image_must_exist=dict(type="bool", default=False),

@@ -127,7 +127,7 @@ candidates:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import choose_host
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 
 
 class FleetPlace(object):
@@ -152,8 +152,8 @@ class FleetPlace(object):
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec={
+    return new_module(
+        AnsibleModule, argument_spec={
             "hosts": {"type": "dict", "required": True},
             "tenant": {"type": "dict", "required": True},
             "hugepage_check": {"type": "str", "choices": ["memory", "free", "none"],

@@ -98,7 +98,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import (
     fleet_report, render_markdown, render_svg)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
     HostWriter, describe_os_error)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
@@ -191,8 +191,8 @@ class FleetReport(object):
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec={
+    return new_module(
+        AnsibleModule, argument_spec={
             "hosts": {"type": "dict", "required": True},
             "dest": {"type": "path", "required": True},
             "formats": {"type": "list", "elements": "str",

@@ -153,7 +153,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import gpu_health
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number, positive_int
 
 # Far above any GPU's shutdown threshold (about 100 C): a larger limit is a typo.
@@ -226,8 +226,8 @@ class GpuHealth(object):
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=dict(
+    return new_module(
+        AnsibleModule, argument_spec=dict(
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             max_temperature_c=dict(type="float"),
             max_uncorrected_ecc=dict(type="int"),

@@ -282,7 +282,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts impor
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     libvirt, libvirt_error_text, open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import validate_tenant_name
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import (
     read_file_text, validate_root)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
@@ -509,8 +509,8 @@ class HostFacts(object):
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=argument_spec(
+    return new_module(
+        AnsibleModule, argument_spec=argument_spec(
             ROOT_ARGUMENT_SPEC,
             GPU_SELECTION_ARGUMENT_SPEC,
             gather={"type": "list", "elements": "str", "choices": list(host_facts.GATHER_SUBSETS),

@@ -155,7 +155,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
     STATES, plan_host_files, validate_entries)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
-    PlannedChange, run_module)
+    PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
 
@@ -170,7 +170,7 @@ def build_module():
                  group=dict(type="str"))
     spec = argument_spec(ROOT_ARGUMENT_SPEC,
                          files=dict(type="list", elements="dict", options=entry, required=True))
-    return AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return new_module(AnsibleModule, argument_spec=spec, supports_check_mode=True)
 
 
 class HostFiles(PlannedChange):

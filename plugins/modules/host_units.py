@@ -219,7 +219,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import input_mtimes
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     check_slim_services, check_unit_verbs, running_tenants)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
     absolute_path, unit_name)
 
@@ -373,8 +373,8 @@ class HostUnits(object):
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=argument_spec(
+    return new_module(
+        AnsibleModule, argument_spec=argument_spec(
             ROOT_ARGUMENT_SPEC,
             units={"type": "list", "elements": "dict", "required": True,
                    "options": {"name": {"type": "str", "required": True},

@@ -182,7 +182,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.boot_config im
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
-    PlannedChange, run_module)
+    PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
 
@@ -201,7 +201,7 @@ def build_module():
         force=dict(type="bool", default=False),
         image_pattern=dict(type="str"),
         rebuild_argv=dict(type="list", elements="str"))
-    return AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return new_module(AnsibleModule, argument_spec=spec, supports_check_mode=True)
 
 
 class Initramfs(PlannedChange):

@@ -349,7 +349,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     GPU_SELECTION_ARGUMENT_SPEC, ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts import read_iommu_facts
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 
 
 class IommuGroupsFacts(object):
@@ -375,9 +375,9 @@ class IommuGroupsFacts(object):
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=argument_spec(ROOT_ARGUMENT_SPEC, GPU_SELECTION_ARGUMENT_SPEC,
-                                    gpu_vendor={"type": "str"}),
+    return new_module(
+        AnsibleModule, argument_spec=argument_spec(ROOT_ARGUMENT_SPEC, GPU_SELECTION_ARGUMENT_SPEC,
+                                                   gpu_vendor={"type": "str"}),
         supports_check_mode=True,
     )
 

@@ -291,7 +291,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning im
     known_managed_names, plan_persistence, plan_pins, select_irqs, validate_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irqbalance import (
     format_for_version, plan_config, read_config)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.mechanisms import LIBVIRT_UNITS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
@@ -337,9 +337,9 @@ def build_module():
     )
     # The argument spec checks required_if after it sets state's default: with groups,
     # the single-group requirements are checked here instead, only without groups.
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
-                           mutually_exclusive=[["groups", name]
-                                               for name in SINGLE_GROUP_OPTIONS])
+    module = new_module(AnsibleModule, argument_spec=spec, supports_check_mode=True,
+                        mutually_exclusive=[["groups", name]
+                                            for name in SINGLE_GROUP_OPTIONS])
     if module.params["groups"] is None:
         try:
             check_required_if(SINGLE_REQUIRED_IF, {key: value for key, value

@@ -145,7 +145,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.boot_config im
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
-    PlannedChange, run_module)
+    PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
 
@@ -158,7 +158,7 @@ def build_module():
         grub_cfg=dict(type="path", default="/boot/grub/grub.cfg"),
         grub_update_argv=dict(type="list", elements="str", default=["update-grub"]),
         allow_boot_replacing_args=dict(type="bool", default=False))
-    return AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return new_module(AnsibleModule, argument_spec=spec, supports_check_mode=True)
 
 
 class KernelCmdline(PlannedChange):

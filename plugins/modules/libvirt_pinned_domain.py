@@ -716,7 +716,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, daemon_version, libvirt,
     libvirt_error_text, open_connection)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import check_reset_methods
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_from_dict)
@@ -725,8 +725,8 @@ HOST_SAFETY_OVERRIDES = PASS_THROUGH.overrides   # what host_safety may name her
 
 
 def build_module():
-    return AnsibleModule(argument_spec=copy.deepcopy(ARGUMENT_SPEC), supports_check_mode=True,
-                         **copy.deepcopy(MODULE_RULES))
+    return new_module(AnsibleModule, argument_spec=copy.deepcopy(ARGUMENT_SPEC), supports_check_mode=True,
+                      **copy.deepcopy(MODULE_RULES))
 
 
 class PinnedDomain:
@@ -775,8 +775,10 @@ class PinnedDomain:
         report.raise_if_refused()
 
     def run(self):
-        # Before anything else: the name is also a file name under state_dir.
+        # Before anything else: the name is also a file name under state_dir, which must
+        # be a usable folder before a change is planned that its record would follow.
         dx.validate_domain_name(self.name)
+        self.storage.check_state_dir()
         check_float_options(self.module.argument_spec, self.params)
         if self.conn is None:
             self.conn = open_connection(self.params["uri"])

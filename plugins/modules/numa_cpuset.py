@@ -338,7 +338,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement imp
     SMT_POLICIES,
     plan_placement,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 
@@ -366,7 +366,7 @@ def build_module():
         hugepage_check=dict(type="str", choices=list(HUGEPAGE_CHECKS), default="memory"),
         allow_acs_override=dict(type="bool", default=False),
     )
-    return AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return new_module(AnsibleModule, argument_spec=spec, supports_check_mode=True)
 
 
 class NumaCpusetPlanner(object):

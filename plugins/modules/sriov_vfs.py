@@ -239,7 +239,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     CHANGE_VF_COUNT, check_vf_count_change, read_module_context,
     running_domain_devices_or_skip)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov import (
     UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, held_vf_changes, plan_persistence,
     plan_sriov)
@@ -263,7 +263,7 @@ def build_module():
         persistent=dict(type="bool", default=False),
         libvirt_uri=dict(type="str"),
     )
-    return AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return new_module(AnsibleModule, argument_spec=spec, supports_check_mode=True)
 
 
 class SriovConfigurator(object):

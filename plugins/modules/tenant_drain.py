@@ -240,15 +240,15 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import
 from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
     DEFAULT_URI, HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt,
     libvirt_error_text, open_connection)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
     ChangeSet, ChangeSetError)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=dict(
+    return new_module(
+        AnsibleModule, argument_spec=dict(
             state=dict(type="str", choices=["checked", "drained", "restored"],
                        default="checked"),
             uri=dict(type="str", default=DEFAULT_URI),

@@ -172,13 +172,13 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSel
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import check_devices_free
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import layout_from_topology
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=argument_spec(
+    return new_module(
+        AnsibleModule, argument_spec=argument_spec(
             GPU_SELECTION_ARGUMENT_SPEC,
             path=dict(type="path", default=ledger_core.DEFAULT_LEDGER_PATH),
             state=dict(type="str", choices=["present", "absent"], default="present"),

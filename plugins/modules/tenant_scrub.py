@@ -135,7 +135,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     validate_tenant_name)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
     ScrubPlan, ledger_held_message, plan_scrub, tenant_entry)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
@@ -145,8 +145,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import abso
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=argument_spec(
+    return new_module(
+        AnsibleModule, argument_spec=argument_spec(
             ROOT_ARGUMENT_SPEC,
             name=dict(type="str", required=True),
             ledger_path=dict(type="path", default=DEFAULT_LEDGER_PATH),
@@ -175,8 +175,8 @@ class TenantScrub(object):
         validate_root(params["root"])
         path = absolute_path(params["ledger_path"], "ledger_path", kind="ledger file")
         # a shared lock: an onboarding writing the ledger now is waited for
-        with locked(path, read_only=True):
-            entry = tenant_entry(read_ledger(path), params["name"])
+        with locked(path, read_only=True, field="ledger_path"):
+            entry = tenant_entry(read_ledger(path, "ledger_path"), params["name"])
         self.in_ledger = entry is not None
         if entry is None:
             self.plan = ScrubPlan(params["name"], ChangeSet())

@@ -275,7 +275,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     read_context, running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     GpuSelection, read_pci_functions)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
     OVERRIDES, current_driver, plan_vfio, prepend_modprobe, select_devices)
@@ -300,8 +300,8 @@ def build_module():
     )
     for option in OVERRIDES:
         spec[option] = dict(type="bool", default=False)
-    return AnsibleModule(argument_spec=spec, supports_check_mode=True,
-                         required_one_of=[("devices", "match")])
+    return new_module(AnsibleModule, argument_spec=spec, supports_check_mode=True,
+                      required_one_of=[("devices", "match")])
 
 
 class VfioBinder(object):

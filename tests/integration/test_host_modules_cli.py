@@ -106,3 +106,19 @@ def test_irq_affinity_check_mode_bad_cpus_and_no_op(root, module_python):
                                            "cpus": "0-1"}, SimulatedKernel(root))
     rc, task = adhoc("irq_affinity", {"root": root, "name_regex": "mlx5_comp", "cpus": "0-1"})
     assert rc == 0 and task["changed"] is False, task
+
+
+@pytest.mark.parametrize("module, args, field", [
+    ("gpu_health", {"max_temperature_c": 10 ** 400}, "max_temperature_c"),
+    ("vfio_bind", {"match": [1]}, "match"),
+])
+def test_a_value_ansible_core_crashes_on_is_refused_naming_the_option(module, args, field):
+    """float(10**400) and a list where a dict with suboptions is due make ansible-core's
+    own checks raise before the module's code runs; runner.new_module turns that into a
+    refusal naming the option, on every ansible-core of the matrix (this file runs in
+    each lane of tests/ansible-matrix.txt)."""
+    rc, task = adhoc(module, args)
+    assert rc != 0 and task["changed"] is False
+    assert task["field"] == field
+    assert task["msg"].startswith(field + ": ansible-core could not check the value given")
+    assert "exception" not in task and "module_stderr" not in task

@@ -36,6 +36,16 @@ CASE_CLASSES = {
     "name-syntax": "a name (interface, owner, tenant) that is not one the host accepts",
     "foreign-parser": "what another program or host says, truncated, doubled or odd",
     "output-escaping": "a value written into SVG, HTML, XML or Markdown",
+    "value-shape": "a value of the wrong type or outside its choices, or a required one "
+                   "left out",
+    "missing-resource": "a device, IRQ, CPU, interface, tenant or host feature (SR-IOV, "
+                        "1G pages, OVMF, VT-d) that the host does not have",
+    "host-critical": "a device, CPU or route the host itself needs (its root disk, the NIC "
+                     "of its default route, its console, a bridge, its housekeeping CPUs)",
+    "tenant-isolation": "what another tenant holds or shares with it (an IOMMU group, a "
+                        "CPU, a GPU), or isolation the host cannot give (ACS override, no "
+                        "IOMMU)",
+    "unreachable-service": "a libvirt connection that does not answer",
 }
 FAILED_PREFIX = "FAILED! => "
 
@@ -97,7 +107,8 @@ def _run(case, host):
 @pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
 def test_bad_input_fails_safely(case, tmp_path, tally):
     assert case.get("expect"), "case %s gives no expected message" % case["id"]
-    assert case.get("class", "file-kind") in CASE_CLASSES, "unknown class %r" % case["class"]
+    assert case.get("class") in CASE_CLASSES, "case %s: unknown class %r" % (
+        case["id"], case.get("class"))
     base = tmp_path / "host"
     base.mkdir()
     host = harness.Host(base, case.get("host", "sim"), case.get("host_args"))
@@ -146,6 +157,12 @@ def test_matrix_is_broad_enough():
     assert all(re.match(r"^[a-z0-9-]+$", case["id"]) for case in CASES)
     for kind in ("kserve_loadgen", "capacity_facts", "fleet_place", "fleet_report"):
         assert kinds.get(kind, 0) >= 2, "too few bad-input cases for %s" % kind
+
+
+def test_every_case_names_its_class():
+    """The matrix shows which class of hostile input each case stands for."""
+    unlabelled = [case["id"] for case in CASES if case.get("class") not in CASE_CLASSES]
+    assert not unlabelled, "cases without a known class: %s" % unlabelled
 
 
 def test_a_refusal_that_starts_a_command_is_caught(tmp_path):

@@ -2,16 +2,25 @@
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """runner.run_module, the one main() body of every module: what a run, a refusal, a
-rolled-back change, a gate and an unexpected OSError report."""
+rolled-back change, a gate and an unexpected OSError report; runner.new_module, the one
+way every module builds its AnsibleModule: a value ansible-core's own checks crash on is
+a refusal naming the option."""
 
 import ast
+import contextlib
 import glob
+import io
+import json
 import os
+import re
 
 import pytest
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.modules import (
+    gpu_health, kserve_loadgen, sriov_vfs, vfio_bind)
 
 MODULES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "plugins", "modules")
@@ -105,3 +114,101 @@ def test_every_module_reports_through_run_module():
                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
         assert "run_module" in calls, "%s: main() does not call run_module" % path
         assert not any(isinstance(node, ast.Try) for node in ast.walk(main[0])), "%s: main() has its own try" % path
+
+
+def build_outcome(module_file, args):
+    """Build ``module_file``'s module from ``args``: ("built", module) or ("failed",
+    the JSON result its fail_json printed)."""
+    out = io.StringIO()
+    with patch_module_args(args), contextlib.redirect_stdout(out):
+        try:
+            return "built", module_file.build_module()
+        except SystemExit as exit_info:
+            assert exit_info.code == 1
+    return "failed", json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize("module_file, args, field, crash", [
+    # check_type_float: float(10**400) raises OverflowError
+    (gpu_health, {"max_temperature_c": 10 ** 400}, "max_temperature_c", "OverflowError"),
+    (kserve_loadgen, {"url": "http://127.0.0.1:1/v2/models/m/infer", "model": "m",
+                      "requests": 1, "timeout_s": -10 ** 400}, "timeout_s", "OverflowError"),
+    # set_fallbacks: "in" on the int of a list given where a dict with suboptions is due
+    (vfio_bind, {"match": [1]}, "match", "TypeError"),
+])
+def test_a_value_ansible_core_crashes_on_is_a_refusal_naming_the_option(
+        module_file, args, field, crash):
+    kind, result = build_outcome(module_file, args)
+    assert kind == "failed"
+    assert result["failed"] is True and result["changed"] is False
+    assert result["field"] == field
+    assert result["msg"].startswith(field + ": ansible-core could not check the value given (" + crash)
+    assert "Fix: give %s a value of type " % field in result["msg"]
+    assert "Traceback" not in json.dumps(result)
+
+
+def test_a_crash_of_the_checks_that_no_single_option_causes_names_none(monkeypatch):
+    """An option alone passes its check again: the message is the generic one."""
+    from ansible.module_utils.basic import AnsibleModule
+    calls = []
+
+    def crashing_once(*args, **kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise ValueError("crash of the checks")
+        return AnsibleModule(*args, **kwargs)
+    monkeypatch.setattr(gpu_health, "AnsibleModule", crashing_once)
+    kind, result = build_outcome(gpu_health, {"max_temperature_c": 80})
+    assert kind == "failed" and "field" not in result
+    assert result["msg"].startswith("ansible-core could not check the options given "
+                                    "(ValueError: crash of the checks). Fix: ")
+
+
+def test_valid_input_builds_the_same_module_as_ansible_module():
+    kind, module = build_outcome(vfio_bind, {"devices": ["0000:41:00.0"],
+                                             "match": {"vendor": "10de"}})
+    assert kind == "built"
+    assert module.params["match"] == {"vendor": "10de", "device": None, "class": None, "gpu": False}
+    assert module.params["devices"] == ["0000:41:00.0"]
+
+
+def test_every_module_builds_its_ansible_module_through_new_module():
+    for path in sorted(glob.glob(os.path.join(MODULES, "*.py"))):
+        source = open(path, encoding="utf-8").read()
+        assert re.search(r"new_module\(\s*AnsibleModule, argument_spec=", source), path
+        assert "AnsibleModule(" not in source, "%s builds AnsibleModule itself" % path
+
+
+def test_a_list_option_of_a_million_items_is_refused_before_ansible_core_checks_each():
+    kind, result = build_outcome(vfio_bind, {"devices": ["0000:41:00.0"] * 10 ** 6})
+    assert kind == "failed" and result["field"] == "devices" and result["changed"] is False
+    assert result["msg"].startswith("devices: 1000000 items are more than the 65536 a list "
+                                    "option takes")
+
+
+@pytest.mark.parametrize("root, words", [("a\x00b", "holds control characters"),
+                                         ("../../etc", "is a relative path"),
+                                         ("/etc/hostname", "is not a directory")])
+def test_the_shared_root_is_checked_for_every_module(root, words):
+    kind, result = build_outcome(vfio_bind,
+                                 {"devices": ["0000:41:00.0"], "root": root})
+    assert kind == "failed" and result["field"] == "root" and words in result["msg"]
+
+
+@pytest.mark.parametrize("value, words", [("a,b", "'a,b' is text, not a list of mappings"),
+                                          (["a"], "an item is text, not a mapping")])
+def test_text_for_a_list_of_mappings_is_refused_naming_the_option(value, words):
+    """ansible-core's own message for it names no option."""
+    kind, result = build_outcome(sriov_vfs, {"pf": "eno1", "num_vfs": 1, "vfs": value})
+    assert kind == "failed" and result["field"] == "vfs" and words in result["msg"]
+
+
+@pytest.mark.parametrize("args, field", [
+    ({"pf": "eno1", "num_vfs": "\u0661"}, "num_vfs"),                            # Arabic-Indic 1
+    ({"pf": "eno1", "num_vfs": 1, "vfs": [{"index": "\uff10"}]}, "vfs[0].index"),  # fullwidth 0
+])
+def test_a_number_in_lookalike_digits_is_refused_naming_the_option(args, field):
+    """int() reads them as numbers; ansible-core's check of an int option uses int()."""
+    kind, result = build_outcome(sriov_vfs, args)
+    assert kind == "failed" and result["field"] == field
+    assert "holds digits other than 0-9" in result["msg"]

@@ -340,6 +340,9 @@ class HostWriter:
             self.refuse_hard_links(host_path, os.lstat(target), field)
         except FileNotFoundError:
             pass
+        except NotADirectoryError:      # a file, a FIFO or a device where a folder is due
+            raise GpuhostError("%s is not a folder" % os.path.dirname(host_path), field=field,
+                               fix="move it away and run again, or name a folder") from None
 
     @staticmethod
     def refuse_hard_links(host_path, status, field="path"):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import stat
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
@@ -31,7 +30,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     PASS_THROUGH, host_refusals, refusal_fix)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import resolve_dir
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import (
+    decode_text, read_bytes, resolve_dir)
 
 
 @dataclass
@@ -595,39 +595,22 @@ def parse_firmware_descriptor(text, path, root="/"):
         executable=filename, executable_present=os.path.isfile(below_root))
 
 
-def _read_regular_file(path, limit):
-    """Up to ``limit`` bytes of the regular file at ``path`` (links already resolved
-    inside the root), or None: a FIFO must not block the run, nor a directory or a
-    device pass for a descriptor."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            return None
-        return os.read(descriptor, limit)
-    except OSError:
-        return None
-    finally:
-        os.close(descriptor)
-
-
 def read_firmware_descriptors(root="/"):
     """The firmware descriptors below ``root`` (FIRMWARE_DESCRIPTOR_DIRS)."""
     found = FirmwareDescriptors()
     for _name, path in _descriptor_files(root):
         shown = "/" + os.path.relpath(path, root or "/")
-        data = _read_regular_file(resolve_dir(root, path), MAX_DESCRIPTOR_BYTES + 1)
-        if data is None:
+        # The one reader: a FIFO must not block the run, nor a directory, a device or a
+        # file past the limit pass for a descriptor (links are resolved inside root).
+        try:
+            data = read_bytes(resolve_dir(root, path), max_bytes=MAX_DESCRIPTOR_BYTES,
+                              no_follow=True)
+        except (OSError, GpuhostError):
             found.unreadable.append(shown)
             continue
         if not data.strip():
             continue                      # an empty file hides the descriptor
-        descriptor = None
-        if len(data) <= MAX_DESCRIPTOR_BYTES:
-            descriptor = parse_firmware_descriptor(data.decode("utf-8", "replace"),
-                                                   shown, root)
+        descriptor = parse_firmware_descriptor(decode_text(data), shown, root)
         if descriptor is None:
             found.unreadable.append(shown)
         else:

@@ -13,7 +13,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     normalize_address, slot_bar64_sizes)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
-    absolute_path, finite_number, interface_name)
+    absolute_path, domain_uuid, finite_number, interface_name)
 
 
 def float_options(argument_spec, params, prefix=""):
@@ -132,7 +132,7 @@ def _spec_of_shape(params, topo):
     common = dict(
         extra_hostdevs=tuple(normalize_address(a, field="hostdevs") for a in params["hostdevs"]),
         hide_kvm=params["hide_kvm"], domain_type=params["domain_type"],
-        cpu_mode=params["cpu_mode"], uuid=params["uuid"],
+        cpu_mode=params["cpu_mode"], uuid=domain_uuid(params["uuid"]),
         memory_access="shared" if params["shared_memory"] else None,
         vcpusched=params["vcpusched"], locked=params["lock_memory"],
     )

@@ -26,7 +26,9 @@ from typing import List, Optional
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import qemu_img_size
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_bytes, read_file_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    absolute_path, qemu_img_size)
 
 SEED_TOOLS = ("cloud-localds", "genisoimage", "mkisofs", "xorriso")
 
@@ -123,8 +125,7 @@ def build_seed(module, writer, name, cloud, path):
             raise GpuhostError("%s failed (rc %d): %s" % (label, rc, (err or out).strip()),
                                field="cloud_init", fix="check the tool's message")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(target, "rb") as built:
-            writer.write_file(path, built.read(), mode=0o644)
+        writer.write_file(path, read_bytes(target, field="cloud_init"), mode=0o644)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -164,8 +165,7 @@ class DomainStorage:
         if self._record is None:
             self._check_replaceable(self.record_path, "state_dir")
             try:
-                with open(self.record_path) as handle:
-                    self._record = json.load(handle)
+                self._record = json.loads(read_file_text(self.record_path, field="state_dir"))
             except FileNotFoundError:
                 self._record = {"created": [], "seed_digest": None}
             except (OSError, ValueError) as exc:
@@ -174,6 +174,14 @@ class DomainStorage:
                                    fix="repair or remove the file (it lists the files the "
                                        "module created for %s)" % self.name)
         return self._record
+
+    def check_state_dir(self):
+        """The record's folder, refused now as the writer would refuse it later: a
+        relative state_dir, a control character or a '..' in it."""
+        if self.state_dir is None:
+            return
+        absolute_path(self.state_dir, "state_dir", kind="folder of the domains' records")
+        self._check_replaceable(self.record_path, "state_dir")
 
     def _check_replaceable(self, path, option):
         """Refuse now, naming ``option``, what the shared writer would refuse later: a

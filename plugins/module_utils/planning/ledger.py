@@ -141,12 +141,22 @@ def parse_ledger(text, path=DEFAULT_LEDGER_PATH):
                       updated_at=data.get("updated_at"), source=path)
 
 
-def read_ledger(path):
+def read_ledger(path, field="path"):
     """The ledger at ``path``; a missing file is the empty ledger of a new host.
 
     Never through a link: a link at ``path`` is refused unread with the writer's wording
     (``HostWriter.read_unlinked``), as the writer would refuse to replace it; reading
-    through it would show another file's tenants."""
+    through it would show another file's tenants. ``field``: the module's option that
+    names the ledger file (tenant_ledger's path, the others' ledger_path)."""
+    try:
+        return _read_ledger(path)
+    except GpuhostError as err:
+        if err.field == "path":
+            err.field = field
+        raise
+
+
+def _read_ledger(path):
     try:
         data = HostWriter("/").read_unlinked(path, "path")
     except OSError as exc:
@@ -221,12 +231,13 @@ class locked(FileLock):
 
     what = "the ledger's lock file"
 
-    def __init__(self, path, timeout=60.0, poll=0.05, read_only=False):
-        # 0 tries once; NaN would never expire (no comparison with it is true).
-        super().__init__(ledger_path(path) + ".lock",
+    def __init__(self, path, timeout=60.0, poll=0.05, read_only=False, field="path"):
+        # 0 tries once; NaN would never expire (no comparison with it is true). ``field``:
+        # the option that names the ledger (read_ledger's).
+        super().__init__(ledger_path(path, field) + ".lock",
                          finite_number(timeout, "lock_timeout", allow_minimum=True,
                                        maximum=86400, unit="seconds"),
-                         read_only=read_only, poll=poll, field="path")
+                         read_only=read_only, poll=poll, field=field)
 
     def busy_error(self, holder):
         return LedgerLockTimeout(
