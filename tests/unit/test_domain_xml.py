@@ -293,6 +293,30 @@ def test_uefi_before_libvirt_7_2_is_refused_naming_the_firmware(firmware):
         .find("os").get("firmware") is None
 
 
+def test_large_bars_on_the_test_driver_before_libvirt_8_7_leave_maxphysaddr_out():
+    # BARs beyond QEMU's 40 bits: refused where a guest boots, left to libvirt's test
+    # driver (which boots nothing) without the element.
+    for domain_type in ("kvm", "test"):
+        spec = runbook_spec(domain_type=domain_type, libvirt_version=(7, 0, 0))
+        spec.gpus[0].bar64_total = 4 << 40          # needs 43 bits
+        if domain_type == "kvm":
+            with pytest.raises(GpuhostError):
+                dx.build_domain_xml(spec)
+        else:
+            assert dx.build_domain_xml(spec).find("cpu/maxphysaddr") is None
+
+
+def test_uefi_on_the_test_driver_before_libvirt_7_2_leaves_the_build_choice_out():
+    # The test driver boots nothing (a RHEL 9 module run through Debian 11's libvirt 7.0
+    # Python binding): no refusal, and no <feature> that libvirt would drop on define.
+    xml = dx.build_domain_xml(runbook_spec(firmware="efi", domain_type="test", libvirt_version=(7, 0, 0),
+                                           maxphysaddr_mode="none"))
+    assert xml.find("os").get("firmware") == "efi" and xml.find("os/firmware") is None
+    with pytest.raises(GpuhostError):
+        dx.build_domain_xml(runbook_spec(firmware="efi", domain_type="qemu", libvirt_version=(7, 0, 0),
+                                         maxphysaddr_mode="none"))
+
+
 # ----------------------------------------------------------------------- normalizer
 
 QEMU_ASSIGNED = """
