@@ -13,6 +13,8 @@ compares them with the plan, and undefines with remove_storage. Everything it ch
 the domain has no hostdev; the hostdev XML is covered by the test-driver tests.
 """
 
+import fcntl
+import glob
 import json
 import os
 import shutil
@@ -31,7 +33,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight impor
 
 from support.helpers import ansible_env, run_tool
 
-NAME = "gpuhost-it-%s" % uuid.uuid4().hex[:8]
+PREFIX = "gpuhost-it-"
+NAME = PREFIX + uuid.uuid4().hex[:8]
 PAGES = 64                                  # 128 MiB of 2 MiB pages
 NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"
 NODE0_2M = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB"
@@ -102,8 +105,44 @@ class Daemons:
                     proc.wait()
 
 
+# Every private libvirtd shares the system qemu driver's state (/etc/libvirt/qemu,
+# /run/libvirt/qemu), so a second test run on this machine would see this one's domain
+# and refuse its pins as overlapping. One run at a time holds this lock.
+DRIVER_LOCK = "/run/lock/gpuhost-libvirtd-real.lock"
+
+
 @pytest.fixture
-def libvirtd():
+def system_qemu_driver():
+    """The system qemu driver to this test alone (waiting for another run's test)."""
+    os.makedirs(os.path.dirname(DRIVER_LOCK), exist_ok=True)
+    with open(DRIVER_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def remove_leftovers(uri):
+    """Domains and image folders of this test that an interrupted run (SIGKILL, a
+    lane stopped at its deadline) left behind; with the driver lock held, no other
+    run owns them. Returns the names removed."""
+    names = [n for n in subprocess.run(["virsh", "-c", uri, "list", "--all", "--name"],
+                                       capture_output=True, text=True,
+                                       check=False).stdout.split()
+             if n.startswith(PREFIX)]
+    for name in names:
+        subprocess.run(["virsh", "-c", uri, "destroy", "--", name], capture_output=True,
+                       check=False)
+        subprocess.run(["virsh", "-c", uri, "undefine", "--nvram", "--", name],
+                       capture_output=True, check=False)
+    for directory in glob.glob(os.path.join("/var/lib/libvirt/images", PREFIX + "*")):
+        shutil.rmtree(directory, ignore_errors=True)
+    return names
+
+
+@pytest.fixture
+def libvirtd(system_qemu_driver):
     reason = _why_not()
     if reason:
         pytest.skip("REAL LIBVIRTD TEST NOT RUN: " + reason)
@@ -113,12 +152,19 @@ def libvirtd():
         failure = daemons.start()
         if failure:
             pytest.skip("REAL LIBVIRTD TEST NOT RUN: " + failure)
+        left = remove_leftovers(daemons.uri)
+        stale = [n for n in subprocess.run(
+            ["virsh", "-c", daemons.uri, "list", "--all", "--name"], capture_output=True,
+            text=True, check=False).stdout.split() if n.startswith(PREFIX)]
+        assert not stale, "could not remove leftovers %s of an interrupted run" % stale
+        if left:
+            print("removed the leftovers of an interrupted run: %s" % ", ".join(left))
         yield daemons
     finally:
         subprocess.run(["virsh", "-c", daemons.uri, "destroy", NAME], capture_output=True,
                        check=False)
-        subprocess.run(["virsh", "-c", daemons.uri, "undefine", NAME], capture_output=True,
-                       check=False)
+        subprocess.run(["virsh", "-c", daemons.uri, "undefine", "--nvram", NAME],
+                       capture_output=True, check=False)
         daemons.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -169,9 +215,10 @@ def hugepages(hugetlbfs):
 
 
 @pytest.fixture
-def images():
-    """Image files live where the qemu user (libvirt-qemu) may traverse."""
-    directory = tempfile.mkdtemp(prefix="gpuhost-it-", dir="/var/lib/libvirt/images")
+def images(libvirtd):
+    """Image files live where the qemu user (libvirt-qemu) may traverse (made after
+    libvirtd has removed an interrupted run's folders)."""
+    directory = tempfile.mkdtemp(prefix=PREFIX, dir="/var/lib/libvirt/images")
     os.chmod(directory, 0o711)
     try:
         yield directory
