@@ -78,7 +78,12 @@ def _refuse(module_class, spec, params, error):
         argument_spec={key: {"type": "raw", "no_log": bool(spec.get(key, {}).get("no_log"))}
                        for key in params},
         supports_check_mode=True)
-    reporter.fail_json(changed=False, **error.to_result())
+    # The invocation shows a list past MAX_LIST_ITEMS by its length: ansible-core's
+    # no_log scrub and JSON of a million items would take longer than the refusal.
+    shown = {key: "(%d items, not shown)" % len(value)
+             if isinstance(value, (list, dict)) and len(value) > MAX_LIST_ITEMS else value
+             for key, value in reporter.params.items()}
+    reporter.fail_json(changed=False, invocation={"module_args": shown}, **error.to_result())
 
 
 # The most items a list option takes: far above any host's CPUs (8192), IRQs or files,
@@ -144,22 +149,49 @@ def _too_long_list(spec, params):
     return None
 
 
+def _path_errors(spec, params, prefix=""):
+    """The GpuhostError for the first path option (``type: path``, a list of paths, or
+    one inside a mapping option) that is not an absolute path without control
+    characters: every path option names a host file or folder, a relative one would
+    depend on the directory the module runs in, and a control character reaches
+    libvirt's XML, a command line or a log line before any later check."""
+    for name, option in spec.items():
+        value = params.get(name) if isinstance(params, dict) else None
+        if value in (None, ""):
+            continue        # not given: the module's default or its own meaning of ""
+        field = prefix + name
+        kind = option.get("type")
+        if kind == "path":
+            absolute_path(value, field, kind="file or folder")
+        elif kind == "list" and option.get("elements") == "path" and isinstance(value, list):
+            for index, item in enumerate(value):
+                if item not in (None, ""):
+                    absolute_path(item, "%s[%d]" % (field, index), kind="file")
+        elif option.get("options") and isinstance(value, dict):
+            _path_errors(option["options"], value, field + ".")
+        elif option.get("options") and isinstance(value, list):
+            for index, item in enumerate(value):
+                _path_errors(option["options"], item, "%s[%d]." % (field, index))
+
+
 def _check_shared_options(module, spec):
-    """The shared ``root`` (common_args.ROOT_ARGUMENT_SPEC) is checked here, once for every
-    module, before any reader joins a host path to it: a relative root would read the
-    directory the module runs in, a NUL or a newline crashes the readers, a FIFO or a
-    file is no tree. A root that is not there yet is left to the module (numa_cpuset
-    plans from topology data without reading it)."""
-    root = getattr(module, "params", {}).get("root")
-    if spec.get("root") == ROOT_ARGUMENT_SPEC["root"] and root is not None:
-        try:
+    """Every path option is checked here, once for every module, before any reader
+    joins a host path to it (``_path_errors``); so is the shared ``root``
+    (common_args.ROOT_ARGUMENT_SPEC): a FIFO or a file is no tree. A root that is not
+    there yet is left to the module (numa_cpuset plans from topology data without
+    reading it)."""
+    params = getattr(module, "params", {})
+    root = params.get("root")
+    try:
+        if spec.get("root") == ROOT_ARGUMENT_SPEC["root"] and root is not None:
             absolute_path(root, "root", kind="root directory (/ for the running host)")
             if os.path.exists(root) and not os.path.isdir(root):
                 raise GpuhostError("%s is not a directory" % root, field="root",
                                    fix="give the directory that holds the host's tree "
                                        "(/ for the running host)")
-        except GpuhostError as err:
-            module.fail_json(changed=False, **err.to_result())
+        _path_errors(spec, params)
+    except GpuhostError as err:
+        module.fail_json(changed=False, **err.to_result())
 
 
 def _check_crash_error(spec, params, crash):

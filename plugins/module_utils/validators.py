@@ -84,6 +84,30 @@ def positive_int(value, field, maximum=None, minimum=1, fix=None):
     return value
 
 
+# The largest whole number an option or a plan takes unless its reader bounds it
+# otherwise: a million, far past any count of a host, far below slow arithmetic.
+MAX_WHOLE = 1 << 20
+_WHOLE_TEXT = re.compile(r"[+-]?[0-9]{1,20}")
+
+
+def whole_number(value, field, minimum=0, maximum=MAX_WHOLE):
+    """``value`` as a whole number from ``minimum`` to ``maximum``, or a GpuhostError
+    naming ``field``: a templated "16" or a YAML 16.0 counts as 16; NaN and infinities
+    (``int()`` of them raises OverflowError or ValueError), fractions, bools and
+    absurdly large numbers are refused."""
+    number = value
+    if isinstance(value, str) and _WHOLE_TEXT.fullmatch(value.strip()):
+        number = int(value.strip())
+    elif isinstance(value, float):
+        finite_number(value, field, minimum=-math.inf)    # NaN and infinities, by name
+        if value.is_integer():
+            number = int(value)
+    if isinstance(number, int) and not isinstance(number, bool) and number < minimum:
+        raise GpuhostError("%d is below %d" % (number, minimum), field=field,
+                           fix="give a whole number of at least %d" % minimum)
+    return positive_int(number, field, minimum=minimum, maximum=maximum)
+
+
 # The largest count another host's facts may report (GPUs, cores, pages...): far above
 # any host, far below what would make the arithmetic on it slow.
 MAX_COUNT = 2 ** 40

@@ -9,10 +9,14 @@ socket directory), reserves a few 2 MiB hugepages, creates a real qcow2 overlay 
 cloud-init seed, and then: check mode -> define and start -> check mode -> idempotent
 re-run, reads back ``virsh vcpupin``, ``virsh emulatorpin`` and ``virsh numatune`` and
 compares them with the plan, and undefines with remove_storage. Everything it changed
-(hugepages, daemons, files) is restored at the end. There is no GPU or IOMMU here, so
+(hugepages, daemons, files) is restored at the end; one test at a time on this machine
+holds the system qemu driver (a lock), and first removes what an interrupted run left
+(its domain, its image folder, its daemons). There is no GPU or IOMMU here, so
 the domain has no hostdev; the hostdev XML is covered by the test-driver tests.
 """
 
+import contextlib
+import ctypes
 import fcntl
 import glob
 import json
@@ -52,6 +56,45 @@ def _why_not():
     return None
 
 
+WORKDIR_PREFIX = "gpuhost-libvirtd-"
+
+
+def _die_with_parent():
+    """In the daemon's child: SIGTERM when pytest dies, even by SIGKILL (a lane stopped
+    at its deadline), so that no daemon keeps the system qemu driver's lock."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)    # PR_SET_PDEATHSIG
+
+
+def stop_leftover_daemons():
+    """The libvirtd and virtlogd of an earlier run that died before its fixture ended
+    (told apart by their --config in a WORKDIR_PREFIX folder): the system qemu driver
+    takes a lock that a second libvirtd cannot, so the next one would not come up.
+    Returns their PIDs."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                argv = handle.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) in ("libvirtd", "virtlogd") and any(
+                arg.startswith(os.path.join(tempfile.gettempdir(), WORKDIR_PREFIX))
+                for arg in argv[1:]):
+            pids.append(int(entry))
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + 15
+    while time.time() < deadline and any(os.path.exists("/proc/%d" % pid) for pid in pids):
+        time.sleep(0.2)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
 class Daemons:
     """A private libvirtd + virtlogd; the qemu driver is the system one (root)."""
 
@@ -73,7 +116,8 @@ class Daemons:
                      ["libvirtd", "--config", conf, "--pid-file",
                       os.path.join(self.workdir, "libvirtd.pid")]):
             log = open(os.path.join(self.workdir, os.path.basename(argv[0]) + ".out"), "w")
-            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                               preexec_fn=_die_with_parent))
         deadline = time.time() + 30
         while time.time() < deadline:
             proc = subprocess.run(["virsh", "-c", self.uri, "version"], capture_output=True,
@@ -146,12 +190,16 @@ def libvirtd(system_qemu_driver):
     reason = _why_not()
     if reason:
         pytest.skip("REAL LIBVIRTD TEST NOT RUN: " + reason)
-    workdir = tempfile.mkdtemp(prefix="gpuhost-libvirtd-")
+    stopped = stop_leftover_daemons()
+    workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
     daemons = Daemons(workdir)
     try:
         failure = daemons.start()
-        if failure:
-            pytest.skip("REAL LIBVIRTD TEST NOT RUN: " + failure)
+        # root and the binaries are here (checked above): a daemon that does not come
+        # up is a fault of this machine, never a quiet skip of the proof
+        assert not failure, failure
+        if stopped:
+            print("stopped the daemons of an interrupted run: %s" % stopped)
         left = remove_leftovers(daemons.uri)
         stale = [n for n in subprocess.run(
             ["virsh", "-c", daemons.uri, "list", "--all", "--name"], capture_output=True,

@@ -21,11 +21,11 @@ import threading
 from contextlib import contextmanager
 
 import yaml
-from support.module_args import patch_module_args
 
 from support.fixturegen import HOSTS as FIXTURE_HOSTS
 from support.helpers import REPO, ansible_env
-from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, snapshot
+from support.sysfs_sim import (
+    BuildRefusal, SimulatedKernel, TreeBuilder, build_module, build_sim_host, snapshot)
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
@@ -173,9 +173,10 @@ def _short(value):
 # -- running modules in process ----------------------------------------------------------
 
 def _build(module_file, args, check_mode=False):
-    args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=True)
-    with patch_module_args(args):
-        return module_file.build_module()
+    """The module, or the BuildRefusal (a GpuhostError) of an option refused while it
+    is built (runner.new_module)."""
+    return build_module(module_file, dict(args, _ansible_check_mode=check_mode,
+                                          _ansible_diff=True))
 
 
 def _with_root(args, host):
@@ -462,6 +463,8 @@ def run_module_refusal(host, target, args, check_mode=False):
     _LAST.worker = None
     if error is None:
         result = dict(worker.result) if worker is not None else {}
+    elif isinstance(error, BuildRefusal):
+        result = dict(error.result)         # what the module printed, before any worker
     else:
         result = _failure_result(target, worker, error)
     return ModuleOutcome(error, result, list(started))

@@ -243,7 +243,8 @@ def hostile_values(rules, host):
     elif kind in ("int", "float"):
         values = _numbers()
     elif kind == "bool":
-        values = [("not-a-bool", "maybe"), ("not-a-bool", 2), ("not-a-bool", "yes\n")]
+        # ansible-core's boolean() strips white space: "yes\n" is true, "yes\x00" no bool
+        values = [("not-a-bool", "maybe"), ("not-a-bool", 2), ("not-a-bool", "yes\x00")]
     elif kind == "list":
         element = {"type": rules.get("elements") or "raw", "options": rules.get("options")}
         values = [("million-items", [_plain(element)] * MANY_ITEMS),

@@ -32,13 +32,17 @@ A behaviour that has not been checked against the lab kernel says so.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
+import json
 import os
 import re
 import shutil
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, format_cpumask, parse_cpulist)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 
@@ -674,16 +678,49 @@ def build_sim_host(root):
 
 # -- running the modules against the simulator ----------------------------------------
 
+class BuildRefusal(GpuhostError):
+    """A refusal of the options while the module was built (runner.new_module's checks
+    fail the module before its worker exists), raised as the GpuhostError the worker
+    would raise: ``field`` and ``message`` as the module printed them."""
+
+    def __init__(self, printed):
+        text = printed.strip()
+        self.result = json.loads(text[text.index("{"):]) if "{" in text else {"msg": text}
+        field = self.result.get("field")
+        # GpuhostError.message's form, "<field>: <msg>. Fix: <fix>", read back
+        msg, dummy, fix = self.result.get("msg", "").partition(". Fix: ")
+        if field and msg.startswith(field + ": "):
+            msg = msg[len(field) + 2:]
+        super().__init__(msg, field=field, fix=fix or None,
+                         details=self.result.get("details"))
+
+
+def build_module(module_file, args):
+    """``module_file.build_module()`` with ``args`` (``_ansible_*`` keys included); the
+    collection's refusal of an option while it is built (one with a ``field``) is
+    raised as a BuildRefusal; ansible-core's own (no field) exits as the module would."""
+    from .module_args import patch_module_args
+    printed = io.StringIO()
+    with patch_module_args(args):
+        try:
+            with contextlib.redirect_stdout(printed):
+                return module_file.build_module()
+        except SystemExit:
+            refusal = BuildRefusal(printed.getvalue())
+            if refusal.field:
+                raise refusal from None
+            print(printed.getvalue())
+            raise
+
+
 def run_module(module_file, cls_name, args, writer, check_mode=False, diff=True, **kwargs):
     """Build a module from real arguments (check mode and diff included) with its own
     build_module(), run its class with ``writer`` playing the kernel, return the class.
 
     The class's ``result`` is the dict main() hands to exit_json/fail_json.
     """
-    from .module_args import patch_module_args
     args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-    with patch_module_args(args):
-        module = module_file.build_module()
+    module = build_module(module_file, args)
     worker = getattr(module_file, cls_name)(module, writer=writer, **kwargs)
     worker.run()
     return worker

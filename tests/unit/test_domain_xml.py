@@ -581,3 +581,23 @@ def test_rom_bar_is_written_in_each_named_hostdev_only(tmp_path):
     assert [c.tag for c in gpu] == ["driver", "source", "rom", "address"]
     assert "<rom" not in dx.to_string(dx.build_domain_xml(runbook_spec()))
     validate_domain_xml(dx.to_string(wanted), tmp_path)
+
+
+@pytest.mark.parametrize("call, field", [
+    # Before: vcpus 10**400 passed, and the refusal blamed vcpu_pins.
+    (lambda: dx.spec_from_options("small", 10 ** 400, [1, 2], 2), "vcpus"),
+    (lambda: dx.spec_from_options("small", "8193", [0] * 8193, 2), "vcpus"),
+    (lambda: small_spec(iothreads=10 ** 400), "iothreads"),
+    (lambda: small_spec(guest_topology={"sockets": 10 ** 400, "cores": 1}),
+     "guest_topology.sockets"),
+    (lambda: dx.spec_from_plan(dict(name="t", vcpus=2, vcpu_pins=[1, 2], memory_gib=2,
+                                    iothreads=65)), "plan.iothreads"),
+    (lambda: dx.spec_from_plan(dict(name="t", vcpus=2, vcpu_pins=[1, 2], memory_gib=2,
+                                    gpus=[{"address": "0000:41:00.0",
+                                           "bar64_total": 1 << 60}])),
+     "plan.gpus[0].bar64_total"),
+])
+def test_every_count_of_a_domain_is_bounded_naming_its_option(call, field):
+    with pytest.raises(GpuhostError) as info:
+        call()
+    assert info.value.field == field and "must be at most" in info.value.msg

@@ -7,9 +7,8 @@ import os
 
 import pytest
 
-from support.module_args import patch_module_args
-
 from support.fixturegen import build_runbook_host
+from support.sysfs_sim import build_module
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
@@ -27,8 +26,7 @@ def runbook_root(tmp_path_factory):
 
 def run(root, **args):
     args = dict(args, root=root, _ansible_check_mode=False, _ansible_diff=False)
-    with patch_module_args(args):
-        module = tenant_ledger.build_module()
+    module = build_module(tenant_ledger, args)
     tenant_ledger.TenantLedger(module).run()
 
 

@@ -190,3 +190,28 @@ def test_initramfs_refuses_a_directory_at_the_blacklist_path(tmp_path):
                    HostWriter(str(tmp_path)), run_command=lambda argv: (0, "", ""))
     assert info.value.field == "blacklist_path" and "not a regular file" in info.value.message
     assert snapshot(str(tmp_path)) == before
+
+
+@pytest.mark.parametrize("dropin", ["/", "/./", "//"])
+def test_kernel_cmdline_refuses_the_root_folder_as_the_grub_drop_in(tmp_path, dropin):
+    # Before: "root: / leads out of <root> through a link", blaming root for the option.
+    _write(str(tmp_path / "proc" / "cmdline"), b"root=/dev/vda1 ro\n")
+    before = snapshot(str(tmp_path))
+    with pytest.raises(GpuhostError) as info:
+        run_module(kernel_cmdline, "KernelCmdline",
+                   {"args": ["iommu=pt"], "root": str(tmp_path), "method": "grub",
+                    "grub_dropin": dropin},
+                   HostWriter(str(tmp_path)), run_command=lambda argv: (0, "", ""))
+    assert info.value.field == "grub_dropin"
+    assert "names the host's root folder, not a file" in info.value.message
+    assert snapshot(str(tmp_path)) == before
+
+
+def test_the_writer_refuses_to_read_or_write_the_root_folder_as_a_file(tmp_path):
+    writer = HostWriter(str(tmp_path))
+    for call in (lambda: writer.write_target("/", "dest"),
+                 lambda: writer.check_replaceable("/.", "dest"),
+                 lambda: writer.read_file("/", "dest")):
+        with pytest.raises(GpuhostError) as info:
+            call()
+        assert info.value.field == "dest" and "root folder" in info.value.msg

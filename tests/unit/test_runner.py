@@ -20,7 +20,8 @@ from support.module_args import patch_module_args
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.modules import (
-    gpu_health, kserve_loadgen, sriov_vfs, vfio_bind)
+    gpu_health, initramfs, kernel_cmdline, kserve_loadgen, libvirt_pinned_domain, sriov_vfs,
+    vfio_bind)
 
 MODULES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "plugins", "modules")
@@ -212,3 +213,30 @@ def test_a_number_in_lookalike_digits_is_refused_naming_the_option(args, field):
     kind, result = build_outcome(sriov_vfs, args)
     assert kind == "failed" and result["field"] == field
     assert "holds digits other than 0-9" in result["msg"]
+
+
+def test_a_refused_million_items_are_shown_by_their_count_in_the_invocation():
+    """ansible-core's no_log scrub and JSON of a million items took longer than the
+    fuzzer's 20 s bound for a run on a busy machine."""
+    kind, result = build_outcome(vfio_bind, {"devices": ["0000:41:00.0"] * 10 ** 6})
+    assert kind == "failed"
+    assert result["invocation"]["module_args"]["devices"] == "(1000000 items, not shown)"
+
+
+@pytest.mark.parametrize("module_file, args, field, words", [
+    # a control character in a path inside a mapping option reached libvirt's XML
+    (libvirt_pinned_domain, {"name": "t1", "state": "absent",
+                             "cloud_init": {"seed_path": "/var/lib/seed\x1f.iso"}},
+     "cloud_init.seed_path", "holds control characters"),
+    (libvirt_pinned_domain, {"name": "t1", "state": "absent",
+                             "disk": {"path": "overlay.qcow2"}},
+     "disk.path", "is a relative path"),
+    (initramfs, {"blacklist_modules": ["nouveau"], "extra_inputs": ["/etc/a", "etc/b"]},
+     "extra_inputs[1]", "is a relative path"),
+    (kernel_cmdline, {"args": ["iommu=pt"], "grub_cfg": "/boot/grub/grub.cfg\n"},
+     "grub_cfg", "holds control characters"),
+])
+def test_every_path_option_is_checked_before_the_module_runs(module_file, args, field, words):
+    kind, result = build_outcome(module_file, args)
+    assert kind == "failed" and result["field"] == field and words in result["msg"]
+    assert result["changed"] is False

@@ -31,7 +31,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
     ALLOW_BOOT_REPLACING, check_boot_args)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import (
     check_image_pattern, read_initramfs)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+    absolute_path, positive_int)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
     add_block_step, replace_block)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
@@ -305,9 +306,9 @@ def _command(plan, run_command, argv, field_name, fix):
 
 
 def _host_path(value, field_name):
-    if not isinstance(value, str) or not value.startswith("/") or "\0" in value or "\n" in value:
-        raise GpuhostError("%r is not an absolute path" % (value,), field=field_name,
-                           fix="give the file's absolute path on the host")
+    """``value`` as given, once the shared validator has found it an absolute path
+    without control characters (the writer refuses a '..' and the root folder)."""
+    absolute_path(value, field_name, kind="file")
     return value
 
 

@@ -284,7 +284,12 @@ class HostWriter:
             raise GpuhostError("%s has a '..' component" % host_path, field=field or "path",
                                fix="name the file by its absolute path on the host, "
                                    "without '..'")
-        target = os.path.join(self.root, *parts) if parts else self.root
+        if not parts:
+            # "/" (or "/./") is the tree itself: no file of it could be replaced.
+            raise GpuhostError("%s names the host's root folder, not a file" % host_path,
+                               field=field or "path",
+                               fix="give the absolute path of the file itself")
+        target = os.path.join(self.root, *parts)
         root_real = os.path.realpath(self.root)
         folder_real = os.path.realpath(os.path.dirname(target))
         if root_real != "/" and folder_real != root_real and \

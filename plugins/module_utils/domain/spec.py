@@ -13,7 +13,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     normalize_address, slot_bar64_sizes)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
-    absolute_path, domain_uuid, finite_number, interface_name)
+    absolute_path, domain_uuid, finite_number, interface_name, whole_number)
 
 
 def float_options(argument_spec, params, prefix=""):
@@ -218,7 +218,8 @@ def gpu_from_option(item, topo, index):
         sizes = slot_bar64_sizes(topo.pci[a] for a in functions or () if a in topo.pci)
         bar64 = sum(sizes)
     return dx.GpuSpec(address=address, functions=tuple(functions or (address,)),
-                      bar64_total=dx.whole_number(bar64 or 0, field + ".bar64_total"),
+                      bar64_total=whole_number(bar64 or 0, field + ".bar64_total", 0,
+                                               dx.MAX_BAR_BYTES),
                       bar64_sizes=sizes, origin=field)
 
 

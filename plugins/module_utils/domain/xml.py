@@ -19,18 +19,17 @@ check mode can use the same comparison.
 from __future__ import annotations
 
 import copy
-import math
 import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
-    format_cpulist, parse_cpulist)
+    MAX_CPUS, format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_width
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
-    finite_number, hugepage_size_kib, positive_int)
+    finite_number, hugepage_size_kib, whole_number)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
     validate_mac, validate_vlan, vf_settings)
 
@@ -257,16 +256,15 @@ def _pins(value, field_name):
     return tuple(pins)
 
 
-def whole_number(value, field_name, minimum=0):
-    """A count from a plan entry or a raw option as an int: an int, a whole finite float
-    (JSON or YAML may give 2.0) or a string of digits; anything else (NaN, infinity,
-    words, bools, fractions) is refused naming ``field_name``, never a traceback from
-    int()."""
-    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):
-        value = int(value)
-    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    return positive_int(value, field_name, minimum=minimum)
+# Bounds of a domain's numbers (past them a value is a typo or a hostile input): vCPUs
+# and guest topology parts, the kernel's CPU limit; BAR sizes and totals, the 57-bit
+# address space of 5-level paging; NUMA node numbers, the kernel's MAX_NUMNODES; I/O
+# threads, more than a guest uses; a hugepage size, 16 GiB (in KiB), the largest any
+# architecture has.
+MAX_BAR_BYTES = 1 << 57
+MAX_NODE = 1023
+MAX_IOTHREADS = 64
+MAX_HUGEPAGE_KIB = 16 << 20
 
 
 def bar64_sizes_of(value, field_name):
@@ -278,7 +276,7 @@ def bar64_sizes_of(value, field_name):
         raise GpuhostError("%r is not a list of BAR sizes" % (value,), field=field_name,
                            fix="give the size in bytes of each 64-bit BAR, e.g. "
                                "[137438953472, 33554432]")
-    return tuple(whole_number(size, "%s[%d]" % (field_name, index))
+    return tuple(whole_number(size, "%s[%d]" % (field_name, index), 0, MAX_BAR_BYTES)
                  for index, size in enumerate(value))
 
 
@@ -316,7 +314,8 @@ def spec_from_plan(tenant, **overrides):
         nodeset = str(tenant["node"])
     gpus = [GpuSpec(address=g["address"], functions=tuple(g.get("functions") or ()),
                     bar64_total=whole_number(g.get("bar64_total") or 0,
-                                             "plan.gpus[%d].bar64_total" % index),
+                                             "plan.gpus[%d].bar64_total" % index, 0,
+                                             MAX_BAR_BYTES),
                     bar64_sizes=bar64_sizes_of(g.get("bar64_sizes"),
                                                "plan.gpus[%d].bar64_sizes" % index),
                     origin="plan.gpus[%d]" % index)
@@ -347,18 +346,19 @@ def spec_from_plan(tenant, **overrides):
     memory_node = tenant.get("memory_node")
     values = dict(
         name=tenant["name"],
-        vcpus=whole_number(tenant["vcpus"], "plan.vcpus", minimum=1),
+        vcpus=whole_number(tenant["vcpus"], "plan.vcpus", 1, MAX_CPUS),
         vcpu_pins=_pins(tenant["vcpu_pins"], "plan.vcpu_pins"),
         memory_kib=memory_kib_of(tenant["memory_gib"], "plan.memory_gib"),
         memory_nodeset=parse_nodeset(nodeset, "plan.numatune.nodeset"),
         memory_node=None if memory_node is None
-        else whole_number(memory_node, "plan.memory_node"),
+        else whole_number(memory_node, "plan.memory_node", 0, MAX_NODE),
         numa_mode=numatune.get("mode", "strict"),
         guest_topology=tenant.get("guest_topology"),
         emulator_cpus=parse_cpulist(tenant.get("emulator_cpus"), field="plan.emulator_cpus"),
-        iothreads=whole_number(tenant.get("iothreads") or 0, "plan.iothreads"),
+        iothreads=whole_number(tenant.get("iothreads") or 0, "plan.iothreads", 0,
+                               MAX_IOTHREADS),
         iothread_cpus=parse_cpulist(tenant.get("iothread_cpus"), field="plan.iothread_cpus"),
-        hugepage_size_kib=whole_number(size, "plan.hugepage_size_kib", minimum=1)
+        hugepage_size_kib=whole_number(size, "plan.hugepage_size_kib", 1, MAX_HUGEPAGE_KIB)
         if size else None,
         gpus=gpus,
         network=network,
@@ -374,7 +374,7 @@ def spec_from_options(name, vcpus, vcpu_pins, memory_gib, **kwargs):
     """A DomainSpec from the module's structured options."""
     pins = _pins(vcpu_pins, "vcpu_pins")
     values = dict(
-        name=name, vcpus=whole_number(vcpus, "vcpus", minimum=1), vcpu_pins=pins,
+        name=name, vcpus=whole_number(vcpus, "vcpus", 1, MAX_CPUS), vcpu_pins=pins,
         memory_kib=memory_kib_of(memory_gib, "memory_gib"),
     )
     for key in ("emulator_cpus", "iothread_cpus"):
@@ -413,7 +413,7 @@ def validate_spec(spec):
         product = 1
         for key in ("sockets", "dies", "cores", "threads"):
             product *= whole_number(topo.get(key, 1),
-                                    "%s.%s" % (spec.option("guest_topology"), key), minimum=1)
+                                    "%s.%s" % (spec.option("guest_topology"), key), 1, MAX_CPUS)
         if product != spec.vcpus:
             raise GpuhostError(
                 "guest_topology gives %d vCPUs (sockets*dies*cores*threads) but vcpus is %d"
@@ -428,9 +428,7 @@ def validate_spec(spec):
             "memory %d KiB is not a multiple of the hugepage size %d KiB"
             % (spec.memory_kib, spec.hugepage_size_kib), field=spec.option("memory_gib"),
             fix="round memory_gib to a whole number of hugepages")
-    if spec.iothreads < 0:
-        raise GpuhostError("iothreads is negative", field=spec.option("iothreads"),
-                           fix="give 0 or more")
+    whole_number(spec.iothreads, spec.option("iothreads"), 0, MAX_IOTHREADS)
     if spec.disk and spec.disk.iothread and spec.disk.iothread > spec.iothreads:
         spec.disk.iothread = None
     if spec.numa_mode not in ("strict", "preferred", "interleave", "restrictive"):

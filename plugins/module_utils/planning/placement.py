@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Tuple, Union
@@ -59,10 +58,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     topology_from_dict,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
-    finite_number,
     mapping,
     mapping_list,
-    positive_int,
+    whole_number,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
     VfRequest,
@@ -130,32 +128,7 @@ MAX_GPUS = 64
 MAX_IOTHREADS = 64
 MAX_NODES = 1024
 MAX_VFS = 65535
-MAX_WHOLE = 1 << 20
 MAX_HUGEPAGES = MAX_MEMORY_GIB * GIB_KIB // 4   # 4 KiB pages of 64 TiB
-_WHOLE_TEXT = re.compile(r"[+-]?[0-9]{1,20}")
-
-
-def _int_field(value, field, minimum, maximum=MAX_WHOLE):
-    """``value`` as a whole number from ``minimum`` to ``maximum``, or a GpuhostError
-    naming ``field``: a templated "16" or a YAML 16.0 counts as 16; NaN and infinities
-    (``int()`` of them raises OverflowError or ValueError), fractions, bools and
-    absurdly large numbers are refused (validators.finite_number, positive_int)."""
-    number = value
-    if isinstance(value, str) and _WHOLE_TEXT.fullmatch(value.strip()):
-        number = int(value.strip())
-    elif isinstance(value, float):
-        finite_number(value, field, minimum=-math.inf)    # NaN and infinities, by name
-        if value.is_integer():
-            number = int(value)
-    if isinstance(number, int) and not isinstance(number, bool) and number < minimum:
-        raise GpuhostError("%d is below %d" % (number, minimum), field=field,
-                           fix="give a whole number of at least %d" % minimum)
-    return positive_int(number, field, minimum=minimum, maximum=maximum)
-
-
-def whole_number(value, field, minimum=0, maximum=MAX_WHOLE):
-    """``_int_field`` for the other readers of plans (plan_render)."""
-    return _int_field(value, field, minimum, maximum)
 
 
 def validate_tenant_name(name, field="name"):
@@ -201,15 +174,15 @@ def tenant_request_from_dict(data, field="tenants[0]"):
             addresses.append(address)
         gpus = tuple(sorted(addresses, key=PciAddress.parse))
     else:
-        gpus = _int_field(gpus, "%s.gpus" % field, 0, MAX_GPUS)
-    vcpus = _int_field(data["vcpus"], "%s.vcpus" % field, 1, MAX_VCPUS)
-    memory_gib = _int_field(data["memory_gib"], "%s.memory_gib" % field, 1, MAX_MEMORY_GIB)
+        gpus = whole_number(gpus, "%s.gpus" % field, 0, MAX_GPUS)
+    vcpus = whole_number(data["vcpus"], "%s.vcpus" % field, 1, MAX_VCPUS)
+    memory_gib = whole_number(data["memory_gib"], "%s.memory_gib" % field, 1, MAX_MEMORY_GIB)
     size = str(data.get("hugepage_size") or "1G").strip().upper()
     if size not in HUGEPAGE_SIZES_KIB:
         raise GpuhostError("hugepage size %r is not supported" % (data.get("hugepage_size"),),
                            field="%s.hugepage_size" % field, fix="use 1G or 2M")
     nic_vf = parse_nic_vf(data.get("nic_vf"), field="%s.nic_vf" % field)
-    iothreads = _int_field(data.get("iothreads") or 0, "%s.iothreads" % field, 0, MAX_IOTHREADS)
+    iothreads = whole_number(data.get("iothreads") or 0, "%s.iothreads" % field, 0, MAX_IOTHREADS)
     emulator_policy = data.get("emulator_policy") or "housekeeping"
     if emulator_policy not in EMULATOR_POLICIES:
         raise GpuhostError("unknown emulator policy %r" % (emulator_policy,),
@@ -560,12 +533,12 @@ def _load_existing(existing, host, ledger, warnings):
             vf = mapping(vf, "%s.vf" % field, unchanged)
             address = normalize_address(vf.get("address"), field="%s.vf.address" % field)
             ledger.take_function(address, name, "%s.vf" % field, "VF")
-        node = _int_field(entry["node"], "%s.node" % field, 0, MAX_NODES)
+        node = whole_number(entry["node"], "%s.node" % field, 0, MAX_NODES)
         # Plans made before memory_node existed held memory on the tenant's node.
-        memory_node = _int_field(entry.get("memory_node", node), "%s.memory_node" % field, 0,
-                                 MAX_NODES)
-        memory_kib = _int_field(entry.get("memory_gib", 0), "%s.memory_gib" % field, 0,
-                                MAX_MEMORY_GIB) * GIB_KIB
+        memory_node = whole_number(entry.get("memory_node", node), "%s.memory_node" % field, 0,
+                                   MAX_NODES)
+        memory_kib = whole_number(entry.get("memory_gib", 0), "%s.memory_gib" % field, 0,
+                                  MAX_MEMORY_GIB) * GIB_KIB
         _check_pages(entry, field)
         ledger.memory_kib[memory_node] = ledger.memory_kib.get(memory_node, 0) + memory_kib
         entries.append(entry)
@@ -577,7 +550,7 @@ def _check_pages(entry, field):
     whole, bounded numbers: the plan's summary adds them up."""
     size = entry.get("hugepage_size_kib")
     if size is not None:
-        _int_field(size, "%s.hugepage_size_kib" % field, 1, MAX_MEMORY_GIB * GIB_KIB)
+        whole_number(size, "%s.hugepage_size_kib" % field, 1, MAX_MEMORY_GIB * GIB_KIB)
     pages = entry.get("hugepages")
     if pages is None:
         return
@@ -586,8 +559,8 @@ def _check_pages(entry, field):
                            field="%s.hugepages" % field,
                            fix="pass the tenants list of a previous plan unchanged")
     for node, count in pages.items():
-        _int_field(node, "%s.hugepages" % field, 0, MAX_NODES)
-        _int_field(count, "%s.hugepages.%s" % (field, node), 0, MAX_HUGEPAGES)
+        whole_number(node, "%s.hugepages" % field, 0, MAX_NODES)
+        whole_number(count, "%s.hugepages.%s" % (field, node), 0, MAX_HUGEPAGES)
 
 
 def _matches_existing(request, entry):
@@ -868,9 +841,9 @@ def _vf_count_arg(vf_count):
         return None
     if isinstance(vf_count, dict):
         return {normalize_address(pf, field="vf_count"):
-                _int_field(count, "vf_count.%s" % pf, 0, MAX_VFS)
+                whole_number(count, "vf_count.%s" % pf, 0, MAX_VFS)
                 for pf, count in sorted(vf_count.items())}
-    return _int_field(vf_count, "vf_count", 0, MAX_VFS)
+    return whole_number(vf_count, "vf_count", 0, MAX_VFS)
 
 
 def _check_acs_override(host, requests, allowed):

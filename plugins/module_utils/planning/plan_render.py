@@ -24,8 +24,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import gpu_se
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     MAX_HUGEPAGES,
     MAX_MEMORY_GIB,
-    whole_number,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import whole_number
 
 HOUSEKEEPING = "housekeeping"
 FREE = "free"
