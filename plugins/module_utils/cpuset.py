@@ -24,6 +24,9 @@ _RANGE_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?\Z")
 # number at or above it, and a bound keeps one hostile value ("0-99999999999") from
 # making a set of billions of CPUs on the controller or the host.
 MAX_CPUS = 8192
+# The kernel's highest NUMA node number: MAX_NUMNODES is 1 << CONFIG_NODES_SHIFT, at most
+# 1 << 10 on x86-64.
+MAX_NODE = 1023
 
 
 def parse_cpulist(text, field="cpulist"):

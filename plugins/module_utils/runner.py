@@ -150,8 +150,8 @@ def _too_long_list(spec, params):
 
 
 def _path_errors(spec, params, prefix=""):
-    """The GpuhostError for the first path option (``type: path``, a list of paths, or
-    one inside a mapping option) that is not an absolute path without control
+    """Raise the GpuhostError of the first path option (``type: path``, a list of paths,
+    or one inside a mapping option) that is not an absolute path without control
     characters: every path option names a host file or folder, a relative one would
     depend on the directory the module runs in, and a control character reaches
     libvirt's XML, a command line or a log line before any later check."""

@@ -18,6 +18,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.boot_config im
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    MAX_NODE,
     format_cpulist,
     parse_cpulist,
 )
@@ -32,8 +33,6 @@ GIGANTIC_KIB = 1048576
 # An older kernel reads "0:4" with sscanf("%lu") as 0 pages, silently: so the node form is
 # given only to a kernel known to be 5.16 or newer.
 NODE_FORMAT_KERNEL = (5, 16)
-# MAX_NUMNODES is 1 << CONFIG_NODES_SHIFT, at most 1 << 10 on x86-64.
-MAX_NODE = 1023
 # 1G pages per node: 64 TiB, past any host this collection plans.
 MAX_GIGANTIC_PAGES = 65536
 _RELEASE_RE = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})(?:[.\-+~_].*)?\Z")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
-    MAX_CPUS, format_cpulist, parse_cpulist)
+    MAX_CPUS, MAX_NODE, format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_width
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
@@ -257,12 +257,10 @@ def _pins(value, field_name):
 
 
 # Bounds of a domain's numbers (past them a value is a typo or a hostile input): vCPUs
-# and guest topology parts, the kernel's CPU limit; BAR sizes and totals, the 57-bit
-# address space of 5-level paging; NUMA node numbers, the kernel's MAX_NUMNODES; I/O
-# threads, more than a guest uses; a hugepage size, 16 GiB (in KiB), the largest any
-# architecture has.
+# and guest topology parts, and NUMA node numbers, the kernel's limits (cpuset.py); BAR
+# sizes and totals, the 57-bit address space of 5-level paging; I/O threads, more than a
+# guest uses; a hugepage size, 16 GiB (in KiB), the largest any architecture has.
 MAX_BAR_BYTES = 1 << 57
-MAX_NODE = 1023
 MAX_IOTHREADS = 64
 MAX_HUGEPAGE_KIB = 16 << 20
 

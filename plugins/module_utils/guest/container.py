@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist, parse_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+    MAX_NODE, format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_file_text
 
@@ -28,8 +29,6 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read
 PID_FORMAT = "{{.State.Pid}}"
 IMAGE_ID_FORMAT = "{{.Id}}"
 
-# The kernel's limit on NUMA node numbers (CONFIG_NODES_SHIFT is at most 10).
-MAX_NODE = 1023
 
 _STATUS_FIELD = re.compile(r"^(Cpus_allowed_list|Mems_allowed_list):\s*(\S+)\s*$", re.M)
 _NUMACTL_FIELD = re.compile(r"^(membind|physcpubind|cpubind|nodebind):\s*(.*?)\s*$", re.M)

@@ -44,6 +44,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import (
     choose_address_width)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import MAX_IOTHREADS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
@@ -125,7 +126,6 @@ PLAN_FIRMWARE = "efi"
 MAX_VCPUS = MAX_CPUS
 MAX_MEMORY_GIB = 65536
 MAX_GPUS = 64
-MAX_IOTHREADS = 64
 MAX_NODES = 1024
 MAX_VFS = 65535
 MAX_HUGEPAGES = MAX_MEMORY_GIB * GIB_KIB // 4   # 4 KiB pages of 64 TiB
