@@ -43,47 +43,96 @@ def new_module(module_class, argument_spec, **kwargs):
     never with a traceback; then the shared root is checked. Valid input builds the
     very same module."""
     spec = copy.deepcopy(argument_spec)
-    params = _given_params()
+    loaded = _loaded_params()
+    params = {key: value for key, value in loaded.items() if not key.startswith("_ansible_")}
     unfit = (_too_long_list(spec, params) or _text_for_mappings(spec, params)
              or _lookalike_digits(spec, params))
     if unfit is not None:
-        _refuse(module_class, spec, params, unfit)
+        _refuse(spec, loaded, unfit)
     try:
         module = module_class(argument_spec=argument_spec, **kwargs)
     except _CHECK_CRASHES as err:
-        _refuse(module_class, spec, params, _check_crash_error(spec, params, err))
+        _refuse(spec, loaded, _check_crash_error(spec, params, err))
         raise       # not reached: fail_json exits
     _check_shared_options(module, spec)
     return module
 
 
-def _given_params():
-    """The options as given, read the way AnsibleModule reads them (and kept for it);
-    none before a module run (AnsiballZ) or a test has handed them over, nor where they
-    cannot be read: AnsibleModule then reads them, or fails on them, by itself."""
+def _loaded_params():
+    """The options as given, read the way AnsibleModule reads them (and kept for it),
+    with ansible-core's internal ``_ansible_*`` settings (check mode, no_log, diff); none
+    before a module run (AnsiballZ) or a test has handed them over, nor where they cannot
+    be read: AnsibleModule then reads them, or fails on them, by itself."""
     if getattr(basic, "_ANSIBLE_ARGS", None) is None:
         return {}
     try:
         params = basic._load_params()  # pylint: disable=protected-access
     except Exception:  # pylint: disable=broad-except
         return {}
-    return {key: value for key, value in params.items()
-            if not key.startswith("_ansible_")} if isinstance(params, dict) else {}
+    return params if isinstance(params, dict) else {}
 
 
-def _refuse(module_class, spec, params, error):
-    """fail_json with ``error`` where the module's own spec cannot build a module: one
-    that takes every option as it is still reports, with no_log kept."""
-    reporter = module_class(
-        argument_spec={key: {"type": "raw", "no_log": bool(spec.get(key, {}).get("no_log"))}
-                       for key in params},
-        supports_check_mode=True)
-    # The invocation shows a list past MAX_LIST_ITEMS by its length: ansible-core's
-    # no_log scrub and JSON of a million items would take longer than the refusal.
+def _refuse(spec, loaded, error):
+    """fail_json with ``error`` where the module's own spec cannot build a module: an
+    AnsibleModule that takes every option (``loaded``: as _loaded_params read them) as it
+    is still reports, with no_log kept."""
+    # A list past MAX_LIST_ITEMS is shown by its length, and the reporter is handed the
+    # options already read instead of reading (and deep-copying) them again: ansible-core's
+    # load, checks, no_log scrub and JSON of a million items would outlast the refusal.
     shown = {key: "(%d items, not shown)" % len(value)
              if isinstance(value, (list, dict)) and len(value) > MAX_LIST_ITEMS else value
-             for key, value in reporter.params.items()}
-    reporter.fail_json(changed=False, invocation={"module_args": shown}, **error.to_result())
+             for key, value in loaded.items()}
+    # The reporter's spec is flat, so it knows no secret inside a mapping option (a
+    # domain's cloud-init user data): they are hidden here, from the invocation and from
+    # every text of the result.
+    secrets = set()
+    shown = _hide_secrets(spec, shown, secrets)
+    given = {key: value for key, value in shown.items() if not key.startswith("_ansible_")}
+
+    class _Reporter(basic.AnsibleModule):  # pylint: disable=too-few-public-methods
+        def _load_params(self):
+            self.params = dict(shown)
+
+    reporter = _Reporter(
+        argument_spec={key: {"type": "raw"} for key in given},
+        supports_check_mode=True)
+    reporter.no_log_values.update(secrets)
+    reporter.fail_json(changed=False, invocation={"module_args": given}, **error.to_result())
+
+
+HIDDEN = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"  # what ansible-core shows for one
+
+
+def _hide_secrets(spec, params, secrets):
+    """``params`` with the value of every no_log option, at any depth of ``spec``, shown
+    as ansible-core shows one; each hidden text is added to ``secrets``. Whatever shape
+    the options were given in: a value of the wrong type is kept as it is."""
+    if not isinstance(params, dict):
+        return params
+    hidden = dict(params)
+    for name, option in spec.items():
+        for key in [name] + list(option.get("aliases") or ()):
+            if key not in hidden or hidden[key] is None:
+                continue
+            value = hidden[key]
+            if option.get("no_log"):
+                secrets.update(_texts_in(value))
+                hidden[key] = HIDDEN
+            elif option.get("options") and isinstance(value, dict):
+                hidden[key] = _hide_secrets(option["options"], value, secrets)
+            elif option.get("options") and isinstance(value, list) and len(value) <= MAX_LIST_ITEMS:
+                hidden[key] = [_hide_secrets(option["options"], item, secrets) for item in value]
+    return hidden
+
+
+def _texts_in(value):
+    """The texts (and numbers, as text) a no_log value holds, at any depth."""
+    if isinstance(value, dict):
+        return {text for item in value.values() for text in _texts_in(item)}
+    if isinstance(value, (list, tuple)):
+        return {text for item in value for text in _texts_in(item)}
+    text = str(value)
+    return {text} if text else set()
 
 
 # The most items a list option takes: far above any host's CPUs (8192), IRQs or files,

@@ -223,6 +223,27 @@ def test_a_refused_million_items_are_shown_by_their_count_in_the_invocation():
     assert result["invocation"]["module_args"]["devices"] == "(1000000 items, not shown)"
 
 
+def test_a_refusal_hides_a_secret_inside_a_mapping_option():
+    """The reporter of a refusal takes every option as raw: a no_log suboption (a
+    domain's cloud-init user data) was shown in the invocation in the clear."""
+    secret = "password: hunter2-7f3a"
+    kind, result = build_outcome(libvirt_pinned_domain, {
+        "name": "t1", "state": "absent", "vcpus": "\u0661",
+        "cloud_init": {"user_data": secret, "seed_path": "/var/lib/seed.iso"}})
+    assert kind == "failed" and result["field"] == "vcpus"
+    shown = result["invocation"]["module_args"]["cloud_init"]
+    assert shown == {"user_data": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER",
+                     "seed_path": "/var/lib/seed.iso"}
+    assert secret not in json.dumps(result)
+
+
+def test_a_refusal_in_check_mode_reports_what_was_given_and_changes_nothing():
+    kind, result = build_outcome(vfio_bind, {"devices": ["0000:41:00.0"] * (10 ** 5),
+                                             "_ansible_check_mode": True})
+    assert kind == "failed" and result["changed"] is False
+    assert result["invocation"]["module_args"] == {"devices": "(100000 items, not shown)"}
+
+
 @pytest.mark.parametrize("module_file, args, field, words", [
     # a control character in a path inside a mapping option reached libvirt's XML
     (libvirt_pinned_domain, {"name": "t1", "state": "absent",
