@@ -11,12 +11,17 @@ description:
   - Runs C(nvidia-smi -q -x) once in the guest and returns, per GPU, its name, UUID, PCI
     bus ID, driver version, temperature, power draw and limit, ECC mode with its volatile
     and aggregate uncorrected error counts, MIG mode (current and pending), persistence
-    mode, and retired pages or remapped rows where the GPU keeps them. A value the GPU or
-    driver does not report is null.
+    mode, retired pages or remapped rows where the GPU keeps them, the active clock event
+    (throttle) reasons and the driver's recovery action (drivers 550 and later). A value
+    the GPU or driver does not report is null.
+  - Reads the guest kernel's log (C(dmesg)) for the NVIDIA driver's Xid reports, per GPU
+    and Xid (O(read_xids)).
   - Evaluates the limits given (O(max_temperature_c), O(max_uncorrected_ecc),
-    O(mig_must_be_off), O(persistence_must_be_on)) into findings, one per GPU and limit,
-    each with its verdict and a sentence that names the fix. The benchmark and validate
-    reports carry them.
+    O(mig_must_be_off), O(persistence_must_be_on), O(recovery_action_must_be_none),
+    O(throttle_reasons_must_be_clear), O(ignored_xids)) into findings, one per GPU and
+    limit, each with its verdict and a sentence that names the fix; a finding that needs
+    the host's operator names its C(action) (C(reset), C(reboot), C(drain_p2p) or
+    C(service)). The benchmark and validate reports carry them.
   - MIG on a whole-GPU passthrough tenant is a failing finding (O(mig_must_be_off) is on
     by default); a GPU without MIG reports N/A, which passes.
   - Replaces the guest role's C(nvidia-smi -L) command task, whose list of names said
@@ -39,9 +44,49 @@ options:
     type: float
   max_uncorrected_ecc:
     description:
-      - Most uncorrected ECC errors (the higher of the volatile and the aggregate count)
-        that pass. Not set, no limit. A row remapping failure fails it whatever the count.
+      - Most uncorrected ECC errors since the driver loaded (the volatile count) that pass.
+        Not set, no limit. The aggregate (lifetime) count, retired pages and remapped rows
+        are reported, not held to it, since a GPU that remapped a row and was reset is sound.
+      - When set, a C(memory_repair) finding per GPU fails a pending row remap or page
+        retirement (action C(reset)) and a row remapping failure (action C(service)).
     type: int
+  recovery_action_must_be_none:
+    description:
+      - Fail a GPU whose driver asks for a recovery action (C(gpu_recovery_action) other
+        than None, such as a reset, a reboot or a peer-to-peer drain). Drivers before 550 do not
+        report it, which passes.
+    type: bool
+    default: true
+  throttle_reasons_must_be_clear:
+    description:
+      - The clock event (throttle) reasons that fail a GPU when active. The default holds
+        the ones that mean the GPU is in trouble; C(gpu_idle), C(sw_power_cap) and the
+        clock settings are normal. An empty list turns the check off.
+    type: list
+    elements: str
+    choices: [gpu_idle, applications_clocks_setting, sw_power_cap, hw_slowdown, hw_thermal_slowdown,
+              hw_power_brake_slowdown, sync_boost, sw_thermal_slowdown, display_clocks_setting]
+    default: [hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown, sw_thermal_slowdown]
+  read_xids:
+    description:
+      - Read the guest kernel's log with O(dmesg) and fail a GPU with an Xid report that
+        is not in O(ignored_xids). A log that cannot be read (C(kernel.dmesg_restrict)
+        without root) is a failing finding that says so.
+    type: bool
+    default: true
+  dmesg:
+    description:
+      - The dmesg program, a name looked up on the PATH or an absolute path.
+    type: str
+    default: dmesg
+  ignored_xids:
+    description:
+      - Xids that are not held against the GPU. The default is the ones an application
+        causes, for which NVIDIA's Xid catalog asks to restart the application (13, 31,
+        43, 45).
+    type: list
+    elements: int
+    default: [13, 31, 43, 45]
   mig_must_be_off:
     description:
       - Fail a GPU whose MIG mode is enabled, now or pending (whole-GPU passthrough).
@@ -123,8 +168,12 @@ health:
 findings:
   description:
     - One per GPU and limit, with C(gpu) (the PCI bus ID), C(name), C(check)
-      (C(temperature), C(ecc), C(mig_off), C(persistence) or C(gpu_present)), C(passed),
-      C(limit), C(measured) and C(detail).
+      (C(temperature), C(ecc), C(memory_repair), C(mig_off), C(persistence),
+      C(recovery_action), C(throttle), C(xid) or C(gpu_present)), C(passed), C(limit),
+      C(measured) and C(detail); C(action) (C(reset), C(reboot), C(drain_p2p), C(service))
+      where the GPU needs its operator.
+    - An C(xid) finding for a bus the kernel log names and nvidia-smi does not list (a
+      GPU that fell off the bus).
   returned: success
   type: list
   elements: dict
@@ -156,6 +205,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number, positive_int
 
+# Xids are numbered in the hundreds; four digits is what the driver's log line holds.
+MAX_XID = 9999
+
 # Far above any GPU's shutdown threshold (about 100 C): a larger limit is a typo.
 MAX_TEMPERATURE_LIMIT_C = 150
 
@@ -180,12 +232,20 @@ class GpuHealth(object):
         if params["max_uncorrected_ecc"] is not None:
             limits["max_uncorrected_ecc"] = positive_int(params["max_uncorrected_ecc"], "max_uncorrected_ecc",
                                                          minimum=0)
+        limits["recovery_action_must_be_none"] = params["recovery_action_must_be_none"]
+        limits["throttle_reasons_must_be_clear"] = tuple(params["throttle_reasons_must_be_clear"] or ())
+        limits["ignored_xids"] = tuple(positive_int(code, "ignored_xids[%d]" % index, minimum=0, maximum=MAX_XID)
+                                       for index, code in enumerate(params["ignored_xids"] or ()))
         return limits
+
+    def _program(self, option):
+        program = self.params[option]
+        return self.module.get_bin_path(program) if "/" not in program else program
 
     def run(self):
         limits = self.limits()
         program = self.params["nvidia_smi"]
-        path = self.module.get_bin_path(program) if "/" not in program else program
+        path = self._program("nvidia_smi")
         if not path:
             raise GpuhostError("%s is not installed (not on the PATH)" % program, field="nvidia_smi",
                                fix="install the NVIDIA driver in the guest (the guest role does, when it sees an "
@@ -204,7 +264,23 @@ class GpuHealth(object):
                                    "(lsmod | grep nvidia), that the GPU is passed through (lspci -nn -d 10de:), "
                                    "and dmesg for NVRM errors")
         self.health = gpu_health.parse_nvidia_smi_xml(out)
-        self.findings = gpu_health.health_findings(self.health, **limits)
+        xids, unread = self.read_xids() if self.params["read_xids"] else (None, None)
+        self.findings = gpu_health.health_findings(self.health, xids=xids, **limits)
+        if unread:
+            self.findings.append(gpu_health.unread_kernel_log_finding(unread))
+
+    def read_xids(self):
+        """(the Xid reports of the kernel log, None), or (None, why it was not read)."""
+        path = self._program("dmesg")
+        if not path:
+            return None, "%s is not installed (not on the PATH)" % self.params["dmesg"]
+        try:
+            rc, out, err = self.module.run_command([path])
+        except OSError as error:
+            return None, "cannot run %s: %s" % (path, error.strerror)
+        if rc != 0:
+            return None, "%s failed (rc=%d): %s" % (path, rc, (err or out).strip()[:500] or "no output")
+        return gpu_health.xid_events(out), None
 
     @property
     def summary(self):
@@ -234,6 +310,13 @@ def build_module():
             mig_must_be_off=dict(type="bool", default=True),
             persistence_must_be_on=dict(type="bool", default=False),
             fail_on_findings=dict(type="bool", default=False),
+            recovery_action_must_be_none=dict(type="bool", default=True),
+            throttle_reasons_must_be_clear=dict(type="list", elements="str",
+                                                choices=list(gpu_health.THROTTLE_REASONS),
+                                                default=list(gpu_health.HARDWARE_THROTTLE_REASONS)),
+            read_xids=dict(type="bool", default=True),
+            dmesg=dict(type="str", default="dmesg"),
+            ignored_xids=dict(type="list", elements="int", default=list(gpu_health.APPLICATION_XIDS)),
         ),
         supports_check_mode=True,
     )

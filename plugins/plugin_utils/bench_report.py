@@ -43,6 +43,10 @@ _HEALTH_CHECKS = {
     "ecc": ("GPU uncorrected ECC errors", "benchmark_gpu_max_uncorrected_ecc", "errors"),
     "mig_off": ("GPU MIG mode", "benchmark_gpu_mig_must_be_off", "mode"),
     "persistence": ("GPU persistence mode", "benchmark_gpu_persistence_must_be_on", "mode"),
+    "memory_repair": ("GPU memory repair (row remap, page retirement)", "benchmark_gpu_max_uncorrected_ecc", "state"),
+    "recovery_action": ("GPU recovery action", "benchmark_gpu_recovery_action_must_be_none", "action"),
+    "throttle": ("GPU clock event reasons", "benchmark_gpu_throttle_reasons_must_be_clear", "reasons"),
+    "xid": ("GPU Xid reports", "benchmark_gpu_ignored_xids", "Xids"),
 }
 
 
@@ -59,7 +63,7 @@ def gpu_health_section(gpu_health):
                 "driver_version": None, "gpus": [], "findings": []}
     keys = ("index", "name", "pci_bus_id", "temperature_c", "power_draw_w", "power_limit_w", "ecc_enabled",
             "ecc_volatile_uncorrected", "ecc_aggregate_uncorrected", "mig_enabled", "mig_pending_enabled",
-            "persistence_enabled")
+            "persistence_enabled", "remapped_rows", "retired_pages", "recovery_action", "throttle_reasons")
     return {"read": True, "error": None, "driver_version": health.get("driver_version"),
             "gpus": [dict((key, gpu.get(key)) for key in keys) for gpu in health.get("gpus") or ()],
             "findings": list(gpu_health.get("findings") or ())}

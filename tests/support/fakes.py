@@ -37,3 +37,18 @@ def fake_nvidia_smi(tmp_path, report=None, rc=0, message=""):
     script.write_text("\n".join(body) + "\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return str(script)
+
+
+def fake_dmesg(tmp_path, lines=(), rc=0, message=""):
+    """An executable that takes no arguments and prints ``lines`` as the kernel log (or
+    ``message`` on stderr with ``rc``, as dmesg does under kernel.dmesg_restrict)."""
+    script = tmp_path / "dmesg"
+    log = tmp_path / "kernel.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    body = ['#!/bin/sh', '[ $# -eq 0 ] || { echo "bad args: $*" >&2; exit 2; }', 'cat "%s"' % log]
+    if message:
+        body.append('echo "%s" >&2' % message)
+    body.append("exit %d" % rc)
+    script.write_text("\n".join(body) + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)

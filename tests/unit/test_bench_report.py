@@ -124,8 +124,10 @@ def test_gate_with_the_gpu_health_of_a_published_t4_report():
     gate = bench_report.evaluate_gate("tenant-t4", builtin_result(), p95_ms_max=8.0, gpu_health=health)
     options = [c["option"] for c in gate["checks"]]
     assert options[:2] == ["benchmark_p95_ms_max", "benchmark_max_error_ratio"]
+    # the ECC limit gates the volatile count and a pending or failed memory repair
     assert options[2:] == ["benchmark_gpu_max_temperature_c", "benchmark_gpu_max_uncorrected_ecc",
-                           "benchmark_gpu_mig_must_be_off", "benchmark_gpu_persistence_must_be_on"]
+                           "benchmark_gpu_max_uncorrected_ecc", "benchmark_gpu_mig_must_be_off",
+                           "benchmark_gpu_persistence_must_be_on"]
     temperature = gate["checks"][2]
     assert temperature["measured"] == 40.0 and temperature["limit"] == 85 and temperature["passed"]
     # The T4 report says persistence mode Disabled: the only failure.
@@ -139,7 +141,7 @@ def test_gate_with_the_gpu_health_of_a_published_t4_report():
     markdown = bench_report.report_markdown(report)
     assert "## GPU health after the load" in markdown
     assert "| 00000000:00:1E.0 Tesla T4 | 40 | 26.78 / 70 | 0 / 0 | - | off |" in markdown
-    assert json.loads(bench_report.report_json(report))["gpu_health"]["findings"][3]["check"] == "persistence"
+    assert json.loads(bench_report.report_json(report))["gpu_health"]["findings"][4]["check"] == "persistence"
 
 
 def test_gate_fails_on_mig_enabled_in_a_published_a100_report():

@@ -20,6 +20,7 @@ PUBLISHED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 A100_MIG = "nvidia_smi_q_x_a100_sxm4_mig_535_54_03.xml"
 T4 = "nvidia_smi_q_x_tesla_t4_passthrough_515_105_01.xml"
 A10G = "nvidia_smi_q_x_a10g_passthrough_515_105_01.xml"
+DUAL_A5000_V13 = "nvidia_smi_q_x_dual_rtx_a5000_v13_590_44_01.xml"
 
 
 def published(name):
@@ -131,25 +132,179 @@ def test_ecc_counts_against_the_limit():
     assert by_check(gpu_health.health_findings(health, max_uncorrected_ecc=0))["ecc"]["passed"]
 
 
-def test_ecc_uncorrected_above_the_limit_derived():
-    """The A10G's aggregate DRAM counter raised from 0 to 3 (no published report with errors)."""
-    text = derived(A10G, "</sram_uncorrectable>\n                <dram_correctable>0</dram_correctable>\n"
-                   "                <dram_uncorrectable>0</dram_uncorrectable>\n            </aggregate>",
-                   "</sram_uncorrectable>\n                <dram_correctable>0</dram_correctable>\n"
-                   "                <dram_uncorrectable>3</dram_uncorrectable>\n            </aggregate>")
-    health = gpu_health.parse_nvidia_smi_xml(text)
-    assert health["gpus"][0]["ecc_aggregate_uncorrected"] == 3
-    assert health["gpus"][0]["ecc_volatile_uncorrected"] == 0
+A10G_AGGREGATE_DRAM = ("</sram_uncorrectable>\n                <dram_correctable>0</dram_correctable>\n"
+                       "                <dram_uncorrectable>0</dram_uncorrectable>\n            </aggregate>")
+A10G_VOLATILE_DRAM = ("</sram_uncorrectable>\n                <dram_correctable>0</dram_correctable>\n"
+                      "                <dram_uncorrectable>0</dram_uncorrectable>\n            </volatile>")
+A10G_ROWS = ("<remapped_row_corr>0</remapped_row_corr>\n            <remapped_row_unc>0</remapped_row_unc>\n"
+             "            <remapped_row_pending>No</remapped_row_pending>\n"
+             "            <remapped_row_failure>No</remapped_row_failure>")
+
+
+def a10g_rows(corr=0, unc=0, pending="No", failure="No", aggregate=0, volatile=0):
+    """The published A10G report with its row remapper and DRAM counts changed (derived:
+    no published report shows a GPU that remapped rows)."""
+    text = derived(A10G, A10G_ROWS, A10G_ROWS.replace(
+        "corr>0<", "corr>%d<" % corr).replace("unc>0<", "unc>%d<" % unc).replace(
+        "pending>No<", "pending>%s<" % pending).replace("failure>No<", "failure>%s<" % failure))
+    text = text.replace(A10G_AGGREGATE_DRAM, A10G_AGGREGATE_DRAM.replace(
+        "<dram_uncorrectable>0<", "<dram_uncorrectable>%d<" % aggregate))
+    return text.replace(A10G_VOLATILE_DRAM, A10G_VOLATILE_DRAM.replace(
+        "<dram_uncorrectable>0<", "<dram_uncorrectable>%d<" % volatile))
+
+
+def test_the_ecc_gate_passes_remapped_rows_and_a_clean_volatile_count_derived():
+    """A GPU that once had uncorrected errors, remapped the rows and was reset is sound:
+    its lifetime (aggregate) count and its remapped rows are reported, not failed."""
+    health = gpu_health.parse_nvidia_smi_xml(a10g_rows(corr=2, unc=1, aggregate=3))
+    gpu = health["gpus"][0]
+    assert gpu["ecc_aggregate_uncorrected"] == 3 and gpu["ecc_volatile_uncorrected"] == 0
+    assert gpu["remapped_rows"] == {"correctable": 2, "uncorrectable": 1, "pending": False, "failure": False}
+    findings = by_check(gpu_health.health_findings(health, max_uncorrected_ecc=0))
+    ecc, repair = findings["ecc"], findings["memory_repair"]
+    assert ecc["passed"] and ecc["measured"] == 0
+    assert "3 in the GPU's lifetime (reported, not held to the limit)" in ecc["detail"]
+    assert repair["passed"] and repair["measured"] == "none" and "action" not in repair
+    assert "2 row(s) remapped for correctable and 1 for uncorrectable errors" in repair["detail"]
+
+
+def test_volatile_uncorrected_errors_above_the_limit_fail_derived():
+    health = gpu_health.parse_nvidia_smi_xml(a10g_rows(volatile=3, aggregate=3))
     ecc = by_check(gpu_health.health_findings(health, max_uncorrected_ecc=0))["ecc"]
     assert not ecc["passed"] and ecc["measured"] == 3 and "drain the tenant" in ecc["detail"]
     assert by_check(gpu_health.health_findings(health, max_uncorrected_ecc=3))["ecc"]["passed"]
 
 
-def test_row_remapping_failure_fails_the_ecc_check_derived():
-    text = derived(A10G, "<remapped_row_failure>No</remapped_row_failure>",
-                   "<remapped_row_failure>Yes</remapped_row_failure>")
-    ecc = by_check(gpu_health.health_findings(gpu_health.parse_nvidia_smi_xml(text), max_uncorrected_ecc=0))["ecc"]
-    assert not ecc["passed"] and "row remapping FAILED" in ecc["detail"]
+def test_a_pending_row_remap_asks_for_a_reset_derived():
+    health = gpu_health.parse_nvidia_smi_xml(a10g_rows(unc=1, pending="Yes", volatile=1, aggregate=1))
+    findings = by_check(gpu_health.health_findings(health, max_uncorrected_ecc=1))
+    repair = findings["memory_repair"]
+    assert findings["ecc"]["passed"]
+    assert not repair["passed"] and repair["action"] == "reset" and repair["measured"] == "pending"
+    assert "a row remap is pending" in repair["detail"] and "reset the GPU" in repair["detail"]
+
+
+def test_a_row_remap_failure_fails_naming_the_gpu_and_asks_for_service_derived():
+    health = gpu_health.parse_nvidia_smi_xml(a10g_rows(unc=8, failure="Yes", aggregate=8))
+    repair = by_check(gpu_health.health_findings(health, max_uncorrected_ecc=0))["memory_repair"]
+    assert not repair["passed"] and repair["action"] == "service" and repair["gpu"] == "00000000:00:1E.0"
+    assert repair["detail"].startswith("00000000:00:1E.0 (NVIDIA A10G): row remapping FAILED")
+
+
+def test_a_pending_page_retirement_asks_for_a_reset_derived():
+    """Before Ampere, pages are retired instead of rows remapped (the T4 printed No)."""
+    text = derived(T4, "<pending_retirement>No</pending_retirement>",
+                   "<pending_retirement>Yes</pending_retirement>")
+    repair = by_check(gpu_health.health_findings(gpu_health.parse_nvidia_smi_xml(text),
+                                                 max_uncorrected_ecc=0))["memory_repair"]
+    assert not repair["passed"] and repair["action"] == "reset" and "page retirement is pending" in repair["detail"]
+
+
+def test_clock_event_reasons_under_both_names():
+    """clocks_throttle_reasons before driver 535 (the A10G's 515), clocks_event_reasons
+    from it (the A100's 535): an idle GPU's gpu_idle is active and is no trouble."""
+    for name in (A10G, A100_MIG):
+        reasons = gpu_health.parse_nvidia_smi_xml(published(name))["gpus"][0]["throttle_reasons"]
+        assert set(reasons) == set(gpu_health.THROTTLE_REASONS)
+        assert reasons["gpu_idle"] is (name == A10G) and not reasons["hw_slowdown"]
+    health = gpu_health.parse_nvidia_smi_xml(published(A10G))
+    throttle = by_check(gpu_health.health_findings(
+        health, throttle_reasons_must_be_clear=gpu_health.HARDWARE_THROTTLE_REASONS))["throttle"]
+    assert throttle["passed"] and throttle["measured"] == []
+
+
+def test_a_hardware_slowdown_fails_the_throttle_check_derived():
+    text = derived(A100_MIG, "<clocks_event_reason_hw_power_brake_slowdown>Not Active<",
+                   "<clocks_event_reason_hw_power_brake_slowdown>Active<")
+    health = gpu_health.parse_nvidia_smi_xml(text)
+    throttle = by_check(gpu_health.health_findings(
+        health, throttle_reasons_must_be_clear=gpu_health.HARDWARE_THROTTLE_REASONS))["throttle"]
+    assert not throttle["passed"] and throttle["measured"] == ["hw_power_brake_slowdown"]
+    assert "clocks held down by hw_power_brake_slowdown" in throttle["detail"]
+    assert "throttle" not in by_check(gpu_health.health_findings(health))
+
+
+def test_a_throttle_reason_that_is_neither_active_nor_not_is_refused_derived():
+    text = derived(A100_MIG, "<clocks_event_reason_hw_slowdown>Not Active<",
+                   "<clocks_event_reason_hw_slowdown>Maybe<")
+    with pytest.raises(GpuhostError) as refused:
+        gpu_health.parse_nvidia_smi_xml(text)
+    assert "not Active or Not Active" in str(refused.value)
+
+
+def test_the_driver_recovery_action_none_passes_and_a_reset_fails_derived():
+    """Driver 590 prints gpu_recovery_action None (no action): the one field where
+    "None" is a value. Derived: the same report asking for a reset, and for a reboot."""
+    health = gpu_health.parse_nvidia_smi_xml(published(DUAL_A5000_V13))
+    assert [gpu["recovery_action"] for gpu in health["gpus"]] == ["none", "none"]
+    assert all(f["passed"] for f in gpu_health.health_findings(health, recovery_action_must_be_none=True)
+               if f["check"] == "recovery_action")
+    for printed, action in (("Reset", "reset"), ("Drain and Reset", "reset"), ("Reboot", "reboot"),
+                            ("Drain P2P", "drain_p2p")):
+        text = published(DUAL_A5000_V13).replace("<gpu_recovery_action>None<",
+                                                 "<gpu_recovery_action>%s<" % printed, 1)
+        findings = gpu_health.health_findings(gpu_health.parse_nvidia_smi_xml(text),
+                                              recovery_action_must_be_none=True)
+        first = [f for f in findings if f["check"] == "recovery_action"][0]
+        assert not first["passed"] and first["action"] == action and first["gpu"] == "00000000:81:00.0"
+    assert gpu_health.parse_nvidia_smi_xml(published(T4))["gpus"][0]["recovery_action"] is None
+    with pytest.raises(GpuhostError) as refused:
+        gpu_health.parse_nvidia_smi_xml(published(DUAL_A5000_V13).replace(
+            "<gpu_recovery_action>None<", "<gpu_recovery_action>Replace the universe<", 1))
+    assert refused.value.field == "nvidia_smi.gpu[0]"
+
+
+# Xid reports as published in kernel logs (each line's source in the comment); the line
+# for Xid 79 and the one on the A10G's bus are derived (the bus or code changed).
+PUBLISHED_XID_LINES = [
+    # a GitHub gist by kohsuke (84ce815d0a8ad85ecaf6), "nvidia problem"
+    "Dec 23 23:30:56 rescue kernel: [  179.437933] NVRM: Xid (PCI:0000:01:00): 32, Channel ID 00000005 intr 00008000",
+    # stas00/ml-engineering, compute/accelerator/nvidia/debug.md
+    "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.",
+    # a pastebin (NGng33SB): the form without "PCI:"
+    "Nov 22 18:29:55 hostname kernel: [  966.503025] NVRM: Xid (0000:01:00): 31, Ch 0000000b, engmask 00000120, intr 10000000",
+]
+
+
+def test_xid_reports_are_read_per_gpu_and_code_from_published_lines():
+    events = gpu_health.xid_events("\n".join(PUBLISHED_XID_LINES * 2 + ["unrelated line", "NVRM: Xid (junk"]))
+    assert events == [
+        {"bus": "0000:01:00", "code": 32, "count": 2, "last": "Channel ID 00000005 intr 00008000"},
+        {"bus": "0000:10:1c", "code": 63, "count": 2,
+         "last": "pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate."},
+        {"bus": "0000:01:00", "code": 31, "count": 2, "last": "Ch 0000000b, engmask 00000120, intr 10000000"}]
+
+
+def test_xids_held_against_a_gpu_and_one_that_fell_off_the_bus_derived():
+    """The A10G (00000000:00:1E.0) with an application's page fault (Xid 31: its own
+    restart, ignored) and a row remap (Xid 63: a reset); a GPU at 0000:3b:00 that
+    nvidia-smi no longer lists reported Xid 79 (fallen off the bus: a reboot)."""
+    log = "\n".join([
+        "NVRM: Xid (PCI:0000:00:1e): 31, pid=7, Ch 0000000b, intr 10000000",
+        "NVRM: Xid (PCI:0000:00:1e): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.",
+        "[ 12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."])
+    health = gpu_health.parse_nvidia_smi_xml(published(A10G))
+    findings = [f for f in gpu_health.health_findings(health, xids=gpu_health.xid_events(log))
+                if f["check"] == "xid"]
+    listed, lost = findings
+    assert listed["gpu"] == "00000000:00:1E.0" and not listed["passed"] and listed["action"] == "reset"
+    assert listed["measured"] == [63] and "Xid 63 x1" in listed["detail"] and "Xid 31" not in listed["detail"]
+    assert lost["gpu"] == "0000:3b:00" and lost["action"] == "reboot" and "not listed by nvidia-smi" in lost["detail"]
+    clean = gpu_health.health_findings(health, xids=gpu_health.xid_events(log.splitlines()[0]))
+    assert [f["passed"] for f in clean if f["check"] == "xid"] == [True]
+    assert "xid" not in by_check(gpu_health.health_findings(health))
+
+
+def test_a_kernel_log_past_its_bound_or_not_text_is_refused():
+    with pytest.raises(GpuhostError):
+        gpu_health.xid_events(" " * (gpu_health.MAX_KERNEL_LOG_BYTES + 1))
+    with pytest.raises(GpuhostError):
+        gpu_health.xid_events(None)
+    many = "\n".join("NVRM: Xid (PCI:0000:%02x:00): %d, x" % (bus, code)
+                      for bus in range(256) for code in range(17))
+    with pytest.raises(GpuhostError) as refused:
+        gpu_health.xid_events(many)
+    assert "more than 4096 kinds" in str(refused.value)
 
 
 def test_missing_and_bracketed_fields_are_none_derived():
@@ -260,7 +415,6 @@ def test_validate_gpu_health_not_run_without_a_read():
     assert check["status"] == "not_run"
 
 
-DUAL_A5000_V13 = "nvidia_smi_q_x_dual_rtx_a5000_v13_590_44_01.xml"
 
 
 def test_two_rtx_a5000_schema_v13_driver_590():
@@ -280,7 +434,7 @@ def test_two_rtx_a5000_schema_v13_driver_590():
     assert second["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
     findings = gpu_health.health_findings(health, max_temperature_c=85, max_uncorrected_ecc=0,
                                           persistence_must_be_on=True)
-    assert len(findings) == 8 and all(f["passed"] for f in findings)
+    assert len(findings) == 10 and all(f["passed"] for f in findings)
     assert [f["gpu"] for f in findings if f["check"] == "ecc"] == ["00000000:81:00.0", "00000000:C1:00.0"]
     assert "ECC is disabled" in by_check(findings)["ecc"]["detail"]
 

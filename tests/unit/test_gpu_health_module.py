@@ -11,7 +11,7 @@ import json
 import os
 
 import pytest
-from support.fakes import fake_nvidia_smi
+from support.fakes import fake_dmesg, fake_nvidia_smi
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.modules import gpu_health as gpu_health_module
@@ -25,10 +25,22 @@ NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVI
 
 
 def run(capsys, **args):
+    """The module with ``args``; the kernel log is a fake's (empty unless given) so that
+    this machine's own log never decides a test."""
+    if args.get("read_xids", True) and "dmesg" not in args and "nvidia_smi" in args:
+        args["dmesg"] = fake_dmesg(_kernel_folder(args))
     with patch_module_args(args):
         with pytest.raises(SystemExit) as exit_info:
             gpu_health_module.main()
     return exit_info.value.code, json.loads(capsys.readouterr().out)
+
+
+def _kernel_folder(args):
+    """The fake dmesg goes beside the fake nvidia-smi (each test's own tmp_path)."""
+    import pathlib
+    folder = pathlib.Path(os.path.dirname(args["nvidia_smi"])) / "kernel"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def test_fake_nvidia_smi_t4_report_passes_the_limits(tmp_path, capsys):
@@ -36,7 +48,34 @@ def test_fake_nvidia_smi_t4_report_passes_the_limits(tmp_path, capsys):
                        max_uncorrected_ecc=0)
     assert code == 0 and result["passed"] and not result["changed"]
     assert result["health"]["gpus"][0]["name"] == "Tesla T4"
-    assert sorted(f["check"] for f in result["findings"]) == ["ecc", "mig_off", "temperature"]
+    assert sorted(f["check"] for f in result["findings"]) == [
+        "ecc", "memory_repair", "mig_off", "recovery_action", "temperature", "throttle", "xid"]
+
+
+def test_fake_dmesg_an_xid_on_the_gpu_fails_it_and_names_the_action(tmp_path, capsys):
+    """The T4's guest bus 00000000:00:1E.0; Xid 48 (a double-bit ECC error) on it, as
+    the driver logs one (derived: the code and bus of a published line changed)."""
+    kernel = tmp_path / "kernel"
+    kernel.mkdir()
+    dmesg = fake_dmesg(kernel, ["[  966.5] NVRM: Xid (PCI:0000:00:1e): 48, pid=0, DBE (0x1) detected"])
+    code, result = run(capsys, nvidia_smi=fake_nvidia_smi(tmp_path, T4), dmesg=dmesg)
+    xid = [f for f in result["findings"] if f["check"] == "xid"]
+    assert code == 0 and not result["passed"]
+    assert len(xid) == 1 and xid[0]["action"] == "reset" and xid[0]["measured"] == [48]
+    code, result = run(capsys, nvidia_smi=fake_nvidia_smi(tmp_path, T4), dmesg=dmesg, ignored_xids=[48])
+    assert result["passed"]
+
+
+def test_fake_dmesg_a_kernel_log_root_only_is_a_failing_finding(tmp_path, capsys):
+    kernel = tmp_path / "kernel"
+    kernel.mkdir()
+    dmesg = fake_dmesg(kernel, rc=1, message="dmesg: read kernel buffer failed: Operation not permitted")
+    code, result = run(capsys, nvidia_smi=fake_nvidia_smi(tmp_path, T4), dmesg=dmesg)
+    unread = [f for f in result["findings"] if f["check"] == "xid"]
+    assert code == 0 and not result["passed"] and "Operation not permitted" in unread[0]["detail"]
+    assert "kernel.dmesg_restrict" in unread[0]["detail"]
+    code, result = run(capsys, nvidia_smi=fake_nvidia_smi(tmp_path, T4), read_xids=False)
+    assert result["passed"] and "xid" not in [f["check"] for f in result["findings"]]
 
 
 def test_fake_nvidia_smi_a100_with_mig_fails_when_told(tmp_path, capsys):
@@ -72,6 +111,8 @@ def test_missing_nvidia_smi_names_the_fix(tmp_path, capsys, monkeypatch):
     ({"max_temperature_c": 1e9}, "max_temperature_c"),
     ({"max_temperature_c": -5}, "max_temperature_c"),
     ({"max_uncorrected_ecc": -1}, "max_uncorrected_ecc"),
+    ({"ignored_xids": [10 ** 5]}, "ignored_xids[0]"),
+    ({"ignored_xids": [13, -1]}, "ignored_xids[1]"),
 ])
 def test_bad_limits_are_refused_before_nvidia_smi_runs(tmp_path, capsys, args, field):
     # A fake that would fail the test if it ran: the limits are checked first.

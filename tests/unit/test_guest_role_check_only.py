@@ -227,7 +227,7 @@ def test_mocked_gpu_health_result_renders_into_gpuhost_guest_results_for_validat
     tenant = results["tenant-t4"]
     # Persistence mode is Disabled in that report: the one failure, named.
     assert tenant["passed"] is False and "persistence mode off" in tenant["detail"]
-    assert tenant["health"]["driver_version"] == "515.105.01" and len(tenant["health"]["findings"]) == 4
+    assert tenant["health"]["driver_version"] == "515.105.01" and len(tenant["health"]["findings"]) == 5
     check = validation.check_gpu_health(results)
     assert check["status"] == "fail" and "tenant-t4 (guest stage)" in check["detail"]
     skipped = render_native(expression, {"__guest_name": "tenant-lab", "__guest_nvidia_active": False,

@@ -57,6 +57,17 @@ _POWER_LIMIT = ("gpu_power_readings/current_power_limit", "power_readings/enforc
 _UNCORRECTABLE = ("sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded",
                   "dram_uncorrectable")
 _CORRECTABLE = ("sram_correctable", "dram_correctable")
+# Why the clocks are held down: clocks_event_reasons from driver 535 on, before it
+# clocks_throttle_reasons, each child "<block>_reason_<name>" Active or Not Active.
+THROTTLE_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+                    "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost",
+                    "sw_thermal_slowdown", "display_clocks_setting")
+_THROTTLE_BLOCKS = (("clocks_event_reasons", "clocks_event_reason_"),
+                    ("clocks_throttle_reasons", "clocks_throttle_reason_"))
+# What the driver (550 on) says the GPU needs after an error, as nvidia-smi prints it
+# (gpu_recovery_action), and the action each asks of the host's operator.
+RECOVERY_ACTIONS = {"none": None, "reset": "reset", "drain and reset": "reset",
+                    "reboot": "reboot", "drain p2p": "drain_p2p"}
 # Before schema v11: single_bit/double_bit counters, each with a total.
 _OLD_UNCORRECTABLE = ("double_bit/total",)
 _OLD_CORRECTABLE = ("single_bit/total",)
@@ -76,21 +87,30 @@ def _refuse_internal_subset(_name, _system_id, _public_id, has_internal_subset):
                            fix="give the output of nvidia-smi -q -x unchanged")
 
 
+def _tool_text(output, field, what, give, limit, fix):
+    """A tool's output as text, decoded as every host text is (a byte that is not UTF-8
+    becomes U+FFFD); refused when it is not text or holds more than ``limit`` bytes."""
+    if isinstance(output, bytes):
+        text = decode_text(output)
+    elif isinstance(output, str):
+        # run_command hands a byte that is not UTF-8 on as a lone surrogate: back to the
+        # byte, then decoded as every host text is, never a UnicodeEncodeError
+        text = decode_text(output.encode("utf-8", "surrogateescape"))
+    else:
+        raise GpuhostError("%s is %s, not text" % (what, type(output).__name__), field=field,
+                           fix="give %s" % give)
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise GpuhostError("%s is %d bytes, more than the %d accepted" % (what, size, limit),
+                           field=field, fix=fix)
+    return text
+
+
 def parse_xml(text):
     """The root element of an ``nvidia-smi -q -x`` report, parsed safely."""
-    if isinstance(text, bytes):
-        data = decode_text(text).encode("utf-8")
-    elif isinstance(text, str):
-        # run_command hands a byte that is not UTF-8 on as a lone surrogate: back to the
-        # byte, then decoded as every host text is (U+FFFD), never a UnicodeEncodeError
-        data = decode_text(text.encode("utf-8", "surrogateescape")).encode("utf-8")
-    else:
-        raise GpuhostError("the nvidia-smi output is %s, not text" % type(text).__name__,
-                           field="nvidia_smi", fix="give the text nvidia-smi -q -x printed")
-    if len(data) > MAX_XML_BYTES:
-        raise GpuhostError("the nvidia-smi XML is %d bytes, more than the %d accepted"
-                           % (len(data), MAX_XML_BYTES), field="nvidia_smi",
-                           fix="give the output of nvidia-smi -q -x for the GPUs of this guest")
+    data = _tool_text(text, "nvidia_smi", "the nvidia-smi output", "the text nvidia-smi -q -x printed",
+                      MAX_XML_BYTES, "give the output of nvidia-smi -q -x for the GPUs of this guest"
+                      ).encode("utf-8")
     # expat itself, with the handlers defusedxml sets: ElementTree's C parser does not
     # expose its expat, so the tree is built here from the same events.
     builder = ElementTree.TreeBuilder()
@@ -225,6 +245,46 @@ def _retired_pages(gpu, field):
     return {"single_bit": single, "double_bit": double, "pending": pending}
 
 
+def _throttle_reasons(gpu, field):
+    """{reason: active} for the reasons the report lists (None when it lists none)."""
+    for block_name, prefix in _THROTTLE_BLOCKS:
+        block = gpu.find(block_name)
+        if block is None or not len(block):
+            continue
+        reasons = {}
+        for reason in THROTTLE_REASONS:
+            text = _raw(block, prefix + reason)
+            if text is None:
+                continue
+            if text.lower() not in ("active", "not active"):
+                raise GpuhostError("%s/%s%s is %r, not Active or Not Active" % (
+                    block_name, prefix, reason, text), field=field,
+                    fix="give the output of nvidia-smi -q -x unchanged")
+            reasons[reason] = text.lower() == "active"
+        return reasons or None
+    return None
+
+
+def _recovery_action(gpu, field):
+    """What gpu_recovery_action asks for: "none", "reset", "reboot", "drain_p2p", or
+    None where the driver does not report it (before 550, or N/A)."""
+    found = gpu.find("gpu_recovery_action")
+    if found is None or len(found):
+        return None
+    text = " ".join((found.text or "").split())
+    if text.lower() == "none":
+        return "none"       # the one field where "None" is a value, not "no value"
+    if _raw(gpu, "gpu_recovery_action") is None:
+        return None
+    action = RECOVERY_ACTIONS.get(text.lower())
+    if action is None:
+        raise GpuhostError("gpu_recovery_action is %r, none of %s" % (
+            text[:_TEXT_MAX], ", ".join(sorted(RECOVERY_ACTIONS))), field=field,
+            fix="give the output of nvidia-smi -q -x unchanged; a driver newer than this "
+                "collection may print an action it does not know: read it with nvidia-smi")
+    return action
+
+
 def _gpu(element, driver_version, index):
     field = "nvidia_smi.gpu[%d]" % index
     mig_devices = element.find("mig_devices")
@@ -255,6 +315,8 @@ def _gpu(element, driver_version, index):
         "persistence_enabled": _mode(element, "persistence_mode", field),
         "retired_pages": _retired_pages(element, field),
         "remapped_rows": _remapped_rows(element, field),
+        "throttle_reasons": _throttle_reasons(element, field),
+        "recovery_action": _recovery_action(element, field),
     }
 
 
@@ -274,7 +336,8 @@ def parse_nvidia_smi_xml(text):
     temperature (and the slowdown/shutdown thresholds), power draw and limit, ECC mode
     (current, pending) with volatile and aggregate uncorrected/corrected error counts,
     MIG mode (current, pending) and its device count, persistence mode, retired pages
-    and remapped rows where the GPU has them. Every unavailable value is None."""
+    and remapped rows where the GPU has them, the active clock event (throttle) reasons
+    and the driver's recovery action. Every unavailable value is None."""
     root = parse_xml(text)
     driver_version = _text(root, "driver_version", "nvidia_smi.driver_version")
     return {
@@ -285,27 +348,105 @@ def parse_nvidia_smi_xml(text):
     }
 
 
-# The limits a GPU is held to, each off when None (False for the two modes).
-HEALTH_LIMITS = ("max_temperature_c", "max_uncorrected_ecc", "mig_must_be_off", "persistence_must_be_on")
+# The limits a GPU is held to, each off when None (False for the modes, () for the lists).
+HEALTH_LIMITS = ("max_temperature_c", "max_uncorrected_ecc", "mig_must_be_off", "persistence_must_be_on",
+                 "recovery_action_must_be_none", "throttle_reasons_must_be_clear", "ignored_xids")
+# The clock event reasons that mean the GPU itself is in trouble (its board's slowdown
+# signal, an over-temperature, the power brake), not a setting or an idle GPU.
+HARDWARE_THROTTLE_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
+                             "sw_thermal_slowdown")
+# Xids an application causes (an illegal instruction, a page fault, a channel its own
+# error stopped, the clean-up after it): NVIDIA's catalog asks to restart the application,
+# not to touch the GPU. Every other Xid is held against the GPU.
+APPLICATION_XIDS = (13, 31, 43, 45)
+# What NVIDIA's Xid catalog asks for the Xids of a GPU that needs the host's operator;
+# any other Xid asks for a reset, then support if it returns.
+XID_ACTIONS = {48: "reset", 63: "reset", 64: "service", 74: "reset", 79: "reboot", 95: "reset",
+               119: "reset", 120: "reset"}
+_ACTION_FIXES = {
+    "reset": "drain the tenant, reset the GPU (offboard it: tenant_scrub resets it) and read it again",
+    "reboot": "drain the tenant and reboot the host: the GPU no longer answers on its bus",
+    "drain_p2p": "drain the tenant's peer-to-peer (NVLink) work and read the GPU again",
+    "service": "take the GPU out of service and have it replaced (nvidia-bug-report.sh for the case)",
+}
+# Bounds on what a kernel log may hold for this reader: the kernel's ring buffer is at
+# most 32 MiB (CONFIG_LOG_BUF_SHIFT 25); distinct (GPU, Xid) pairs far above 8 GPUs' worth.
+MAX_KERNEL_LOG_BYTES = 64 * 1024 * 1024
+MAX_XID_KINDS = 4096
+_XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<domain>[0-9a-fA-F]{4,8}):(?P<bus>[0-9a-fA-F]{2}):"
+                       r"(?P<device>[0-9a-fA-F]{2})(?:\.[0-7])?\): (?P<code>[0-9]{1,4})\b,?\s*(?P<text>.*)")
 
 
-def _finding(gpu, check, passed, detail, limit=None, measured=None):
-    return {"gpu": gpu["pci_bus_id"] or str(gpu["index"]), "name": gpu["name"], "check": check,
-            "passed": passed, "limit": limit, "measured": measured, "detail": detail}
+def _bus_key(bus_id):
+    """(domain, bus, device) of a PCI address as nvidia-smi ("00000000:01:00.0") or the
+    kernel log ("0000:01:00") prints it; None for anything else."""
+    match = re.fullmatch(r"([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?", bus_id or "")
+    return tuple(int(part, 16) for part in match.groups()) if match else None
+
+
+def xid_events(kernel_log):
+    """The NVIDIA driver's Xid reports in a kernel log (dmesg's text):
+    [{"bus", "code", "count", "last"}], one per GPU and Xid, in the order first seen;
+    "bus" as the log prints it, "last" the last report's text (bounded)."""
+    kernel_log = _tool_text(kernel_log, "dmesg", "the kernel log", "the text dmesg printed",
+                            MAX_KERNEL_LOG_BYTES, "give the output of dmesg (the kernel's ring buffer)")
+    events = {}
+    for line in kernel_log.splitlines():
+        if "NVRM: Xid" not in line:
+            continue
+        match = _XID_LINE.search(line)
+        if match is None:
+            continue
+        bus = "%s:%s:%s" % (match.group("domain"), match.group("bus"), match.group("device"))
+        key = (bus.lower(), int(match.group("code")))
+        if key not in events and len(events) >= MAX_XID_KINDS:
+            raise GpuhostError("the kernel log holds more than %d kinds of Xid report" % MAX_XID_KINDS,
+                               field="dmesg", fix="give the output of dmesg unchanged")
+        event = events.setdefault(key, {"bus": bus, "code": key[1], "count": 0, "last": ""})
+        event["count"] += 1
+        event["last"] = _CONTROL.sub(" ", match.group("text")).strip()[:_TEXT_MAX]
+    return list(events.values())
+
+
+def unread_kernel_log_finding(reason):
+    """The failing finding of a kernel log that could not be read: an Xid gate that
+    cannot read is not a pass."""
+    return {"gpu": None, "name": None, "check": "xid", "passed": False, "limit": "no Xid",
+            "measured": None, "detail": "the kernel log was not read for Xid reports (%s): run the "
+                                        "task as root (kernel.dmesg_restrict), or set read_xids "
+                                        "false" % reason}
+
+
+def _finding(gpu, check, passed, detail, limit=None, measured=None, action=None):
+    finding = {"gpu": gpu["pci_bus_id"] or str(gpu["index"]), "name": gpu["name"], "check": check,
+               "passed": passed, "limit": limit, "measured": measured, "detail": detail}
+    if action is not None:
+        finding["action"] = action
+    return finding
 
 
 def health_findings(health, max_temperature_c=None, max_uncorrected_ecc=None,
-                    mig_must_be_off=True, persistence_must_be_on=False):
+                    mig_must_be_off=True, persistence_must_be_on=False,
+                    recovery_action_must_be_none=False, throttle_reasons_must_be_clear=(),
+                    ignored_xids=APPLICATION_XIDS, xids=None):
     """One finding per GPU and limit set: {"gpu", "name", "check", "passed", "limit",
-    "measured", "detail"}. A value the GPU does not report passes a limit it cannot break
-    (MIG N/A: a GPU without MIG) and is named as unread where it could (a temperature
-    N/A fails a temperature limit: the limit was set because it must be watched)."""
+    "measured", "detail"}, and "action" ("reset", "reboot", "drain_p2p", "service")
+    where the GPU needs its operator. A value the GPU does not report passes a limit it
+    cannot break (MIG N/A: a GPU without MIG) and is named as unread where it could (a
+    temperature N/A fails a temperature limit: the limit was set because it must be
+    watched).
+
+    The uncorrected-ECC limit holds the volatile count (since the driver loaded): the
+    aggregate count is the GPU's lifetime, and a GPU that once had an error, remapped the
+    row and was reset is sound. The aggregate count, retired pages and remapped rows are
+    reported; a pending remap or retirement asks for a reset, a remap failure for service.
+    ``xids``: what xid_events read of the guest's kernel log, None when not read."""
     findings = []
     if not health.get("gpus"):
-        return [{"gpu": None, "name": None, "check": "gpu_present", "passed": False, "limit": None,
-                 "measured": 0, "detail": "nvidia-smi lists no GPU: the driver sees none of the "
-                                          "passed-through functions"}]
-    for gpu in health["gpus"]:
+        findings.append({"gpu": None, "name": None, "check": "gpu_present", "passed": False, "limit": None,
+                         "measured": 0, "detail": "nvidia-smi lists no GPU: the driver sees none of the "
+                                                  "passed-through functions"})
+    for gpu in health.get("gpus") or ():
         label = "%s (%s)" % (gpu["pci_bus_id"] or gpu["index"], gpu["name"] or "unnamed GPU")
         if max_temperature_c is not None:
             temp = gpu["temperature_c"]
@@ -316,39 +457,10 @@ def health_findings(health, max_temperature_c=None, max_uncorrected_ecc=None,
                     label, _plain(temp), "within" if passed else "above", _plain(max_temperature_c))),
                 max_temperature_c, temp))
         if max_uncorrected_ecc is not None:
-            counts = [c for c in (gpu["ecc_volatile_uncorrected"], gpu["ecc_aggregate_uncorrected"])
-                      if c is not None]
-            worst = max(counts) if counts else None
-            if gpu["ecc_enabled"] is False:
-                passed, detail = True, "%s: ECC is disabled, no error count to read" % label
-            else:
-                passed = worst is None or worst <= max_uncorrected_ecc
-                detail = ("%s: no ECC error counters reported" % label if worst is None else
-                          "%s: %d uncorrected ECC error(s) (volatile %s, aggregate %s), limit %d%s" % (
-                              label, worst, gpu["ecc_volatile_uncorrected"], gpu["ecc_aggregate_uncorrected"],
-                              max_uncorrected_ecc,
-                              "" if passed else "; drain the tenant and have the GPU checked "
-                                                "(nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER)"))
-            rows = gpu["remapped_rows"] or {}
-            if rows.get("failure"):
-                passed = False
-                detail += "; row remapping FAILED: the GPU needs service"
-            findings.append(_finding(gpu, "ecc", passed, detail, max_uncorrected_ecc, worst))
+            findings.append(_ecc_finding(gpu, label, max_uncorrected_ecc))
+            findings.append(_memory_repair_finding(gpu, label))
         if mig_must_be_off:
-            mig = gpu["mig_enabled"]
-            pending = gpu["mig_pending_enabled"]
-            passed = not mig and not pending
-            if mig is None and pending is None:
-                detail = "%s: MIG not supported (N/A), so it is off" % label
-            elif passed:
-                detail = "%s: MIG off" % label
-            else:
-                detail = ("%s: MIG is %s (pending %s, %d MIG device(s)) on a whole-GPU passthrough tenant: "
-                          "the tenant gets slices, not the GPU. Disable it (nvidia-smi -i %s -mig 0, then "
-                          "a GPU reset or a guest reboot), or plan the GPU as MIG (runbook section 13)" % (
-                              label, _on_off(mig), _on_off(pending), gpu["mig_devices"],
-                              gpu["pci_bus_id"] or gpu["index"]))
-            findings.append(_finding(gpu, "mig_off", passed, detail, "off", _on_off(mig)))
+            findings.append(_mig_finding(gpu, label))
         if persistence_must_be_on:
             mode = gpu["persistence_enabled"]
             passed = mode is True
@@ -357,7 +469,129 @@ def health_findings(health, max_temperature_c=None, max_uncorrected_ecc=None,
                 "%s: persistence mode %s: the driver unloads between clients and the first request pays "
                 "for its start; enable nvidia-persistenced" % (label, _on_off(mode))),
                 "on", _on_off(mode)))
+        if recovery_action_must_be_none:
+            findings.append(_recovery_finding(gpu, label))
+        if throttle_reasons_must_be_clear:
+            findings.append(_throttle_finding(gpu, label, throttle_reasons_must_be_clear))
+    if xids is not None:
+        findings.extend(_xid_findings(health.get("gpus") or [], xids, ignored_xids))
     return findings
+
+
+def _ecc_finding(gpu, label, limit):
+    volatile, aggregate = gpu["ecc_volatile_uncorrected"], gpu["ecc_aggregate_uncorrected"]
+    if gpu["ecc_enabled"] is False:
+        return _finding(gpu, "ecc", True, "%s: ECC is disabled, no error count to read" % label, limit, None)
+    passed = volatile is None or volatile <= limit
+    detail = ("%s: no volatile ECC error count reported" % label if volatile is None else
+              "%s: %d uncorrected ECC error(s) since the driver loaded, limit %d%s" % (
+                  label, volatile, limit,
+                  "" if passed else "; drain the tenant and have the GPU checked "
+                                    "(nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER)"))
+    if aggregate:
+        detail += "; %d in the GPU's lifetime (reported, not held to the limit)" % aggregate
+    return _finding(gpu, "ecc", passed, detail, limit, volatile)
+
+
+def _memory_repair_finding(gpu, label):
+    """Row remapping (Ampere on) or page retirement (before it): a pending repair asks
+    for a reset, a failed one for service; repairs done are reported."""
+    rows, pages = gpu["remapped_rows"] or {}, gpu["retired_pages"] or {}
+    done = []
+    if rows.get("correctable") or rows.get("uncorrectable"):
+        done.append("%s row(s) remapped for correctable and %s for uncorrectable errors"
+                    % (rows.get("correctable") or 0, rows.get("uncorrectable") or 0))
+    if pages.get("single_bit") or pages.get("double_bit"):
+        done.append("%s page(s) retired for single-bit and %s for double-bit errors"
+                    % (pages.get("single_bit") or 0, pages.get("double_bit") or 0))
+    done_text = "; ".join(done) if done else "no repaired memory"
+    if rows.get("failure"):
+        return _finding(gpu, "memory_repair", False, "%s: row remapping FAILED (%s): %s" % (
+            label, done_text, _ACTION_FIXES["service"]), "no failure", "failed", "service")
+    if rows.get("pending") or pages.get("pending"):
+        return _finding(gpu, "memory_repair", False, "%s: a %s is pending (%s): %s" % (
+            label, "row remap" if rows.get("pending") else "page retirement", done_text,
+            _ACTION_FIXES["reset"]), "none pending", "pending", "reset")
+    if not rows and not pages:
+        return _finding(gpu, "memory_repair", True, "%s: no row remapper or page retirement "
+                                                    "record reported" % label, "none pending", None)
+    return _finding(gpu, "memory_repair", True, "%s: none pending (%s)" % (label, done_text),
+                    "none pending", "none")
+
+
+def _mig_finding(gpu, label):
+    mig = gpu["mig_enabled"]
+    pending = gpu["mig_pending_enabled"]
+    passed = not mig and not pending
+    if mig is None and pending is None:
+        detail = "%s: MIG not supported (N/A), so it is off" % label
+    elif passed:
+        detail = "%s: MIG off" % label
+    else:
+        detail = ("%s: MIG is %s (pending %s, %d MIG device(s)) on a whole-GPU passthrough tenant: "
+                  "the tenant gets slices, not the GPU. Disable it (nvidia-smi -i %s -mig 0, then "
+                  "a GPU reset or a guest reboot), or plan the GPU as MIG (runbook section 13)" % (
+                      label, _on_off(mig), _on_off(pending), gpu["mig_devices"],
+                      gpu["pci_bus_id"] or gpu["index"]))
+    return _finding(gpu, "mig_off", passed, detail, "off", _on_off(mig))
+
+
+def _recovery_finding(gpu, label):
+    action = gpu["recovery_action"]
+    if action is None:
+        return _finding(gpu, "recovery_action", True, "%s: the driver reports no recovery action "
+                                                      "(drivers before 550)" % label, "none", None)
+    if action == "none":
+        return _finding(gpu, "recovery_action", True, "%s: the driver asks for no recovery" % label,
+                        "none", "none")
+    return _finding(gpu, "recovery_action", False, "%s: the driver asks for a %s: %s" % (
+        label, action.replace("_", " "), _ACTION_FIXES[action]), "none", action, action)
+
+
+def _throttle_finding(gpu, label, held):
+    reasons = gpu["throttle_reasons"]
+    if reasons is None:
+        return _finding(gpu, "throttle", True, "%s: no clock event reasons reported" % label,
+                        list(held), None)
+    active = [reason for reason in held if reasons.get(reason)]
+    if not active:
+        return _finding(gpu, "throttle", True, "%s: none of %s active" % (label, ", ".join(held)),
+                        list(held), [])
+    return _finding(gpu, "throttle", False, "%s: clocks held down by %s: check the GPU's cooling "
+                                            "and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER)"
+                    % (label, ", ".join(active)), list(held), active)
+
+
+def _xid_findings(gpus, xids, ignored):
+    """One finding per GPU listed (Xids held against it, or none), and one per bus the
+    log names that nvidia-smi does not list (a GPU that fell off the bus is not listed)."""
+    listed = {_bus_key(gpu["pci_bus_id"]): gpu for gpu in gpus if _bus_key(gpu["pci_bus_id"])}
+    held = [event for event in xids if event["code"] not in ignored]
+    by_gpu = {}
+    for event in held:
+        by_gpu.setdefault(_bus_key(event["bus"]), []).append(event)
+    findings = []
+    for key, gpu in listed.items():
+        label = "%s (%s)" % (gpu["pci_bus_id"], gpu["name"] or "unnamed GPU")
+        findings.append(_xid_finding(gpu, label, by_gpu.pop(key, []), ignored))
+    for key, events in by_gpu.items():
+        bus = events[0]["bus"]
+        findings.append(_xid_finding({"pci_bus_id": bus, "index": None, "name": None},
+                                     "%s (not listed by nvidia-smi)" % bus, events, ignored))
+    return findings
+
+
+def _xid_finding(gpu, label, events, ignored):
+    limit = "no Xid but %s" % ", ".join(str(code) for code in sorted(ignored)) if ignored else "no Xid"
+    if not events:
+        return _finding(gpu, "xid", True, "%s: no Xid held against the GPU in the kernel log" % label,
+                        limit, [])
+    actions = [XID_ACTIONS.get(event["code"], "reset") for event in events]
+    action = next(a for a in ("service", "reboot", "reset") if a in actions)
+    reported = "; ".join("Xid %d x%d (last: %s)" % (event["code"], event["count"], event["last"] or "no text")
+                         for event in events)
+    return _finding(gpu, "xid", False, "%s: %s: %s" % (label, reported, _ACTION_FIXES[action]),
+                    limit, [event["code"] for event in events], action)
 
 
 def _on_off(value):
