@@ -34,6 +34,7 @@ class FilterModule(object):
             "validate_iommu": validation.check_iommu,
             "validate_vfio": validation.check_vfio,
             "validate_numa": validation.check_numa,
+            "validate_gpu_state": validation.check_gpu_state,
             "validate_vf_settings": validation.check_vf_settings,
             "validate_hugepages": validation.check_hugepages,
             "validate_realized": validation.check_realized,

@@ -156,6 +156,28 @@ def check_numa(plan, devices, domain_pins, pins_error=None):
     return _check("numa", title, PASS, "%d tenants pinned as planned" % checked)
 
 
+def check_gpu_state(plan, devices):
+    """``devices``: host_facts' ``devices`` subset. Each planned GPU answers on its bus,
+    reports no fatal AER error and has its link at full width (an x8 link for an x16 GPU
+    halves its bandwidth); a lower link speed and non-fatal errors are named, not failed
+    (a GPU lowers its link speed when idle)."""
+    problems, said, checked = [], [], 0
+    for tenant in plan.get("tenants") or ():
+        for gpu in tenant.get("gpus") or ():
+            entry = (devices or {}).get(gpu["address"]) or {}
+            if "unfit" not in entry:
+                continue            # absent, or read by a host_facts that reads no state
+            checked += 1
+            problems.extend("%s: %s" % (tenant["name"], reason) for reason in entry["unfit"])
+            said.extend("%s: %s" % (tenant["name"], note) for note in entry.get("notes") or ())
+    title = "GPUs answer, links at full width, no fatal AER error"
+    if problems:
+        return _check("gpu_state", title, FAIL, "; ".join(problems + said))
+    if not checked:
+        return _check("gpu_state", title, NOT_RUN, "no planned GPU read on the host")
+    return _check("gpu_state", title, PASS, "%d GPU(s) sound%s" % (checked, "; " + "; ".join(said) if said else ""))
+
+
 def tenant_functions(tenant):
     """The PCI functions a tenant passes through: its GPUs' (with companions) and its VF."""
     functions = passthrough_functions({"tenants": [tenant]})

@@ -301,7 +301,7 @@ def test_a_kernel_log_past_its_bound_or_not_text_is_refused():
     with pytest.raises(GpuhostError):
         gpu_health.xid_events(None)
     many = "\n".join("NVRM: Xid (PCI:0000:%02x:00): %d, x" % (bus, code)
-                      for bus in range(256) for code in range(17))
+                     for bus in range(256) for code in range(17))
     with pytest.raises(GpuhostError) as refused:
         gpu_health.xid_events(many)
     assert "more than 4096 kinds" in str(refused.value)
@@ -413,8 +413,6 @@ def test_validate_gpu_health_not_run_without_a_read():
                                                         "health": None}},
                                         {"tenant-lab": {"passed": True, "gpu_health": {"read": False}}})
     assert check["status"] == "not_run"
-
-
 
 
 def test_two_rtx_a5000_schema_v13_driver_590():

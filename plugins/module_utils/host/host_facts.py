@@ -20,7 +20,7 @@ import os
 import posixpath
 import re
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state, sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
@@ -127,8 +127,10 @@ def pool_pages(memory, node, size_kib, counter="nr"):
 
 def read_devices(addresses, root="/"):
     """Per PCI function (canonical address): whether it exists, its NUMA node (None when
-    the kernel knows none), SR-IOV counts and bound driver; None for what it lacks. Addresses are checked first, so a
-    hostile one never becomes a path."""
+    the kernel knows none), SR-IOV counts and bound driver; None for what it lacks; and
+    for a present one its ``state`` (device_state: whether it answers on its bus, power
+    state, link, AER counters), the ``unfit`` reasons that state gives and its ``notes``.
+    Addresses are checked first, so a hostile one never becomes a path."""
     devices = {}
     for index, address in enumerate(addresses or ()):
         canonical = normalize_address(address, field="devices[%d]" % index)
@@ -139,6 +141,10 @@ def read_devices(addresses, root="/"):
         if entry["numa_node"] is not None and entry["numa_node"] < 0:
             entry["numa_node"] = None   # the kernel's -1: no node known, as pci.py says it
         entry["driver"] = sysfs.link_name(root, os.path.join(dev_dir, "driver")) if entry["present"] else None
+        if entry["present"]:
+            state = device_state.read_device_state(canonical, root)
+            entry.update(state=state.as_dict(), unfit=device_state.unfit_reasons(state),
+                         notes=device_state.notes(state))
         devices[canonical] = entry
     return devices
 
