@@ -10,21 +10,39 @@ import os
 import stat
 
 from support import FIXTURES
-from support.fakes import fake_nvidia_smi
+from support.fakes import fake_dmesg, fake_nvidia_smi
 from support.helpers import run_module_adhoc
 
 T4 = os.path.join(FIXTURES, "published", "nvidia_smi_q_x_tesla_t4_passthrough_515_105_01.xml")
 
 
 def test_gpu_health_fake_nvidia_smi_t4_report_passes_the_limits(tmp_path, module_python):
+    kernel = tmp_path / "kernel"
+    kernel.mkdir()
     proc, result = run_module_adhoc("gpuhost.kvm.gpu_health",
-                                    {"nvidia_smi": fake_nvidia_smi(tmp_path, T4),
+                                    {"nvidia_smi": fake_nvidia_smi(tmp_path, T4), "dmesg": fake_dmesg(kernel),
                                      "max_temperature_c": 85, "max_uncorrected_ecc": 0},
                                     check=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert result["passed"] is True and result["changed"] is False
     assert result["health"]["gpus"][0]["name"] == "Tesla T4"
-    assert sorted(f["check"] for f in result["findings"]) == ["ecc", "mig_off", "temperature"]
+    assert sorted(f["check"] for f in result["findings"]) == [
+        "ecc", "memory_repair", "mig_off", "recovery_action", "temperature", "throttle", "xid"]
+
+
+def test_gpu_health_fake_dmesg_xid_79_names_the_gpu_that_fell_off_the_bus(tmp_path, module_python):
+    """Derived from a published Xid line: the GPU that fell off is no longer listed by
+    nvidia-smi (the T4 is), so the finding names its bus and asks for a reboot."""
+    kernel = tmp_path / "kernel"
+    kernel.mkdir()
+    dmesg = fake_dmesg(kernel, ["[  812.1] NVRM: Xid (PCI:0000:00:1f): 79, pid=0, GPU has fallen off the bus."])
+    proc, result = run_module_adhoc("gpuhost.kvm.gpu_health",
+                                    {"nvidia_smi": fake_nvidia_smi(tmp_path, T4), "dmesg": dmesg,
+                                     "fail_on_findings": True}, check=False)
+    assert proc.returncode != 0 and result["passed"] is False
+    lost = [f for f in result["findings"] if f["check"] == "xid" and not f["passed"]]
+    assert [(f["gpu"], f["action"]) for f in lost] == [("0000:00:1f", "reboot")]
+    assert "GPU has fallen off the bus" in result["msg"]
 
 
 def fake_runtime(tmp_path, image_id):
