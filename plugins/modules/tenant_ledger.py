@@ -19,7 +19,11 @@ description:
     atomically (temporary file, fsync, rename) before releasing the lock. Two onboardings
     started at the same time therefore get different GPUs, cores and VFs, or one of them
     fails cleanly.
-  - With I(state=absent), removes the named tenants from the ledger.
+  - With I(state=absent), removes the named tenants from the ledger. A released tenant's
+    GPU that the host finds unfit for the next tenant (it does not answer on its bus, it
+    reported fatal AER errors since it was last sound, or its link trained narrower than
+    it can go) is quarantined in the same write, with the reasons: no onboarding gets it
+    (a count skips it, naming it is refused) until O(recover) finds it sound.
   - A ledger that is truncated, not JSON, or fails its checksum is reported with recovery
     steps and never reset.
 options:
@@ -42,9 +46,21 @@ options:
         C(iothreads) and C(emulator_policy) reach the planner; other keys (SSH keys,
         guest network) are ignored here.
       - A tenant already in the ledger must be requested exactly as it was placed.
-      - Required with I(state=present); an empty list returns the ledger's plan.
+      - Required with I(state=present) unless O(recover) is given; an empty list returns
+        the ledger's plan.
     type: list
     elements: dict
+  recover:
+    description:
+      - Quarantined GPUs (PCI addresses) to read again, with I(state=present), after the
+        operator brought them back (a reset, or a remove and rescan). Each one the host
+        now finds sound leaves the quarantine, before the O(tenants) of the same call are
+        placed; one still unfit stays, with what the new read shows (RV(still_unfit)).
+      - The fatal AER errors counted when it was quarantined are not held against it
+        again (the kernel's counters only grow until the function is removed and found
+        again).
+    type: list
+    elements: str
   names:
     description:
       - Names of the tenants to release. Required with I(state=absent).
@@ -131,6 +147,11 @@ EXAMPLES = r"""
   gpuhost.kvm.tenant_ledger:
     state: absent
     names: [tenant-b]
+
+- name: Read a quarantined GPU again after a remove and rescan
+  gpuhost.kvm.tenant_ledger:
+    state: present
+    recover: ["0000:41:00.0"]
 """
 
 RETURN = r"""
@@ -153,6 +174,25 @@ released:
   returned: always
   type: list
   elements: str
+quarantined:
+  description: GPUs this call quarantined, with the reasons (I(state=absent)).
+  returned: always
+  type: dict
+  sample: {"0000:41:00.0": ["0000:41:00.0 does not answer on its bus (its configuration space reads all ones): it fell off the bus"]}
+lifted:
+  description: GPUs of O(recover) that left the quarantine.
+  returned: always
+  type: list
+  elements: str
+still_unfit:
+  description: GPUs of O(recover) that stay quarantined, with what the host shows now.
+  returned: always
+  type: dict
+quarantine:
+  description: Every quarantined GPU after this call, with its reasons, the tenant that
+    held it last, when, and its fatal AER count then.
+  returned: always
+  type: dict
 ledger:
   description: The ledger after this call.
   returned: always
@@ -160,6 +200,7 @@ ledger:
   sample: {"path": "/var/lib/gpuhost/ledger.json", "serial": 3, "tenants": ["tenant-a100"]}
 """
 
+import datetime
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -168,7 +209,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
     tenant_entry, tenant_functions)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     GPU_SELECTION_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection, normalize_address
+from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import check_devices_free
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import layout_from_topology
@@ -193,11 +236,18 @@ def build_module():
             allow_acs_override=dict(type="bool", default=False),
             vf_count=dict(type="int"),
             root=dict(type="path", default="/"),
+            recover=dict(type="list", elements="str"),
         ),
-        required_if=[("state", "present", ["tenants"]), ("state", "absent", ["names"])],
+        required_if=[("state", "present", ["tenants", "recover"], True), ("state", "absent", ["names"])],
         mutually_exclusive=[("tenants", "names")],
         supports_check_mode=True,
     )
+
+
+def _gpu_addresses(entry):
+    """The GPU (first function) addresses of a ledger tenant entry."""
+    return [normalize_address(gpu["address"], field="names") for gpu in (entry or {}).get("gpus") or ()
+            if isinstance(gpu, dict) and gpu.get("address")]
 
 
 def _summary(data):
@@ -224,6 +274,10 @@ class TenantLedger:
         self.before = None
         self.after = None
         self.serial = None
+        self.quarantined = {}
+        self.lifted = []
+        self.still_unfit = {}
+        self.quarantine = {}
 
     def run(self):
         params = self.params
@@ -237,23 +291,53 @@ class TenantLedger:
             ledger_core.validate_tenants(params["tenants"])
         else:
             ledger_core.validate_names(params["names"])
+        recover = [normalize_address(address, field="recover[%d]" % index)
+                   for index, address in enumerate(params["recover"] or ())]
         topology = read_host_topology(params["root"], with_irqs=False)
         self.layout = layout_from_topology(topology, selection)
         with ledger_core.locked(params["path"], timeout=params["lock_timeout"],
                                 read_only=self.module.check_mode) as lock:
             current = ledger_core.read_ledger(params["path"])
             self.before = _summary(current)
-            if params["state"] == "present":
+            now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            if recover:
+                # Read again first: a GPU the host finds sound leaves the quarantine before
+                # the tenants of this same call are placed, and may be given to one. The
+                # fatal AER errors counted when it was quarantined are not held again.
+                reads = {address: self.read(address) for address in recover}
+                current, self.lifted, self.still_unfit = ledger_core.lift_quarantine(
+                    current, {address: self.unfit(address, read, current.quarantine.get(address, {})
+                                                  .get("fatal_aer", 0))
+                              for address, read in reads.items()},
+                    {address: device_state.fatal_count(read) for address, read in reads.items()
+                     if not isinstance(read, GpuhostError)})
+            if params["state"] == "present" and params["tenants"]:
                 new, self.plan, self.allocated = ledger_core.reserve(
                     current, topology, params["tenants"], smt_policy=params["smt_policy"],
                     housekeeping=params["housekeeping"],
                     hugepage_check=params["hugepage_check"],
                     allow_acs_override=params["allow_acs_override"],
                     vf_count=params["vf_count"], gpu_selection=selection)
+            elif params["state"] == "present":
+                new, self.plan = current, ledger_core.release(
+                    current, topology, [], gpu_selection=selection)[1]
             else:
                 self.refuse_held(current, topology)
                 new, self.plan, self.released = ledger_core.release(
                     current, topology, params["names"], gpu_selection=selection)
+                # A GPU the tenant left broken (off the bus, fatal AER errors, a narrower
+                # link) is released into the quarantine, in the same write.
+                for name in self.released:
+                    reads = {address: self.read(address)
+                             for address in _gpu_addresses(tenant_entry(current, name))}
+                    unfit = {address: self.unfit(address, read, current.aer_baseline.get(address, 0))
+                             for address, read in reads.items()}
+                    unfit = {address: reasons for address, reasons in unfit.items() if reasons}
+                    self.quarantined.update(unfit)
+                    new = ledger_core.quarantine(new, unfit, name, now, {
+                        address: device_state.fatal_count(read) for address, read in reads.items()
+                        if address in unfit and not isinstance(read, GpuhostError)})
+            self.quarantine = dict(new.quarantine)
             self.after = _summary(new)
             file_missing = not os.path.exists(params["path"])
             self.changed = (new.body() != current.body()) or (
@@ -263,6 +347,21 @@ class TenantLedger:
                 self.serial = ledger_core.write_ledger(params["path"], new).serial
             elif not os.path.exists(params["path"]):
                 lock.discard()     # no ledger written: no folder, no lock file either
+
+    def read(self, address):
+        """The GPU's DeviceState now, or the GpuhostError that says why it cannot be
+        read (a GPU removed from the bus)."""
+        try:
+            return device_state.read_device_state(address, self.params["root"])
+        except GpuhostError as err:
+            return err
+
+    @staticmethod
+    def unfit(address, read, fatal_before):
+        """Why the GPU is unfit for a tenant (``read``: what read() gave)."""
+        if isinstance(read, GpuhostError):
+            return [read.msg]
+        return device_state.unfit_reasons(read, fatal_before)
 
     def refuse_held(self, current, topology):
         """The host-safety policy of a release: no tenant whose vfio groups a process
@@ -281,6 +380,10 @@ class TenantLedger:
             "layout": self.layout,
             "allocated": self.allocated,
             "released": self.released,
+            "quarantined": self.quarantined,
+            "lifted": self.lifted,
+            "still_unfit": self.still_unfit,
+            "quarantine": self.quarantine,
             "ledger": {"path": self.params["path"], "serial": self.serial,
                        "tenants": sorted((self.after or {}).keys())},
         }

@@ -26,6 +26,10 @@ description:
     bus reset can reset while other devices share its bus (they would be reset too),
     and one without a usable reset method (unless O(allow_no_reset)).
   - A tenant the ledger does not hold has nothing to scrub (C(changed=false)).
+  - After the resets, reads each GPU's state as the kernel shows it (whether it answers
+    on its bus, its link width against its maximum, its fatal AER errors) into
+    RV(unfit); M(gpuhost.kvm.tenant_ledger) quarantines such a GPU when it releases the
+    tenant.
 author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
@@ -113,6 +117,13 @@ steps:
   returned: always
   type: list
   elements: str
+unfit:
+  description:
+    - Per GPU (first function) reset by this run, why the host finds it unfit for the next
+      tenant after the reset; empty for a sound GPU. Not read in check mode.
+  returned: always
+  type: dict
+  sample: {"0000:41:00.0": ["0000:41:00.0's link trained at x8, below its x16: it has a fraction of its bandwidth"]}
 warnings_scrub:
   description: What was allowed by O(allow_no_reset).
   returned: always
@@ -132,6 +143,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import (
     DEFAULT_LEDGER_PATH, locked, read_ledger)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     validate_tenant_name)
@@ -168,6 +180,7 @@ class TenantScrub(object):
         self.plan = None
         self.in_ledger = False
         self.applied = False
+        self.unfit = {}
 
     def run(self):
         params = self.params
@@ -193,6 +206,14 @@ class TenantScrub(object):
                                fix=err.fix or "see the failed step, fix it and run the "
                                               "offboarding again", details=details)
         self.applied = True
+        for gpu in entry.get("gpus") or ():
+            address = gpu.get("address") if isinstance(gpu, dict) else None
+            if address in self.plan.reset:
+                try:
+                    state = device_state.read_device_state(address, params["root"])
+                    self.unfit[address] = device_state.unfit_reasons(state)
+                except GpuhostError as err:
+                    self.unfit[address] = [err.msg]
 
     @property
     def result(self):
@@ -205,6 +226,7 @@ class TenantScrub(object):
                   "vf": plan.vf if plan else None,
                   "steps": plan.changes.descriptions if plan else [],
                   "warnings_scrub": list(plan.warnings) if plan else [],
+                  "unfit": dict(self.unfit),
                   "skipped_actions": list(plan.skipped) if plan else []}
         if plan and self.module._diff:  # pylint: disable=protected-access
             result["diff"] = plan.changes.diff()

@@ -45,6 +45,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement imp
     validate_tenant_name,
 )
 
+# A canonical PCI address, as the quarantine keys its GPUs.
+_ADDRESS = re.compile(r"[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 LEDGER_FORMAT = "gpuhost.kvm/ledger"
 LEDGER_VERSION = 1
 DEFAULT_LEDGER_PATH = "/var/lib/gpuhost/ledger.json"
@@ -67,6 +69,11 @@ class LedgerData:
 
     tenants: list = dataclasses.field(default_factory=list)   # plan tenant entries
     housekeeping: dict = dataclasses.field(default_factory=dict)
+    # GPUs no onboarding gets: address -> {"reasons", "tenant" (the last holder), "since"}
+    quarantine: dict = dataclasses.field(default_factory=dict)
+    # address -> the fatal AER count a GPU had when last found sound: the kernel's
+    # counters only grow until the function is removed and found again
+    aer_baseline: dict = dataclasses.field(default_factory=dict)
     smt_policy: str = None
     serial: int = 0
     updated_at: str = None
@@ -76,8 +83,15 @@ class LedgerData:
         return [t["name"] for t in self.tenants]
 
     def body(self):
-        return {"tenants": self.tenants, "housekeeping": self.housekeeping,
+        body = {"tenants": self.tenants, "housekeeping": self.housekeeping,
                 "smt_policy": self.smt_policy}
+        # only when there is one: a ledger without keeps the shape (and checksum) the
+        # releases before quarantine wrote
+        if self.quarantine:
+            body["quarantine"] = self.quarantine
+        if self.aer_baseline:
+            body["aer_baseline"] = self.aer_baseline
+        return body
 
 
 def _canonical(body):
@@ -136,8 +150,21 @@ def parse_ledger(text, path=DEFAULT_LEDGER_PATH):
         raise corrupt("its housekeeping is not a mapping of NUMA nodes to CPU lists")
     if body.get("smt_policy") is not None and not isinstance(body["smt_policy"], str):
         raise corrupt("its smt_policy is not a name")
+    quarantine = body.get("quarantine", {})
+    if not isinstance(quarantine, dict) or not all(
+            isinstance(address, str) and _ADDRESS.fullmatch(address) and isinstance(entry, dict)
+            and isinstance(entry.get("reasons"), list)
+            and all(isinstance(reason, str) for reason in entry["reasons"])
+            for address, entry in quarantine.items()):
+        raise corrupt("its quarantine is not a mapping of PCI addresses to their reasons")
+    baseline = body.get("aer_baseline", {})
+    if not isinstance(baseline, dict) or not all(
+            isinstance(address, str) and _ADDRESS.fullmatch(address) and isinstance(count, int)
+            and not isinstance(count, bool) and count >= 0 for address, count in baseline.items()):
+        raise corrupt("its aer_baseline is not a mapping of PCI addresses to counts")
     return LedgerData(tenants=body["tenants"], housekeeping=body.get("housekeeping") or {},
-                      smt_policy=body.get("smt_policy"), serial=serial,
+                      smt_policy=body.get("smt_policy"), quarantine=quarantine,
+                      aer_baseline=baseline, serial=serial,
                       updated_at=data.get("updated_at"), source=path)
 
 
@@ -355,7 +382,7 @@ def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
         topology, requests, housekeeping=hk or None, smt_policy=smt_policy,
         existing=data.tenants, hugepage_check=hugepage_check,
         allow_acs_override=allow_acs_override, vf_count=vf_count,
-        gpu_selection=gpu_selection),
+        gpu_selection=gpu_selection, quarantined=quarantined_reasons(data)),
         ("housekeeping",) if hk is data.housekeeping and hk else ())
     known = set(data.names())
     added = [t["name"] for t in plan["tenants"] if t["name"] not in known]
@@ -377,3 +404,45 @@ def release(data, topology, names, hugepage_check="none", gpu_selection=None):
         ("housekeeping", "smt_policy"), indices)
     new = dataclasses.replace(data, tenants=copy.deepcopy(plan["tenants"]))
     return new, plan, removed
+
+
+def quarantined_reasons(data):
+    """{address: "reason; reason"} of the ledger's quarantined GPUs, as placement takes them."""
+    return {address: "; ".join(entry["reasons"]) for address, entry in sorted(data.quarantine.items())}
+
+
+def quarantine(data, unfit, tenant, now, fatal_counts=None):
+    """``data`` with the GPUs of ``unfit`` ({address: [reasons]}) quarantined, each with
+    the tenant that held it last, when, and its fatal AER count then (``fatal_counts``);
+    a GPU already quarantined keeps its first entry, with the new reasons added. Pure."""
+    held = copy.deepcopy(data.quarantine)
+    for address, reasons in sorted(unfit.items()):
+        if not reasons:
+            continue
+        entry = held.setdefault(address, {"reasons": [], "tenant": tenant, "since": now,
+                                          "fatal_aer": (fatal_counts or {}).get(address, 0)})
+        entry["reasons"].extend(reason for reason in reasons if reason not in entry["reasons"])
+    return dataclasses.replace(data, quarantine=held)
+
+
+def lift_quarantine(data, unfit, fatal_counts=None):
+    """``data`` without the quarantined GPUs that ``unfit`` ({address: [reasons]}, read
+    again now) finds sound; (new data, lifted, kept {address: reasons}). A GPU read as
+    unfit stays, with what the new read says. ``fatal_counts`` ({address: fatal AER
+    count now}): a lifted GPU's count becomes its baseline, so that the errors that put
+    it in quarantine do not put it back. Pure."""
+    held = copy.deepcopy(data.quarantine)
+    baseline = dict(data.aer_baseline)
+    lifted, kept = [], {}
+    for address in sorted(unfit):
+        if address not in held:
+            continue
+        if unfit[address]:
+            held[address]["reasons"] = list(unfit[address])
+            kept[address] = list(unfit[address])
+        else:
+            del held[address]
+            lifted.append(address)
+            if (fatal_counts or {}).get(address):
+                baseline[address] = fatal_counts[address]
+    return dataclasses.replace(data, quarantine=held, aer_baseline=baseline), lifted, kept

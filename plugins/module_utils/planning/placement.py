@@ -459,6 +459,7 @@ class _Ledger:
         self.function_owner: Dict[str, str] = {}
         self.memory_kib: Dict[int, int] = {}
         self.new_pages: Dict[Tuple[int, int], int] = {}     # (node, size) -> pages
+        self.quarantined: Dict[str, str] = {}                # GPU -> why nobody gets it
 
     def take_cpus(self, cpus, owner, field):
         for cpu in sorted(cpus):
@@ -706,7 +707,7 @@ def _cpu_fix(request, policy):
 
 def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
                    existing=None, hugepage_check="memory", allow_acs_override=False,
-                   vf_count=None, gpu_selection=None):
+                   vf_count=None, gpu_selection=None, quarantined=None):
     """Place ``tenants`` on ``topology`` and return the plan (docs/plan-format.md).
 
     ``topology``: a HostTopology or its dict form. ``tenants``: request dicts or
@@ -721,7 +722,8 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     {pf address: count}); VFs that do not exist yet are planned at their predicted
     addresses up to that count (sriov_totalvfs when None), existing VFs first.
     ``gpu_selection``: what counts as a GPU (a pci.GpuSelection, or the gpu_devices list;
-    None: the default classes). Raises GpuhostError; changes nothing.
+    None: the default classes). ``quarantined``: {GPU address: why} of GPUs no new
+    tenant gets (the ledger's quarantine). Raises GpuhostError; changes nothing.
     """
     selection = as_gpu_selection(gpu_selection)
     if smt_policy not in SMT_POLICIES:
@@ -768,6 +770,7 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
         warnings.append("gpu_devices lists %s, which no PCI function of this host matches"
                         % ", ".join(unmatched))
     ledger = _Ledger()
+    ledger.quarantined = dict(quarantined or {})
     kept, kept_by_name = _load_existing(existing, host, ledger, warnings)
     housekeeping_cpus = resolve_housekeeping(host, housekeeping)
     for node, cpus in housekeeping_cpus.items():
@@ -883,6 +886,9 @@ def _gpu_candidates(host, ledger, request, index):
         if holder:
             skipped.append("%s (taken by %s)" % (address, holder))
             continue
+        if address in ledger.quarantined:
+            skipped.append("%s (quarantined: %s)" % (address, ledger.quarantined[address]))
+            continue
         node = host.device_node(address)
         if node is None:
             skipped.append("%s (NUMA node unknown)" % address)
@@ -929,6 +935,12 @@ def _explicit_gpus(host, ledger, request, index):
             raise GpuhostError("GPU %s is already given to tenant %s" % (address, holder),
                                field=item, fix="pick a free GPU or a count instead of an "
                                                "address")
+        if address in ledger.quarantined:
+            raise GpuhostError("GPU %s is quarantined: %s" % (address, ledger.quarantined[address]),
+                               field=item,
+                               fix="pick another GPU, or bring this one back (a reset or a remove "
+                                   "and rescan) and lift its quarantine with tenant_ledger's "
+                                   "recover option, which reads it again first")
         node = host.device_node(address)
         if node is None:
             raise GpuhostError("the NUMA node of GPU %s is unknown" % address, field=item,
