@@ -22,7 +22,7 @@ description:
   - With I(state=absent), removes the named tenants from the ledger. A released tenant's
     GPU that the host finds unfit for the next tenant (it does not answer on its bus, it
     reported fatal AER errors since it was last sound, or its link trained narrower than
-    it can go) is quarantined in the same write, with the reasons: no onboarding gets it
+    it can go) is quarantined in the same write, with the reasons, and no onboarding gets it
     (a count skips it, naming it is refused) until O(recover) finds it sound.
   - A ledger that is truncated, not JSON, or fails its checksum is reported with recovery
     steps and never reset.
