@@ -86,6 +86,39 @@ def _vfs(lab):
             (line.split() for line in out.splitlines() if line.strip())}
 
 
+# -- the state of a device between tenants ---------------------------------------------
+
+def test_host_facts_reads_power_link_and_aer_state_as_the_real_kernel_prints_it(lab):
+    """host_facts' devices subset on the lab's real kernel: for every function that has
+    AER counters (QEMU's PCIe root ports and the igb NIC have an AER capability, and the
+    kernel owns AER on q35) and for the GPU, the power state, the link and the AER totals
+    equal what the kernel's own files say, and none is unfit on a fresh lab."""
+    with_aer = lab.ssh("cd %s && for d in *; do [ -e $d/aer_dev_fatal ] && echo $d; done; true"
+                       % PCI).stdout.split()
+    addresses = sorted(set(with_aer) | {GPU0})
+    script = ("cd %s && for d in %s; do echo \"$d $(cat $d/power_state 2>/dev/null || echo -)"
+              " $(cat $d/current_link_width 2>/dev/null || echo -)"
+              " $(cat $d/max_link_width 2>/dev/null || echo -)"
+              " $(grep -h TOTAL_ERR_FATAL $d/aer_dev_fatal 2>/dev/null | cut -d' ' -f2 || echo -)\"; done"
+              % (PCI, " ".join(addresses)))
+    kernel = {fields[0]: fields[1:] for fields in
+              (line.split() for line in lab.ssh(script).stdout.splitlines()) if len(fields) == 5}
+    devices = _ok(lab, "gpuhost.kvm.host_facts", {"gather": ["devices"], "devices": addresses})[
+        "ansible_facts"]["gpuhost_host"]["devices"]
+    print("functions with AER counters: %s\nkernel: %s\nread: %s" % (
+        with_aer, kernel, {a: devices[a].get("state") for a in addresses}))
+    assert with_aer, _why(lab, "no function of the lab shows aer_dev_fatal (is AER native on q35?)")
+    for address in addresses:
+        state = devices[address]["state"]
+        power, width, max_width, fatal = kernel[address]
+        assert state["power_state"] == (None if power == "-" else power), (address, state)
+        assert state["link"]["current_width"] == (None if width in ("-", "0") else int(width)), (address, state)
+        assert state["link"]["max_width"] == (None if max_width in ("-", "0") else int(max_width)), (address, state)
+        assert state["aer_totals"]["fatal"] == (None if fatal == "-" else int(fatal)), (address, state)
+        assert state["answers"] is True, (address, state)
+        assert devices[address]["unfit"] == [], _why(lab, "%s unfit on a fresh lab" % address, devices[address])
+
+
 # -- iommu_groups_facts ----------------------------------------------------------------
 
 def _libvirt_pci_view(lab):
