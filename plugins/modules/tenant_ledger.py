@@ -59,8 +59,22 @@ options:
       - The fatal AER errors counted when it was quarantined are not held against it
         again (the kernel's counters only grow until the function is removed and found
         again).
+      - A GPU whose reset failed when its tenant left (M(gpuhost.kvm.tenant_scrub)
+        quarantines it) may hold what that tenant left: only O(recover_action=reset)
+        lifts its quarantine.
     type: list
     elements: str
+  recover_action:
+    description:
+      - What O(recover) does before it reads the GPUs again. V(read) only reads them
+        (after the operator brought them back by hand). V(reset) first resets every
+        function of each GPU through sysfs, as M(gpuhost.kvm.tenant_scrub) does, with
+        its refusals (a function not on vfio-pci or still in use, without a usable reset
+        method, or whose bus reset would reach other devices); a GPU whose reset fails
+        stays quarantined. Check mode lists the resets and lifts nothing.
+    type: str
+    choices: [read, reset]
+    default: read
   names:
     description:
       - Names of the tenants to release. Required with I(state=absent).
@@ -188,9 +202,15 @@ still_unfit:
   description: GPUs of O(recover) that stay quarantined, with what the host shows now.
   returned: always
   type: dict
+recovery_steps:
+  description: The resets of O(recover_action=reset), in order (done, or to do in check mode).
+  returned: always
+  type: list
+  elements: str
 quarantine:
   description: Every quarantined GPU after this call, with its reasons, the tenant that
-    held it last, when, and its fatal AER count then.
+    held it last, when, its fatal AER count then, its functions and whether that tenant's
+    state was wiped from it.
   returned: always
   type: dict
 ledger:
@@ -206,7 +226,9 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
-    tenant_entry, tenant_functions)
+    plan_scrub, tenant_entry, tenant_functions)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     GPU_SELECTION_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state
@@ -237,6 +259,7 @@ def build_module():
             vf_count=dict(type="int"),
             root=dict(type="path", default="/"),
             recover=dict(type="list", elements="str"),
+            recover_action=dict(type="str", choices=["read", "reset"], default="read"),
         ),
         required_if=[("state", "present", ["tenants", "recover"], True), ("state", "absent", ["names"])],
         mutually_exclusive=[("tenants", "names")],
@@ -250,6 +273,13 @@ def _gpu_addresses(entry):
             if isinstance(gpu, dict) and gpu.get("address")]
 
 
+def _gpu_functions(entry):
+    """{GPU address: its functions} of a ledger tenant entry."""
+    return {normalize_address(gpu["address"], field="names"):
+            [normalize_address(function, field="names") for function in gpu.get("functions") or [gpu["address"]]]
+            for gpu in (entry or {}).get("gpus") or () if isinstance(gpu, dict) and gpu.get("address")}
+
+
 def _summary(data):
     return {t["name"]: {"node": t.get("node"),
                         "gpus": [g.get("address") for g in t.get("gpus") or ()],
@@ -261,9 +291,11 @@ def _summary(data):
 class TenantLedger:
     """One call: lock, read, plan, write (unless check mode), unlock."""
 
-    def __init__(self, module):
+    def __init__(self, module, writer=None):
         self.module = module
         self.params = module.params
+        self.writer = writer or HostWriter(module.params["root"])
+        self.recovery_steps = []
         # An OSError the ledger code did not name (a disk that fills up mid-write).
         self.os_error_message = "cannot update the allocation ledger %s: %%s" % module.params["path"]
         self.changed = False
@@ -304,13 +336,15 @@ class TenantLedger:
                 # Read again first: a GPU the host finds sound leaves the quarantine before
                 # the tenants of this same call are placed, and may be given to one. The
                 # fatal AER errors counted when it was quarantined are not held again.
+                reset_done = self.reset_quarantined(current, recover) \
+                    if params["recover_action"] == "reset" else ()
                 reads = {address: self.read(address) for address in recover}
                 current, self.lifted, self.still_unfit = ledger_core.lift_quarantine(
                     current, {address: self.unfit(address, read, current.quarantine.get(address, {})
                                                   .get("fatal_aer", 0))
                               for address, read in reads.items()},
                     {address: device_state.fatal_count(read) for address, read in reads.items()
-                     if not isinstance(read, GpuhostError)})
+                     if not isinstance(read, GpuhostError)}, reset_done)
             if params["state"] == "present" and params["tenants"]:
                 new, self.plan, self.allocated = ledger_core.reserve(
                     current, topology, params["tenants"], smt_policy=params["smt_policy"],
@@ -336,7 +370,8 @@ class TenantLedger:
                     self.quarantined.update(unfit)
                     new = ledger_core.quarantine(new, unfit, name, now, {
                         address: device_state.fatal_count(read) for address, read in reads.items()
-                        if address in unfit and not isinstance(read, GpuhostError)})
+                        if address in unfit and not isinstance(read, GpuhostError)},
+                        functions=_gpu_functions(tenant_entry(current, name)))
             self.quarantine = dict(new.quarantine)
             self.after = _summary(new)
             file_missing = not os.path.exists(params["path"])
@@ -347,6 +382,30 @@ class TenantLedger:
                 self.serial = ledger_core.write_ledger(params["path"], new).serial
             elif not os.path.exists(params["path"]):
                 lock.discard()     # no ledger written: no folder, no lock file either
+
+    def reset_quarantined(self, current, recover):
+        """Reset every function of the quarantined GPUs of ``recover`` as tenant_scrub
+        resets a leaving tenant's (the same refusals: a function not on vfio-pci, in use,
+        without a usable reset method, or whose bus reset would reach other devices);
+        the GPUs reset, none in check mode. A GPU not in quarantine is refused."""
+        for index, address in enumerate(recover):
+            if address not in current.quarantine:
+                raise GpuhostError("%s is not quarantined" % address, field="recover[%d]" % index,
+                                   fix="give the quarantined GPUs (tenant_ledger's quarantine result)")
+        entry = {"name": "quarantine", "gpus": [
+            {"address": address, "functions": current.quarantine[address].get("functions") or [address]}
+            for address in recover]}
+        plan = plan_scrub(self.writer, read_pci_functions(self.params["root"]), entry)
+        self.recovery_steps = list(plan.changes.descriptions)
+        if self.module.check_mode:
+            return ()
+        try:
+            plan.changes.apply()
+        except GpuhostError:
+            pass            # what was reset is in plan.reset; the rest stays quarantined
+        return tuple(address for address in recover
+                     if all(function in plan.reset
+                            for function in current.quarantine[address].get("functions") or [address]))
 
     def read(self, address):
         """The GPU's DeviceState now, or the GpuhostError that says why it cannot be
@@ -384,6 +443,7 @@ class TenantLedger:
             "lifted": self.lifted,
             "still_unfit": self.still_unfit,
             "quarantine": self.quarantine,
+            "recovery_steps": self.recovery_steps,
             "ledger": {"path": self.params["path"], "serial": self.serial,
                        "tenants": sorted((self.after or {}).keys())},
         }

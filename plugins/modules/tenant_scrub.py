@@ -136,13 +136,15 @@ skipped_actions:
   elements: str
 """
 
+import datetime
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import (
-    DEFAULT_LEDGER_PATH, locked, read_ledger)
+    DEFAULT_LEDGER_PATH, locked, quarantine, read_ledger, write_ledger)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
@@ -189,22 +191,33 @@ class TenantScrub(object):
         path = absolute_path(params["ledger_path"], "ledger_path", kind="ledger file")
         # a shared lock: an onboarding writing the ledger now is waited for
         with locked(path, read_only=True, field="ledger_path"):
-            entry = tenant_entry(read_ledger(path, "ledger_path"), params["name"])
+            data = read_ledger(path, "ledger_path")
+        entry = tenant_entry(data, params["name"])
         self.in_ledger = entry is not None
         if entry is None:
             self.plan = ScrubPlan(params["name"], ChangeSet())
             return
+        held = {function for gpu in data.quarantine.values()
+                for function in gpu.get("functions") or () if not gpu.get("wiped", True)}
         self.plan = plan_scrub(self.writer, read_pci_functions(params["root"]), entry,
-                               params["allow_no_reset"], self.runner)
+                               params["allow_no_reset"], self.runner, quarantined=held)
         if self.module.check_mode or not self.plan.changes:
             return
         try:
             self.plan.changes.apply()
         except GpuhostError as err:
             details = dict(err.details or {}, reset=list(self.plan.reset))
-            raise GpuhostError(ledger_held_message(params["name"], err), field=err.field,
-                               fix=err.fix or "see the failed step, fix it and run the "
-                                              "offboarding again", details=details)
+            message = ledger_held_message(params["name"], err)
+            fix = err.fix or "see the failed step, fix it and run the offboarding again"
+            if self.plan.failed_reset:
+                gpu = self.quarantine_failed_reset(path, entry)
+                details["quarantined"] = gpu
+                message += ("; GPU %s is quarantined in the ledger (its reset failed), so nobody "
+                            "gets it with what the tenant left in it" % gpu)
+                fix = ("run the offboarding again: it releases the tenant without resetting %s "
+                       "again; then bring the GPU back and wipe it with tenant_ledger's recover "
+                       "and recover_action reset" % gpu)
+            raise GpuhostError(message, field=err.field, fix=fix, details=details)
         self.applied = True
         for gpu in entry.get("gpus") or ():
             address = gpu.get("address") if isinstance(gpu, dict) else None
@@ -214,6 +227,24 @@ class TenantScrub(object):
                     self.unfit[address] = device_state.unfit_reasons(state)
                 except GpuhostError as err:
                     self.unfit[address] = [err.msg]
+
+    def quarantine_failed_reset(self, path, entry):
+        """Quarantine the GPU whose function's reset failed, as not wiped, under the
+        ledger's lock; its address."""
+        function, error = self.plan.failed_reset
+        gpus = {}
+        for gpu in entry.get("gpus") or ():
+            functions = list(gpu.get("functions") or [gpu.get("address")])
+            gpus[gpu.get("address")] = functions
+        gpu = next((address for address, functions in gpus.items() if function in functions), function)
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with locked(path, field="ledger_path"):
+            data = read_ledger(path, "ledger_path")
+            write_ledger(path, quarantine(
+                data, {gpu: ["the reset of %s failed when tenant %s left: %s"
+                             % (function, self.params["name"], error.strerror or error)]},
+                self.params["name"], now, functions={gpu: gpus.get(gpu, [gpu])}, wiped=False))
+        return gpu
 
     @property
     def result(self):

@@ -106,3 +106,12 @@ def test_a_quarantine_of_another_shape_is_a_corrupt_ledger(quarantine):
     with pytest.raises(ledger.LedgerCorruptError) as refused:
         ledger.parse_ledger(text, "/var/lib/gpuhost/ledger.json")
     assert "quarantine" in refused.value.msg
+
+
+def test_the_quarantine_keeps_the_gpus_functions_for_a_recovery_reset(host):
+    root, path = host
+    placed = run_ledger(root, path, tenants=[TENANT])["plan"]["tenants"][0]["gpus"][0]
+    gpu_attrs(root, placed["address"], width=("4", "16"))
+    held = run_ledger(root, path, state="absent", names=["a"])["quarantine"][placed["address"]]
+    assert held["functions"] == list(placed.get("functions") or [placed["address"]])
+    assert held["wiped"] is True

@@ -7,6 +7,7 @@ SR-IOV NIC cannot run here), the refusals that write nothing, a failure mid-scru
 the reset-method gate of libvirt_pinned_domain."""
 
 import errno
+import json
 import os
 
 import pytest
@@ -262,7 +263,13 @@ def test_failure_mid_scrub_names_what_was_reset_and_keeps_the_ledger(env):
     assert info.value.details["failed_step"] == "write 1 to /sys/bus/pci/devices/%s/reset" % HDA
     assert "stays in the ledger (not released)" in info.value.message
     assert worker.result["reset"] == [GPU] and worker.result["changed"] is True
-    assert open(path).read() == ledger_before
+    # The tenant stays held; its GPU is quarantined as not wiped, nothing else changed.
+    before, after = json.loads(ledger_before)["body"], json.loads(open(path).read())["body"]
+    held = after.pop("quarantine")
+    assert after == before and list(held) == [GPU] and held[GPU]["wiped"] is False
+    assert held[GPU]["functions"] == [GPU, HDA] and held[GPU]["tenant"] == TENANT
+    assert "the reset of %s failed" % HDA in held[GPU]["reasons"][0]
+    assert info.value.details["quarantined"] == GPU and "recover_action reset" in info.value.fix
 
 
 def test_kernel_refuses_a_reset_when_resets_are_disabled(env):
@@ -412,3 +419,39 @@ def test_a_tenant_whose_qemu_holds_its_vfio_group_is_not_released(env):
     assert "PID 4242 (qemu-system-x86) holds /dev/vfio/2" in err.message
     assert "libvirt_pinned_domain state=absent" in err.fix
     assert open(path).read() == before
+
+
+def test_a_gpu_whose_reset_failed_is_skipped_then_wiped_only_by_a_recovery_reset(env):
+    """After the failed reset above: a second offboarding scrubs the tenant without
+    resetting the quarantined GPU again (so it can be released); reading the GPU again
+    does not lift the quarantine, since what the tenant left may still be in it; a
+    recovery reset of both functions does, once the reset succeeds."""
+    from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
+    sim, path = env
+    sim.fail_on["/sys/bus/pci/devices/%s/reset" % HDA] = errno.EIO
+    with pytest.raises(GpuhostError):
+        scrub(sim, path, runner=FakeIproute(TENANT_VF))
+    sim.resets.clear()
+    again = scrub(sim, path, runner=FakeIproute(TENANT_VF))
+    assert again["reset"] == [] and sim.resets == []
+    assert [d["action"].split(" (")[0] for d in again["devices"]] == ["not reset", "not reset"]
+
+    data = ledger_core.read_ledger(path)
+    read_only, lifted, kept = ledger_core.lift_quarantine(data, {GPU: []})
+    assert lifted == [] and "recover_action reset" in kept[GPU][-1]
+
+    args = {"path": path, "root": sim.root, "recover": [GPU], "recover_action": "reset",
+            "_ansible_check_mode": False, "_ansible_diff": False}
+    with patch_module_args(args):
+        worker = tenant_ledger.TenantLedger(tenant_ledger.build_module(), writer=sim)
+    assert worker.reset_quarantined(data, [GPU]) == ()           # the HDA's reset fails again
+    del sim.fail_on["/sys/bus/pci/devices/%s/reset" % HDA]
+    sim.resets.clear()
+    assert worker.reset_quarantined(data, [GPU]) == (GPU,) and sim.resets == [GPU, HDA]
+    assert worker.recovery_steps == ["write 1 to /sys/bus/pci/devices/%s/reset" % GPU,
+                                     "write 1 to /sys/bus/pci/devices/%s/reset" % HDA]
+    wiped, lifted, kept = ledger_core.lift_quarantine(data, {GPU: []}, reset_done=(GPU,))
+    assert lifted == [GPU] and kept == {} and wiped.quarantine == {}
+    with pytest.raises(GpuhostError) as refused_recovery:
+        worker.reset_quarantined(wiped, [GPU])
+    assert refused_recovery.value.field == "recover[0]"

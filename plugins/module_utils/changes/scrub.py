@@ -96,6 +96,7 @@ class ScrubPlan:
     devices: List[dict] = field(default_factory=list)   # address, reset_methods, action
     vf: Optional[dict] = None
     reset: List[str] = field(default_factory=list)      # functions reset so far
+    failed_reset: Optional[tuple] = None                # (function, OSError) of a failed reset
     skipped: List[str] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
 
@@ -177,10 +178,12 @@ def _function_refusal(writer, functions, address, own, allow_no_reset, plan):
     return None
 
 
-def plan_scrub(writer, functions, entry, allow_no_reset=False, runner=None):
+def plan_scrub(writer, functions, entry, allow_no_reset=False, runner=None, quarantined=()):
     """Decide the scrub of a released tenant's ledger ``entry``: a reset of every
     function of its GPUs, then its VF's settings back to SCRUBBED_VF. Every refusal is
-    collected first and raised together, before anything is written."""
+    collected first and raised together, before anything is written. ``quarantined``:
+    functions of GPUs the ledger holds in quarantine after their reset failed; they are
+    not reset again here (nobody gets them until a recovery resets them)."""
     name = entry.get("name")
     own = tenant_functions(entry)
     plan = ScrubPlan(name, ChangeSet())
@@ -200,7 +203,10 @@ def plan_scrub(writer, functions, entry, allow_no_reset=False, runner=None):
                 "without a reset method: %s" % NO_RESET_FIX,
             details={"refusals": refusals})
     for device in plan.devices:
-        if device["action"] == "reset":
+        if device["action"] == "reset" and device["address"] in quarantined:
+            device["action"] = ("not reset (quarantined: its reset failed; tenant_ledger's "
+                                "recover_action reset wipes it before anyone gets it)")
+        elif device["action"] == "reset":
             _reset_step(plan, writer, device["address"])
     vf = entry.get("vf")
     if vf:
@@ -212,7 +218,11 @@ def _reset_step(plan, writer, address):
     path = device_path(address, "reset")
 
     def reset():
-        writer.write(path, "1")
+        try:
+            writer.write(path, "1")
+        except OSError as err:
+            plan.failed_reset = (address, err)
+            raise
         plan.reset.append(address)
     # A reset cannot be undone: a later step's failure leaves it done, and the result
     # lists it under ``reset``.

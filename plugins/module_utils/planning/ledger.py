@@ -155,6 +155,10 @@ def parse_ledger(text, path=DEFAULT_LEDGER_PATH):
             isinstance(address, str) and _ADDRESS.fullmatch(address) and isinstance(entry, dict)
             and isinstance(entry.get("reasons"), list)
             and all(isinstance(reason, str) for reason in entry["reasons"])
+            and isinstance(entry.get("functions", []), list)
+            and all(isinstance(function, str) and _ADDRESS.fullmatch(function)
+                    for function in entry.get("functions", []))
+            and isinstance(entry.get("wiped", True), bool)
             for address, entry in quarantine.items()):
         raise corrupt("its quarantine is not a mapping of PCI addresses to their reasons")
     baseline = body.get("aer_baseline", {})
@@ -411,32 +415,43 @@ def quarantined_reasons(data):
     return {address: "; ".join(entry["reasons"]) for address, entry in sorted(data.quarantine.items())}
 
 
-def quarantine(data, unfit, tenant, now, fatal_counts=None):
+def quarantine(data, unfit, tenant, now, fatal_counts=None, functions=None, wiped=True):
     """``data`` with the GPUs of ``unfit`` ({address: [reasons]}) quarantined, each with
-    the tenant that held it last, when, and its fatal AER count then (``fatal_counts``);
-    a GPU already quarantined keeps its first entry, with the new reasons added. Pure."""
+    the tenant that held it last, when, its fatal AER count then (``fatal_counts``), its
+    PCI functions (``functions``: {address: [functions]}) and whether the tenant's state
+    was wiped from it (``wiped``: false when its reset failed, so that only a reset lifts
+    the quarantine). A GPU already quarantined keeps its first entry, with the new
+    reasons added; once not wiped, it stays so until lifted. Pure."""
     held = copy.deepcopy(data.quarantine)
     for address, reasons in sorted(unfit.items()):
         if not reasons:
             continue
         entry = held.setdefault(address, {"reasons": [], "tenant": tenant, "since": now,
-                                          "fatal_aer": (fatal_counts or {}).get(address, 0)})
+                                          "fatal_aer": (fatal_counts or {}).get(address, 0),
+                                          "functions": list((functions or {}).get(address) or [address]),
+                                          "wiped": True})
         entry["reasons"].extend(reason for reason in reasons if reason not in entry["reasons"])
+        entry["wiped"] = bool(entry.get("wiped", True) and wiped)
     return dataclasses.replace(data, quarantine=held)
 
 
-def lift_quarantine(data, unfit, fatal_counts=None):
+def lift_quarantine(data, unfit, fatal_counts=None, reset_done=()):
     """``data`` without the quarantined GPUs that ``unfit`` ({address: [reasons]}, read
     again now) finds sound; (new data, lifted, kept {address: reasons}). A GPU read as
-    unfit stays, with what the new read says. ``fatal_counts`` ({address: fatal AER
-    count now}): a lifted GPU's count becomes its baseline, so that the errors that put
-    it in quarantine do not put it back. Pure."""
+    unfit stays, with what the new read says; so does one whose last tenant's state was
+    never wiped (its reset failed) unless it is in ``reset_done`` (reset by this call).
+    ``fatal_counts`` ({address: fatal AER count now}): a lifted GPU's count becomes its
+    baseline, so that the errors that put it in quarantine do not put it back. Pure."""
     held = copy.deepcopy(data.quarantine)
     baseline = dict(data.aer_baseline)
     lifted, kept = [], {}
     for address in sorted(unfit):
         if address not in held:
             continue
+        if not held[address].get("wiped", True) and address not in reset_done:
+            unfit = dict(unfit, **{address: list(unfit[address]) + [
+                "%s was not wiped since tenant %s left (its reset failed): recover it with "
+                "recover_action reset" % (address, held[address].get("tenant"))]})
         if unfit[address]:
             held[address]["reasons"] = list(unfit[address])
             kept[address] = list(unfit[address])
