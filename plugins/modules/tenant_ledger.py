@@ -60,7 +60,7 @@ options:
         again (the kernel's counters only grow until the function is removed and found
         again).
       - A GPU whose reset failed when its tenant left (M(gpuhost.kvm.tenant_scrub)
-        quarantines it) may hold what that tenant left: only O(recover_action=reset)
+        quarantines it) may hold what that tenant left, so only O(recover_action=reset)
         lifts its quarantine.
     type: list
     elements: str
