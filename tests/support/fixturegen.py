@@ -564,6 +564,35 @@ def build_eight_gpu_host(root, **overrides):
     return build_host(root, spec)
 
 
+def nvswitch(address, node):
+    """An H100/H200 HGX board's NVSwitch as the published lspci line shows one
+    ("Bridge [0680]: NVIDIA Corporation Device [10de:22a3]", subsystem [10de:1796],
+    driver nvidia-nvswitch; tests/fixtures/published/README.md names the source)."""
+    return [PciDeviceSpec(address=address, class_code=0x068000, vendor=0x10DE, device=0x22A3,
+                          driver="nvidia-nvswitch", node=node, subsystem=(0x10DE, 0x1796),
+                          bars=((0, 32 * MIB, BAR_MEM64_PREF),), reset_method="flr bus",
+                          group=address)]
+
+
+def build_hgx_h100_host(root, **overrides):
+    """The eight-H100 host of build_eight_gpu_host with its HGX board's four NVSwitches
+    (two per socket; their addresses are this fake's, the device IDs the published ones)."""
+    spec_devices = []
+    for index in range(8):
+        bus = (0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb)[index]
+        spec_devices += gpu("0000:%02x:00.0" % bus, index // 4, device=0x2330, hda=False,
+                            bar1=128 * GIB)
+    for address, node in (("0000:0b:00.0", 0), ("0000:0c:00.0", 0), ("0000:8b:00.0", 1),
+                          ("0000:8c:00.0", 1)):
+        spec_devices += nvswitch(address, node)
+    spec_devices += sriov_pf("0000:1b:00.0", 0, vfs=16, netdev="ens1np0")
+    spec_devices += sriov_pf("0000:9c:00.0", 1, vfs=16, netdev="ens9np0")
+    spec = HostSpec(cores_per_socket=32, devices=spec_devices)
+    for key, value in overrides.items():
+        setattr(spec, key, value)
+    return build_host(root, spec)
+
+
 DIRTY_GPU = "0000:01:00.0"
 DIRTY_USB = "0000:02:00.0"
 

@@ -32,6 +32,10 @@ CLASS_AUDIO_HDA = 0x0403
 CLASS_BRIDGE_PREFIX = 0x06
 CLASS_NETWORK_PREFIX = 0x02     # Ethernet, InfiniBand and other network controllers
 CLASS_PCI_BRIDGE = 0x0604
+# An NVSwitch on an HGX board shows as an NVIDIA "other bridge" (lspci: Bridge [0680],
+# 10de:1af1 on A100 boards, 10de:22a3 on H100/H200 boards), driven by nvidia-nvswitch.
+NVIDIA_VENDOR = 0x10DE
+CLASS_BRIDGE_OTHER = 0x0680
 
 
 @dataclass(frozen=True, order=True)
@@ -165,6 +169,10 @@ class PciFunction:
     @property
     def is_bridge(self):
         return (self.class_code >> 16) == CLASS_BRIDGE_PREFIX
+
+    @property
+    def is_nvswitch(self):
+        return self.vendor_id == NVIDIA_VENDOR and self.base_class == CLASS_BRIDGE_OTHER
 
     @property
     def is_network(self):

@@ -48,6 +48,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import MAX_
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
+    NVIDIA_VENDOR,
     PciAddress,
     gpu_selection as as_gpu_selection,
     normalize_address,
@@ -252,6 +253,12 @@ class _Host:
             if function.iommu_group is not None:
                 self.groups.setdefault(function.iommu_group, []).append(address)
         self.gpus = self.selection.gpus(topology.pci)
+        # An HGX board's NVSwitches, and the NVIDIA GPUs they join: sysfs shows no NVLink,
+        # and a host has one such board, so every NVIDIA GPU of a host with NVSwitches is
+        # taken as joined (docs/plan-format.md, "fabric").
+        self.nvswitches = tuple(a for a in ordered if topology.pci[a].is_nvswitch)
+        self.fabric_gpus = tuple(g for g in self.gpus if topology.pci[g].vendor_id == NVIDIA_VENDOR) \
+            if self.nvswitches else ()
         # A tenant's nic_vf is a network VF: an SR-IOV PF of another class (an NVMe
         # controller with secondary controllers, an accelerator) is no NIC.
         self.pfs = tuple(a for a in ordered
@@ -969,6 +976,29 @@ def _node_room(host, ledger, housekeeping_cpus, node):
                if t not in ledger.cpu_owner and t not in held)
 
 
+def _check_fabric(host, request, index):
+    """Refuse a tenant with several GPUs of an NVSwitch board: its guest's CUDA fails
+    with error 802 ("system not yet initialized") until Fabric Manager activates an
+    NVLink partition for exactly those GPUs, in one of NVIDIA's two passthrough models,
+    neither of which the collection sets up yet. One GPU needs no partition."""
+    if not host.fabric_gpus:
+        return
+    if isinstance(request.gpus, tuple):
+        joined = [g for g in request.gpus if g in host.fabric_gpus]
+    else:
+        joined = list(host.fabric_gpus[:request.gpus]) if request.gpus > 1 else []
+    if len(joined) < 2:
+        return
+    raise GpuhostError(
+        "tenant %s asks for %d GPUs of an NVSwitch board (NVSwitches %s): without an NVLink "
+        "partition that Fabric Manager activated for them, CUDA fails in the guest with error "
+        "802 (system not yet initialized)" % (request.name, len(joined), ", ".join(host.nvswitches)),
+        field="tenants[%d].gpus" % index,
+        fix="give the tenant one GPU (a one-GPU tenant needs no partition), or split it into "
+            "one-GPU tenants; the collection does not yet set up NVIDIA's full-passthrough or "
+            "shared-NVSwitch model (Fabric Manager user guide) for a multi-GPU tenant")
+
+
 def _place_tenant(host, ledger, housekeeping_cpus, request, index, policy, hugepage_check,
                   warnings):
     field = "tenants[%d]" % index
@@ -976,6 +1006,7 @@ def _place_tenant(host, ledger, housekeeping_cpus, request, index, policy, hugep
         raise GpuhostError("1G hugepages need the pdpe1gb CPU flag, which this host lacks",
                            field="%s.hugepage_size" % field,
                            fix="use hugepage_size 2M (or host-passthrough a CPU with pdpe1gb)")
+    _check_fabric(host, request, index)
     if isinstance(request.gpus, tuple):
         node, gpus = _explicit_gpus(host, ledger, request, index)
         options = [(node, gpus)]
@@ -1262,7 +1293,7 @@ def _assemble(host, housekeeping_cpus, policy, tenants, ledger, warnings):
                 continue
             per_node = pages.setdefault(int(node), {})
             per_node[int(size)] = per_node.get(int(size), 0) + int(count)
-    return {
+    plan = {
         "smt_policy": policy,
         "threads_per_core": host.threads_per_core,
         "online_cpus": format_cpulist(host.online),
@@ -1278,3 +1309,6 @@ def _assemble(host, housekeeping_cpus, policy, tenants, ledger, warnings):
         "tenants": tenants,
         "warnings": warnings,
     }
+    if host.nvswitches:
+        plan["fabric"] = {"nvswitches": list(host.nvswitches), "gpus": list(host.fabric_gpus)}
+    return plan
