@@ -551,17 +551,23 @@ def build_runbook_host(root, **overrides):
 def build_eight_gpu_host(root, **overrides):
     """2 sockets x 32 cores x 2 threads, 8 H100 SXM (3D controllers, no HDA), 4 per
     socket, one mlx5 PF per socket with 16 VFs."""
+    return build_host(root, _eight_gpu_spec((), overrides))
+
+
+def _eight_gpu_spec(extra_devices, overrides):
+    """The eight-H100 host's spec, with ``extra_devices`` and the ``overrides`` set."""
     devices = []
     for index in range(8):
         bus = (0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb)[index]
         devices += gpu("0000:%02x:00.0" % bus, index // 4, device=0x2330, hda=False,
                        bar1=128 * GIB)
+    devices += list(extra_devices)
     devices += sriov_pf("0000:1b:00.0", 0, vfs=16, netdev="ens1np0")
     devices += sriov_pf("0000:9c:00.0", 1, vfs=16, netdev="ens9np0")
     spec = HostSpec(cores_per_socket=32, devices=devices)
     for key, value in overrides.items():
         setattr(spec, key, value)
-    return build_host(root, spec)
+    return spec
 
 
 def nvswitch(address, node):
@@ -577,20 +583,11 @@ def nvswitch(address, node):
 def build_hgx_h100_host(root, **overrides):
     """The eight-H100 host of build_eight_gpu_host with its HGX board's four NVSwitches
     (two per socket; their addresses are this fake's, the device IDs the published ones)."""
-    spec_devices = []
-    for index in range(8):
-        bus = (0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb)[index]
-        spec_devices += gpu("0000:%02x:00.0" % bus, index // 4, device=0x2330, hda=False,
-                            bar1=128 * GIB)
+    switches = []
     for address, node in (("0000:0b:00.0", 0), ("0000:0c:00.0", 0), ("0000:8b:00.0", 1),
                           ("0000:8c:00.0", 1)):
-        spec_devices += nvswitch(address, node)
-    spec_devices += sriov_pf("0000:1b:00.0", 0, vfs=16, netdev="ens1np0")
-    spec_devices += sriov_pf("0000:9c:00.0", 1, vfs=16, netdev="ens9np0")
-    spec = HostSpec(cores_per_socket=32, devices=spec_devices)
-    for key, value in overrides.items():
-        setattr(spec, key, value)
-    return build_host(root, spec)
+        switches += nvswitch(address, node)
+    return build_host(root, _eight_gpu_spec(switches, overrides))
 
 
 DIRTY_GPU = "0000:01:00.0"
