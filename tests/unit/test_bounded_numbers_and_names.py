@@ -105,3 +105,18 @@ def test_a_libvirt_uri_with_a_nul_or_blank_is_refused_before_libvirt(uri):
     with pytest.raises(GpuhostError) as info:
         open_connection(uri)
     assert info.value.field == "uri"
+
+
+def test_an_existing_tenant_on_node_1024_is_refused_as_every_other_reader_refuses_it(tmp_path):
+    """Placement bounded an existing tenant's node at 1024 where the rest of the
+    collection stops at the kernel's highest node number, 1023 (cpuset.MAX_NODE)."""
+    from support.fixturegen import build_eight_gpu_host
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+    build_eight_gpu_host(str(tmp_path))
+    topology = read_host_topology(str(tmp_path), with_irqs=False)
+    tenant = plan_placement(topology, [{"name": "a", "gpus": 0, "vcpus": 2, "memory_gib": 1,
+                                        "hugepage_size": "2M"}], hugepage_check="none")["tenants"][0]
+    with pytest.raises(GpuhostError) as refused:
+        plan_placement(topology, [], existing=[dict(tenant, node=1024)], hugepage_check="none")
+    assert refused.value.field == "existing[0].node"

@@ -29,7 +29,6 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read
 PID_FORMAT = "{{.State.Pid}}"
 IMAGE_ID_FORMAT = "{{.Id}}"
 
-
 _STATUS_FIELD = re.compile(r"^(Cpus_allowed_list|Mems_allowed_list):\s*(\S+)\s*$", re.M)
 _NUMACTL_FIELD = re.compile(r"^(membind|physcpubind|cpubind|nodebind):\s*(.*?)\s*$", re.M)
 

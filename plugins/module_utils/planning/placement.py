@@ -38,6 +38,7 @@ from typing import Dict, List, Tuple, Union
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     MAX_CPUS,
+    MAX_NODE,
     format_cpulist,
     format_cpumask,
     parse_cpulist,
@@ -127,7 +128,6 @@ PLAN_FIRMWARE = "efi"
 MAX_VCPUS = MAX_CPUS
 MAX_MEMORY_GIB = 65536
 MAX_GPUS = 64
-MAX_NODES = 1024
 MAX_VFS = 65535
 MAX_HUGEPAGES = MAX_MEMORY_GIB * GIB_KIB // 4   # 4 KiB pages of 64 TiB
 
@@ -541,10 +541,10 @@ def _load_existing(existing, host, ledger, warnings):
             vf = mapping(vf, "%s.vf" % field, unchanged)
             address = normalize_address(vf.get("address"), field="%s.vf.address" % field)
             ledger.take_function(address, name, "%s.vf" % field, "VF")
-        node = whole_number(entry["node"], "%s.node" % field, 0, MAX_NODES)
+        node = whole_number(entry["node"], "%s.node" % field, 0, MAX_NODE)
         # Plans made before memory_node existed held memory on the tenant's node.
         memory_node = whole_number(entry.get("memory_node", node), "%s.memory_node" % field, 0,
-                                   MAX_NODES)
+                                   MAX_NODE)
         memory_kib = whole_number(entry.get("memory_gib", 0), "%s.memory_gib" % field, 0,
                                   MAX_MEMORY_GIB) * GIB_KIB
         _check_pages(entry, field)
@@ -567,7 +567,7 @@ def _check_pages(entry, field):
                            field="%s.hugepages" % field,
                            fix="pass the tenants list of a previous plan unchanged")
     for node, count in pages.items():
-        whole_number(node, "%s.hugepages" % field, 0, MAX_NODES)
+        whole_number(node, "%s.hugepages" % field, 0, MAX_NODE)
         whole_number(count, "%s.hugepages.%s" % (field, node), 0, MAX_HUGEPAGES)
 
 
