@@ -139,8 +139,10 @@ notes:
     udev rule on net add/move events (C(/etc/udev/rules.d/90-gpuhost-irq-affinity.rules)),
     a NetworkManager dispatcher script on link up where NetworkManager is installed, and a
     libvirt qemu hook (C(/etc/libvirt/hooks/qemu.d/gpuhost-irq-affinity)) that, on
-    C(started), watches for a few minutes in the background for the guest's MSI-X IRQs
-    (libvirt finds a new hook only at its daemon's start or reload, so a run that writes
+    C(started), makes sure the host's one watcher runs in the background (a lock in
+    C(/run/gpuhost) keeps it to one process for all tenants): it re-applies the pins every
+    2 s for a few minutes after it sees a domain start, for the guest's MSI-X IRQs, then
+    every 10 s, and ends when no domain runs (libvirt finds a new hook only at its daemon's start or reload, so a run that writes
     the hook reloads the running C(libvirtd) or C(virtqemud); its guests keep running),
     and the enabled boot unit C(gpuhost-irq-reapply.service), which watches for a few
     minutes after boot (a block device's queues have no udev net event)."

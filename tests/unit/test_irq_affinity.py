@@ -250,33 +250,60 @@ def _qemu_process(sim, name, pid, start):
         handle.write("%d (qemu-system) x) %s\n" % (pid, " ".join(fields)))
 
 
-def test_the_hook_watcher_pins_msix_that_comes_long_after_the_start_and_ends_with_qemu(sim):
+def _qemu_gone(sim, pid):
+    os.remove(os.path.join(sim.root, "proc", str(pid), "stat"))
+
+
+def test_the_watcher_pins_msix_that_comes_long_after_the_start_and_ends_with_qemu(sim):
     pin(sim, name_regex="vfio-msix", cpus="0-1", persistent=True)
     _qemu_process(sim, "tenant-a", 4242, 777)
-    process = irq_pinning.domain_process(sim, "tenant-a")
-    assert process == (4242, "777")
+    assert irq_pinning.domain_process(sim, "tenant-a") == (4242, "777")
     rounds = []
 
     def sleep(seconds):
         rounds.append(seconds)
-        if len(rounds) == 4:        # the guest's driver loads well after the watch
+        if len(rounds) == 4:        # the guest's driver loads well after the quick looks
             sim.add_irq(80, "vfio-msix[0](0000:41:00.0)", device="0000:41:00.0")
         if len(rounds) == 6:        # the domain stops: its QEMU is gone
-            os.remove(os.path.join(sim.root, "proc", "4242", "stat"))
+            _qemu_gone(sim, 4242)
     now = iter(range(0, 1000, 3)).__next__
-    assert irq_pinning.reapply_main(["--watch", "5"], writer=sim, sleep=sleep, clock=now,
-                                    alive=lambda: irq_pinning.process_alive(sim, process),
-                                    log=lambda line: None) == 0
+    assert irq_pinning.watch_domains(sim, sleep=sleep, clock=now, log=lambda line: None,
+                                     quick_seconds=5) == 0
     assert affinity(sim, 80)[0] == (0, 1)
-    # quick looks within the watch (clock 0 and 3 of 5), slow ones while QEMU lives, the end
+    # quick looks within 5 s of the QEMU's first sight, slow ones while it lives, the end
     assert rounds == [2] + [irq_pinning.DOMAIN_WATCH_INTERVAL_S] * 5
+
+
+def test_one_watcher_serves_every_domain_and_looks_quickly_again_at_a_new_one(sim):
+    pin(sim, name_regex="vfio-msix", cpus="0-1", persistent=True)
+    _qemu_process(sim, "tenant-a", 4242, 777)
+    rounds = []
+
+    def sleep(seconds):
+        rounds.append(seconds)
+        if len(rounds) == 3:        # a second tenant starts while the watcher runs
+            _qemu_process(sim, "tenant-b", 4343, 888)
+        if len(rounds) == 5:
+            sim.add_irq(82, "vfio-msix[0](0000:42:00.0)", device="0000:42:00.0")
+        if len(rounds) == 6:
+            _qemu_gone(sim, 4242)
+        if len(rounds) == 8:
+            _qemu_gone(sim, 4343)
+    now = iter(range(0, 1000, 3)).__next__
+    assert irq_pinning.watch_domains(sim, sleep=sleep, clock=now, log=lambda line: None,
+                                     quick_seconds=5) == 0
+    assert affinity(sim, 82)[0] == (0, 1)
+    # tenant-b's first sight (clock 6) opens quick looks again until 11; it runs alone
+    # after tenant-a stops, and the watcher ends with the last QEMU
+    assert rounds == [2, 10, 10, 2, 10, 10, 10, 10]
 
 
 def test_a_later_process_with_the_domains_old_pid_is_not_the_domain(sim):
     _qemu_process(sim, "tenant-a", 4242, 777)
     process = irq_pinning.domain_process(sim, "tenant-a")
     _qemu_process(sim, "tenant-b", 4242, 999)     # pid reused by another process
-    assert not irq_pinning.process_alive(sim, process)
+    assert irq_pinning.running_domains(sim) == {"tenant-a": (4242, "999"), "tenant-b": (4242, "999")}
+    assert irq_pinning.domain_process(sim, "tenant-a") != process
 
 
 @pytest.mark.parametrize("name", ["", "../etc/x", "a/b", ".hidden", "no-such-domain"])
@@ -286,6 +313,7 @@ def test_no_process_for_a_bad_or_unknown_domain_name(sim, name):
 
 def test_the_watcher_reads_the_pins_again_and_never_puts_back_a_forgotten_one(sim):
     pin(sim, name_regex="vfio-msix", cpus="0-1", persistent=True, persist_as="tenant-a vfio")
+    _qemu_process(sim, "tenant-a", 4242, 777)
     rounds = []
 
     def sleep(_seconds):
@@ -293,28 +321,52 @@ def test_the_watcher_reads_the_pins_again_and_never_puts_back_a_forgotten_one(si
         if len(rounds) == 1:        # offboarding forgets the pin while the watcher runs
             pin(sim, state="absent", persist_as="tenant-a vfio")
             sim.add_irq(81, "vfio-msix[0](0000:41:00.0)", device="0000:41:00.0")
-    alive = iter([True, True, False]).__next__
-    assert irq_pinning.reapply_main([], writer=sim, sleep=sleep, clock=lambda: 0,
-                                    alive=alive, log=lambda line: None) == 0
+        if len(rounds) == 2:
+            _qemu_gone(sim, 4242)
+    assert irq_pinning.watch_domains(sim, sleep=sleep, clock=lambda: 0, log=lambda line: None) == 0
     assert affinity(sim, 81)[0] == tuple(range(8))
 
 
-def test_the_hooks_child_detaches_then_watches_while_the_domain_runs(sim, monkeypatch):
+def test_the_hooks_child_detaches_and_becomes_the_hosts_one_watcher(sim):
     _qemu_process(sim, "tenant-a", 4242, 777)
-    seen = {}
+    watches = []
 
-    def fake_reapply_main(argv, writer, alive, log):
-        seen.update(argv=argv, alive=alive(), log=log)
+    def watch(writer, log):
+        watches.append(log)
+        # a second tenant's hook, while this watcher holds the lock, leaves it at once
+        assert irq_pinning.libvirt_hook_main(["tenant-b", "started", "begin", "-"], fork=lambda: 0,
+                                             detach=lambda: log, writer=sim, watch=watch) == 0
+        _qemu_gone(sim, 4242)
         return 0
-    monkeypatch.setattr(irq_pinning, "reapply_main", fake_reapply_main)
     detached = []
     logger = detached.append
     assert irq_pinning.libvirt_hook_main(["tenant-a", "started", "begin", "-"], fork=lambda: 0,
                                          detach=lambda: detached.append("detached") or logger,
-                                         writer=sim) == 0
-    assert detached == ["detached"]
-    assert seen == {"argv": ["--watch", str(irq_pinning.WATCH_SECONDS)], "alive": True,
-                    "log": logger}
+                                         writer=sim, watch=watch) == 0
+    assert detached == ["detached"] and watches == [logger]
+    # released: the next start's hook becomes the watcher again
+    _qemu_process(sim, "tenant-c", 4444, 999)
+    assert irq_pinning.libvirt_hook_main(["tenant-c", "started", "begin", "-"], fork=lambda: 0,
+                                         detach=lambda: logger, writer=sim,
+                                         watch=lambda writer, log: _qemu_gone(sim, 4444) or 0) == 0
+
+
+def test_a_domain_started_while_the_watcher_gave_up_is_watched_all_the_same(sim):
+    """The race of the watcher's end: a new domain's hook tried the lock while the
+    watcher still held it, so the watcher must look once more after releasing it."""
+    _qemu_process(sim, "tenant-a", 4242, 777)
+    calls = []
+
+    def watch(writer, log):
+        calls.append(sorted(irq_pinning.running_domains(sim)))
+        if len(calls) == 1:
+            _qemu_gone(sim, 4242)
+            _qemu_process(sim, "tenant-b", 4343, 888)   # its hook found the lock held
+        else:
+            _qemu_gone(sim, 4343)
+        return 0
+    assert irq_pinning.host_watcher(sim, log=lambda line: None, watch=watch) == 0
+    assert calls == [["tenant-a"], ["tenant-b"]]
 
 
 # -- irqbalance leaves the pinned IRQs alone (its policy script) ---------------------------

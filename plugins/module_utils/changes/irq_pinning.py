@@ -18,8 +18,9 @@ MSI-X. So the wanted pins are stored in /etc/gpuhost/irq-affinity.json and
 
 * a udev rule on net "add"/"move" events;
 * a NetworkManager dispatcher script on "up", where NetworkManager is installed;
-* a libvirt qemu hook (/etc/libvirt/hooks/qemu.d/) on "started", which forks and
-  watches for a while, because the guest enables MSI-X only after it boots;
+* a libvirt qemu hook (/etc/libvirt/hooks/qemu.d/) on "started", whose child becomes
+  the host's one watcher (or leaves the domain to the one that runs), because a guest
+  enables MSI-X only after it boots; the watcher ends when no domain runs;
 * gpuhost-irq-reapply.service at boot, which watches for a while as the drivers request
   their IRQs: a block device's queues have no udev net event (seen on the lab: after a
   reboot the NVMe admin queue's IRQ was back on all CPUs).
@@ -60,7 +61,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.shipping impor
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import (
     StateFile, revert_state_file, update_state_file)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
-    HostWriter, describe_os_error)
+    FileLock, HostWriter, describe_os_error)
 
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-irq-reapply"
 POLICY_SCRIPT = "/usr/local/libexec/gpuhost/gpuhost-irqbalance-policy"
@@ -78,6 +79,10 @@ WATCH_SECONDS = 180
 # kernel's igbvf and snd_hda_intel came 456 s after it), and again on every reload.
 DOMAIN_WATCH_INTERVAL_S = 10
 LIBVIRT_QEMU_RUN_DIR = "/run/libvirt/qemu"
+# Held by the host's one domain watcher: every tenant's start runs the hook, and one
+# process re-applying every stored pin serves them all (bench/bench_irq_watcher.py
+# measured one watcher per tenant against one per host).
+WATCH_LOCK = "/run/gpuhost/irq-watch.lock"
 
 
 @dataclass
@@ -448,13 +453,12 @@ def _read_config(writer, config_path):
     return json.loads(writer.read_file(config_path) or '{"rules": []}')
 
 
-def reapply_main(argv, writer=None, sleep=time.sleep, clock=time.monotonic, alive=None,
+def reapply_main(argv, writer=None, sleep=time.sleep, clock=time.monotonic,
                  log=sys.stderr.write):
     """gpuhost-irq-reapply [--config FILE] [--watch SECONDS].
 
-    ``alive`` (the libvirt hook's): after the watch, go on every DOMAIN_WATCH_INTERVAL_S
-    while it answers true. The stored pins are read again on every round, so a pin
-    forgotten or changed meanwhile (offboarding, a re-plan) is never put back stale."""
+    The stored pins are read again on every round, so a pin forgotten or changed
+    meanwhile (offboarding, a re-plan) is never put back stale."""
     config_path, watch = CONFIG_FILE, 0
     args = list(argv)
     while args:
@@ -471,23 +475,30 @@ def reapply_main(argv, writer=None, sleep=time.sleep, clock=time.monotonic, aliv
         return 2
     deadline = clock() + watch
     while True:
-        report = reapply(writer, config)
-        for line in report["errors"]:
-            log("gpuhost-irq-reapply: %s\n" % line)
-        if report["pinned"]:
-            log("gpuhost-irq-reapply: pinned IRQ(s) %s\n" % format_cpulist(report["pinned"]))
+        report = _reapply_round(writer, config, log)
         if clock() < deadline:
             sleep(2)
-        elif alive is not None and alive():
-            sleep(DOMAIN_WATCH_INTERVAL_S)
         else:
             return 1 if report["errors"] else 0
-        try:
-            config = _read_config(writer, config_path)
-        except (OSError, ValueError) as err:
-            # Half-written by hand, or unreadable for a moment: keep the last pins.
-            log("gpuhost-irq-reapply: %s: %s (keeping the pins read before)\n"
-                % (config_path, err))
+        config = _read_config_again(writer, config_path, config, log)
+
+
+def _reapply_round(writer, config, log):
+    report = reapply(writer, config)
+    for line in report["errors"]:
+        log("gpuhost-irq-reapply: %s\n" % line)
+    if report["pinned"]:
+        log("gpuhost-irq-reapply: pinned IRQ(s) %s\n" % format_cpulist(report["pinned"]))
+    return report
+
+
+def _read_config_again(writer, config_path, config, log):
+    try:
+        return _read_config(writer, config_path)
+    except (OSError, ValueError) as err:
+        # Half-written by hand, or unreadable for a moment: keep the last pins.
+        log("gpuhost-irq-reapply: %s: %s (keeping the pins read before)\n" % (config_path, err))
+        return config
 
 
 def pinned_irqs(root, config):
@@ -514,14 +525,14 @@ def _process_start_time(writer, pid):
         return None
 
 
-def domain_process(writer, name):
+def domain_process(writer, name, run_dir=LIBVIRT_QEMU_RUN_DIR):
     """(pid, start time) of domain ``name``'s QEMU, from libvirt's pid file, or None.
 
     The start time tells the same process from a later one that got its pid."""
     if not name or "/" in name or name.startswith(".") or "\0" in name:
         return None
     try:
-        text = writer.read_file("%s/%s.pid" % (LIBVIRT_QEMU_RUN_DIR, name))
+        text = writer.read_file("%s/%s.pid" % (run_dir, name))
         pid = int((text or "").strip())
     except (OSError, ValueError, UnicodeDecodeError, GpuhostError):
         return None
@@ -531,14 +542,75 @@ def domain_process(writer, name):
     return None if start is None else (pid, start)
 
 
-def process_alive(writer, process):
-    pid, start = process
-    return _process_start_time(writer, pid) == start
+def running_domains(writer, run_dir=LIBVIRT_QEMU_RUN_DIR):
+    """{name: (pid, start time)} of every domain whose QEMU runs, from libvirt's pid
+    files (the same folder for libvirtd and the modular virtqemud)."""
+    try:
+        entries = sorted(os.listdir(writer.path(run_dir)))
+    except OSError:
+        return {}
+    running = {}
+    for entry in entries:
+        if entry.endswith(".pid"):
+            process = domain_process(writer, entry[:-len(".pid")], run_dir)
+            if process:
+                running[entry[:-len(".pid")]] = process
+    return running
 
 
-def libvirt_hook_main(argv, fork=os.fork, detach=None, writer=None):
-    """libvirt qemu hook (argv: domain, operation, ...): on "started", re-apply in the
-    background while the domain runs.
+def watch_domains(writer, config_path=CONFIG_FILE, sleep=time.sleep, clock=time.monotonic,
+                  log=sys.stderr.write, run_dir=LIBVIRT_QEMU_RUN_DIR, quick_seconds=WATCH_SECONDS):
+    """Re-apply the stored pins while any domain's QEMU runs, for every domain at once:
+    every 2 s for ``quick_seconds`` after a QEMU it has not seen before (a domain just
+    started, whose guest driver is about to enable MSI-X), every DOMAIN_WATCH_INTERVAL_S
+    after that (a driver loaded later, or reloaded). Returns when no domain runs: 0, or
+    1 when the last round had errors."""
+    seen, quick_until, config, errors = {}, 0.0, None, False
+    while True:
+        running = running_domains(writer, run_dir)
+        if not running:
+            return 1 if errors else 0
+        if any(seen.get(name) != process for name, process in running.items()):
+            quick_until = clock() + quick_seconds
+        seen = running
+        if config is None:
+            try:
+                config = _read_config(writer, config_path)
+            except (OSError, ValueError) as err:
+                log("gpuhost-irq-reapply: %s: %s\n" % (config_path, err))
+                return 2
+        else:
+            config = _read_config_again(writer, config_path, config, log)
+        errors = bool(_reapply_round(writer, config, log)["errors"])
+        sleep(2 if clock() < quick_until else DOMAIN_WATCH_INTERVAL_S)
+
+
+def host_watcher(writer, log, watch=watch_domains):
+    """Be the host's one domain watcher, or leave the domain to the one that runs.
+
+    The lock is tried, never waited for: a watcher that holds it sees the new domain at
+    its next look. A watcher that found no domain left releases the lock and looks once
+    more: a domain whose hook tried the lock just before that is running by then (libvirt
+    writes the pid file before the "started" hook), so it takes the lock again (or
+    another hook's child did), and no started domain is left unwatched."""
+    rc = 0
+    while True:
+        lock = FileLock(writer.write_target(WATCH_LOCK), timeout=0, shown_as=WATCH_LOCK)
+        try:
+            lock.__enter__()
+        except GpuhostError:
+            return 0        # held: the host's watcher runs
+        try:
+            rc = watch(writer, log=log)
+        finally:
+            lock.__exit__(None, None, None)
+        if not running_domains(writer):
+            return rc
+
+
+def libvirt_hook_main(argv, fork=os.fork, detach=None, writer=None, watch=watch_domains):
+    """libvirt qemu hook (argv: domain, operation, ...): on "started", make sure the
+    host's one watcher re-applies the pins while the domains run (host_watcher).
 
     libvirt waits for its hooks, and the guest enables MSI or MSI-X only when its driver
     loads, so the hook forks and watches instead of blocking the domain's start. The
@@ -551,10 +623,7 @@ def libvirt_hook_main(argv, fork=os.fork, detach=None, writer=None):
     if fork() != 0:
         return 0
     log = (detach or _detach)()
-    writer = writer or HostWriter("/")
-    process = domain_process(writer, argv[0])
-    alive = (lambda: process_alive(writer, process)) if process else None
-    return reapply_main(["--watch", str(WATCH_SECONDS)], writer=writer, alive=alive, log=log)
+    return host_watcher(writer or HostWriter("/"), log, watch=watch)
 
 
 def _detach():
