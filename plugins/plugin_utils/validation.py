@@ -373,7 +373,9 @@ def check_irqbalance(plan, irqbalance, managed=()):
 def check_evidence(check_id, title, evidence):
     """Guest/benchmark results reported by later stages: {tenant: {"passed", "detail"}}."""
     if not evidence:
-        return _check(check_id, title, NOT_RUN, "no result reported (stage not run)")
+        # Both stages read the GPU through nvidia-smi inside a tenant guest they reach.
+        return _check(check_id, title, NOT_RUN, "no result reported: the %s stage did not run "
+                      "(it needs a tenant guest it can reach, with an NVIDIA GPU)" % check_id)
     failed = ["%s: %s" % (name, r.get("detail")) for name, r in sorted(evidence.items())
               if not r.get("passed")]
     if failed:

@@ -37,9 +37,11 @@ lab tests, tenant_guest included). Step 2 starts from a first boot itself, with
 molecule's syntax, create and prepare when step 1 did not run before it in the session
 (tools/test); steps 3 to 6 need step 2 in the same session (they fail naming it
 otherwise). Every failure names the lab's serial console log, and each molecule step
-leaves its log and its slowest tasks beside it. The lab has no tenant guest OS image, so
-the tenants' domains are defined with blank disks and not started (inventories/lab says
-why); the guest and benchmark stages have nothing to reach.
+leaves its log and its slowest tasks beside it. The lab has no tenant guest OS image: the
+inventory's first tenant boots the lab's own kernel and a small initramfs straight away
+(its state: running) and step 2 asserts that validate found it placed as planned; the
+other tenants' domains are defined with blank disks and not started (inventories/lab
+says why); the guest and benchmark stages have nothing to reach.
 """
 
 import json
@@ -334,6 +336,12 @@ def test_site_converges_reboots_for_the_kernel_arguments_and_validates(lab):
     if report:
         failed = [c for c in report.get("checks", []) if c.get("status") == "fail"]
         assert not failed, failed
+    # The inventory's first tenant runs (its own state: running, a direct kernel boot),
+    # and validate read it where the plan put it: the realized check passed, ratio 1.
+    assert lab.ssh("virsh -c qemu:///system domstate %s" % FIRST_TENANT).stdout.strip() == "running"
+    realized = [c for c in report.get("checks", []) if c.get("id") == "realized"]
+    assert realized and realized[0]["status"] == "pass" and "realized ratio 1 " in realized[0]["detail"], (
+        "validate's realized check: %s\nconsole log: %s" % (realized or report, lab.console_log))
     _Steps.converged_state = lab.ssh(CONVERGED_STATE, timeout=300).stdout
     _Steps.converge_tasks = output.count("\nTASK [")
     _Steps.done.add("converge")

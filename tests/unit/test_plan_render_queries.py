@@ -120,7 +120,9 @@ def test_validation_passes_on_matching_evidence_and_fails_naming_the_fault(runbo
     assert validation.check_irqs([121], managed=[121])["status"] == "pass"
     absent = validation.check_irqs([], absent=["0000:41:00.2"])
     assert absent["status"] == "fail" and "do not exist: 0000:41:00.2" in absent["detail"]
-    assert validation.check_evidence("guest", "Guest", {})["status"] == "not_run"
+    not_run = validation.check_evidence("guest", "Guest", {})
+    assert not_run["status"] == "not_run" and "needs a tenant guest" in not_run["detail"] \
+        and "NVIDIA GPU" in not_run["detail"], not_run
     bench = validation.check_evidence("bench", "Bench", {"tenant-a100": {"passed": False,
                                                                          "detail": "P95 9.1 ms"}})
     assert bench["status"] == "fail" and "P95 9.1 ms" in bench["detail"]
