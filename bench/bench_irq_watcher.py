@@ -92,7 +92,7 @@ def _read_process(pid):
     status = {}
     with open("/proc/%d/status" % pid, encoding="utf-8") as handle:
         for line in handle:
-            key, _, value = line.partition(":")
+            key, value = line.split(":", 1) if ":" in line else (line, "")
             status[key] = value.split()
     with open("/proc/%d/stat" % pid, encoding="utf-8") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
@@ -151,7 +151,7 @@ def run(seconds, warmup=5.0):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     args = parser.parse_args(argv)
