@@ -71,9 +71,14 @@ options:
         function of each GPU through sysfs, as M(gpuhost.kvm.tenant_scrub) does, with
         its refusals (a function not on vfio-pci or still in use, without a usable reset
         method, or whose bus reset would reach other devices); a GPU whose reset fails
-        stays quarantined. Check mode lists the resets and lifts nothing.
+        stays quarantined. V(rescan) first removes every function of each GPU from the
+        kernel and rescans the bridge above it (as one brings back a GPU that fell off its
+        bus), refused while a function is on a host driver or held open; the functions
+        found again on vfio-pci are then reset as with V(reset), and a GPU found on
+        another driver stays quarantined, named. Check mode lists the steps and lifts
+        nothing.
     type: str
-    choices: [read, reset]
+    choices: [read, reset, rescan]
     default: read
   names:
     description:
@@ -203,7 +208,7 @@ still_unfit:
   returned: always
   type: dict
 recovery_steps:
-  description: The resets of O(recover_action=reset), in order (done, or to do in check mode).
+  description: The removals, rescans and resets of O(recover_action), in order (done, or to do in check mode).
   returned: always
   type: list
   elements: str
@@ -226,12 +231,13 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
-    plan_scrub, tenant_entry, tenant_functions)
+    plan_rescan, plan_scrub, tenant_entry, tenant_functions)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import VFIO_PCI, current_driver
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
     GPU_SELECTION_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state, kernel_log
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection, normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import check_devices_free
@@ -259,12 +265,19 @@ def build_module():
             vf_count=dict(type="int"),
             root=dict(type="path", default="/"),
             recover=dict(type="list", elements="str"),
-            recover_action=dict(type="str", choices=["read", "reset"], default="read"),
+            recover_action=dict(type="str", choices=["read", "reset", "rescan"], default="read"),
         ),
         required_if=[("state", "present", ["tenants", "recover"], True), ("state", "absent", ["names"])],
         mutually_exclusive=[("tenants", "names")],
         supports_check_mode=True,
     )
+
+
+def _marks(log, reads):
+    """{address: the kernel log's position now} for the GPUs read (none without a log)."""
+    if log is None:
+        return {}
+    return {address: log.mark() for address, read in reads.items() if not isinstance(read, GpuhostError)}
 
 
 def _gpu_addresses(entry):
@@ -296,6 +309,7 @@ class TenantLedger:
         self.params = module.params
         self.writer = writer or HostWriter(module.params["root"])
         self.recovery_steps = []
+        self.rescan_steps = []
         # An OSError the ledger code did not name (a disk that fills up mid-write).
         self.os_error_message = "cannot update the allocation ledger %s: %%s" % module.params["path"]
         self.changed = False
@@ -330,21 +344,32 @@ class TenantLedger:
         with ledger_core.locked(params["path"], timeout=params["lock_timeout"],
                                 read_only=self.module.check_mode) as lock:
             current = ledger_core.read_ledger(params["path"])
+            # what the file holds: a recovery below replaces ``current`` with its lifts
+            on_disk = current
             self.before = _summary(current)
             now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             if recover:
                 # Read again first: a GPU the host finds sound leaves the quarantine before
                 # the tenants of this same call are placed, and may be given to one. The
                 # fatal AER errors counted when it was quarantined are not held again.
-                reset_done = self.reset_quarantined(current, recover) \
-                    if params["recover_action"] == "reset" else ()
-                reads = {address: self.read(address) for address in recover}
+                self.check_quarantined(current, recover)
+                off_vfio = {}
+                if params["recover_action"] == "rescan":
+                    off_vfio = self.rescan_quarantined(current, recover)
+                reset_done = self.reset_quarantined(
+                    current, [address for address in recover if address not in off_vfio]) \
+                    if params["recover_action"] in ("reset", "rescan") else ()
+                log = kernel_log.read_kernel_log(params["root"])
+                reads = {address: self.read(address, log, current.quarantine.get(address, {})
+                                            .get("kernel_log_mark"))
+                         for address in recover}
                 current, self.lifted, self.still_unfit = ledger_core.lift_quarantine(
                     current, {address: self.unfit(address, read, current.quarantine.get(address, {})
-                                                  .get("fatal_aer", 0))
+                                                  .get("fatal_aer", 0)) + off_vfio.get(address, [])
                               for address, read in reads.items()},
                     {address: device_state.fatal_count(read) for address, read in reads.items()
-                     if not isinstance(read, GpuhostError)}, reset_done)
+                     if not isinstance(read, GpuhostError)}, reset_done,
+                    log_marks=_marks(log, reads))
             if params["state"] == "present" and params["tenants"]:
                 new, self.plan, self.allocated = ledger_core.reserve(
                     current, topology, params["tenants"], smt_policy=params["smt_policy"],
@@ -361,8 +386,9 @@ class TenantLedger:
                     current, topology, params["names"], gpu_selection=selection)
                 # A GPU the tenant left broken (off the bus, fatal AER errors, a narrower
                 # link) is released into the quarantine, in the same write.
+                log = kernel_log.read_kernel_log(params["root"]) if self.released else None
                 for name in self.released:
-                    reads = {address: self.read(address)
+                    reads = {address: self.read(address, log, current.kernel_log_marks.get(address))
                              for address in _gpu_addresses(tenant_entry(current, name))}
                     unfit = {address: self.unfit(address, read, current.aer_baseline.get(address, 0))
                              for address, read in reads.items()}
@@ -371,11 +397,12 @@ class TenantLedger:
                     new = ledger_core.quarantine(new, unfit, name, now, {
                         address: device_state.fatal_count(read) for address, read in reads.items()
                         if address in unfit and not isinstance(read, GpuhostError)},
-                        functions=_gpu_functions(tenant_entry(current, name)))
+                        functions=_gpu_functions(tenant_entry(current, name)),
+                        log_marks=_marks(log, {a: r for a, r in reads.items() if a in unfit}))
             self.quarantine = dict(new.quarantine)
             self.after = _summary(new)
             file_missing = not os.path.exists(params["path"])
-            self.changed = (new.body() != current.body()) or (
+            self.changed = (new.body() != on_disk.body()) or (
                 file_missing and params["state"] == "present")
             self.serial = current.serial
             if self.changed and not self.module.check_mode:
@@ -383,20 +410,52 @@ class TenantLedger:
             elif not os.path.exists(params["path"]):
                 lock.discard()     # no ledger written: no folder, no lock file either
 
-    def reset_quarantined(self, current, recover):
-        """Reset every function of the quarantined GPUs of ``recover`` as tenant_scrub
-        resets a leaving tenant's (the same refusals: a function not on vfio-pci, in use,
-        without a usable reset method, or whose bus reset would reach other devices);
-        the GPUs reset, none in check mode. A GPU not in quarantine is refused."""
+    @staticmethod
+    def check_quarantined(current, recover):
+        """Refuse a GPU of ``recover`` that is not in quarantine, before anything is done."""
         for index, address in enumerate(recover):
             if address not in current.quarantine:
                 raise GpuhostError("%s is not quarantined" % address, field="recover[%d]" % index,
                                    fix="give the quarantined GPUs (tenant_ledger's quarantine result)")
+
+    def rescan_quarantined(self, current, recover):
+        """Remove every function of the quarantined GPUs of ``recover`` from the kernel and
+        rescan the bridge above each (scrub.plan_rescan, with its refusals), as an
+        operator brings back a GPU that fell off its bus. {address: [reason]} of the GPUs
+        whose functions came back on another driver than vfio-pci (or did not come back),
+        which are neither reset nor lifted; none in check mode."""
+        gpus = [{"address": address, "functions": current.quarantine[address].get("functions") or [address]}
+                for address in recover]
+        plan = plan_rescan(self.writer, read_pci_functions(self.params["root"]), gpus)
+        self.rescan_steps = list(plan.changes.descriptions)
+        self.recovery_steps = list(self.rescan_steps)
+        if self.module.check_mode:
+            return {}
+        plan.changes.apply()
+        off = {}
+        for gpu in gpus:
+            drivers = {function: current_driver(self.writer, function) for function in gpu["functions"]}
+            wrong = sorted(function for function, driver in drivers.items() if driver != VFIO_PCI)
+            if wrong:
+                off[gpu["address"]] = ["after the rescan, %s %s not on vfio-pci (%s): bind them (the vfio "
+                                       "stage, vfio_bind) and recover again with recover_action reset"
+                                       % (", ".join(wrong), "is" if len(wrong) == 1 else "are",
+                                          ", ".join("%s: %s" % (f, drivers[f] or "no driver") for f in wrong))]
+        return off
+
+    def reset_quarantined(self, current, recover):
+        """Reset every function of the quarantined GPUs of ``recover`` as tenant_scrub
+        resets a leaving tenant's (the same refusals: a function not on vfio-pci, in use,
+        without a usable reset method, or whose bus reset would reach other devices);
+        the GPUs reset, none in check mode."""
+        self.check_quarantined(current, recover)
+        if not recover:
+            return ()
         entry = {"name": "quarantine", "gpus": [
             {"address": address, "functions": current.quarantine[address].get("functions") or [address]}
             for address in recover]}
         plan = plan_scrub(self.writer, read_pci_functions(self.params["root"]), entry)
-        self.recovery_steps = list(plan.changes.descriptions)
+        self.recovery_steps = self.rescan_steps + list(plan.changes.descriptions)
         if self.module.check_mode:
             return ()
         try:
@@ -407,11 +466,13 @@ class TenantLedger:
                      if all(function in plan.reset
                             for function in current.quarantine[address].get("functions") or [address]))
 
-    def read(self, address):
+    def read(self, address, log=None, log_since=None):
         """The GPU's DeviceState now, or the GpuhostError that says why it cannot be
-        read (a GPU removed from the bus)."""
+        read (a GPU removed from the bus). ``log``: the kernel log read once for the
+        call, whose reset failures after ``log_since`` (a mark) count."""
         try:
-            return device_state.read_device_state(address, self.params["root"])
+            return device_state.read_device_state(address, self.params["root"], kernel_log=log,
+                                                  log_since=log_since)
         except GpuhostError as err:
             return err
 

@@ -145,7 +145,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import (
     DEFAULT_LEDGER_PATH, locked, quarantine, read_ledger, write_ledger)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state, kernel_log
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     validate_tenant_name)
@@ -203,6 +203,8 @@ class TenantScrub(object):
                                params["allow_no_reset"], self.runner, quarantined=held)
         if self.module.check_mode or not self.plan.changes:
             return
+        # The kernel log's position before the resets: what it says after it, it says of them.
+        before = kernel_log.read_kernel_log(params["root"])
         try:
             self.plan.changes.apply()
         except GpuhostError as err:
@@ -219,11 +221,13 @@ class TenantScrub(object):
                        "and recover_action reset" % gpu)
             raise GpuhostError(message, field=err.field, fix=fix, details=details)
         self.applied = True
+        log = kernel_log.read_kernel_log(params["root"]) if before is not None else None
         for gpu in entry.get("gpus") or ():
             address = gpu.get("address") if isinstance(gpu, dict) else None
             if address in self.plan.reset:
                 try:
-                    state = device_state.read_device_state(address, params["root"])
+                    state = device_state.read_device_state(address, params["root"], kernel_log=log,
+                                                          log_since=before.mark() if log else None)
                     self.unfit[address] = device_state.unfit_reasons(state)
                 except GpuhostError as err:
                     self.unfit[address] = [err.msg]

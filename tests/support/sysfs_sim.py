@@ -79,6 +79,9 @@ class SimulatedKernel(HostWriter):
         self.writes = []                            # (host path, value) in order
         self.fail_on = {}                           # host path -> errno, to inject faults
         self.resets = []                            # addresses reset through their reset file
+        self.removed = []                           # addresses removed through their remove file
+        self.rescans = []                           # rescan files written (a bridge's, or the bus's)
+        self.on_rescan = None                       # what a rescan finds: a test's callable
 
     # -- reading helpers ---------------------------------------------------------------
     def _devices(self):
@@ -120,6 +123,8 @@ class SimulatedKernel(HostWriter):
             return self._unbind(match.group("drv"), text.strip(), host_path)
         if host_path == "/sys/bus/pci/drivers_probe":
             return self._probe(text.strip(), host_path)
+        if host_path == "/sys/bus/pci/rescan":
+            return self._remove_or_rescan(None, "rescan", text, host_path)
         match = _IRQ_FILE.match(host_path)
         if match:
             return self._irq_affinity(int(match.group("irq")), match.group("attr"), text,
@@ -133,6 +138,8 @@ class SimulatedKernel(HostWriter):
                 return self._sriov_numvfs(addr, text, host_path)
             if attr == "reset":
                 return self._reset(addr, text, host_path)
+            if attr in ("remove", "rescan"):
+                return self._remove_or_rescan(addr, attr, text, host_path)
             if attr == "sriov_drivers_autoprobe":
                 if text.strip() not in ("0", "1"):
                     raise _oserror(errno.EINVAL, host_path)
@@ -156,6 +163,23 @@ class SimulatedKernel(HostWriter):
         if methods is not None and not methods.split():
             raise _oserror(errno.ENOTTY, host_path)
         self.resets.append(addr)
+
+    # drivers/pci/pci-sysfs.c remove_store() and dev_rescan_store()/rescan_store(): kstrtoul,
+    # any value but 0 acts. The simulator keeps the tree as it is (the device comes back
+    # as it was) unless a test's on_rescan changes what the rescan finds.
+    def _remove_or_rescan(self, addr, attr, text, host_path):
+        if addr is not None and not os.path.exists(os.path.join(self.device_dir(addr), attr)):
+            raise _oserror(errno.ENOENT, host_path)
+        if not text.strip().isdigit():
+            raise _oserror(errno.EINVAL, host_path)
+        if int(text) == 0:
+            return
+        if attr == "remove":
+            self.removed.append(addr)
+            return
+        self.rescans.append(host_path)
+        if self.on_rescan:
+            self.on_rescan()
 
     # drivers/base/bus.c: bind_store / unbind_store / drivers_probe
     def _bind(self, drv, addr, host_path):

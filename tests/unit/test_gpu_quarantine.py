@@ -24,8 +24,8 @@ TENANT = {"name": "a", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": 
 
 
 def run_ledger(root, path, **args):
-    args = dict(args, path=path, root=root, hugepage_check="none",
-                _ansible_check_mode=False, _ansible_diff=False)
+    args = dict({"_ansible_check_mode": False}, **args)
+    args.update(path=path, root=root, hugepage_check="none", _ansible_diff=False)
     with patch_module_args(args):
         module = tenant_ledger.build_module()
     worker = tenant_ledger.TenantLedger(module)
@@ -75,6 +75,8 @@ def test_a_gpu_left_off_the_bus_is_quarantined_refused_then_recovered(host):
     assert kept["lifted"] == [] and gpu in kept["still_unfit"] and gpu in kept["quarantine"]
     # brought back (a remove and rescan): lifted, and the next tenant may have it
     gpu_attrs(root, gpu)
+    read_only = run_ledger(root, path, recover=[gpu], _ansible_check_mode=True)
+    assert read_only["lifted"] == [gpu] and read_only["changed"] and gpu in json.load(open(path))["body"]["quarantine"]
     lifted = run_ledger(root, path, recover=[gpu], tenants=[dict(TENANT, name="b", gpus=[gpu])])
     assert lifted["lifted"] == [gpu] and lifted["quarantine"] == {} and lifted["allocated"] == ["b"]
     assert "quarantine" not in json.load(open(path))["body"]

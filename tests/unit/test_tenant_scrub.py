@@ -455,3 +455,75 @@ def test_a_gpu_whose_reset_failed_is_skipped_then_wiped_only_by_a_recovery_reset
     with pytest.raises(GpuhostError) as refused_recovery:
         worker.reset_quarantined(wiped, [GPU])
     assert refused_recovery.value.field == "recover[0]"
+
+
+def _quarantined(sim, path):
+    """The ledger with GPU 41:00.0 (and its HDA) in quarantine, off the bus, and each
+    function's remove file and its root port's rescan file, as sysfs has them."""
+    data = ledger_core.quarantine(ledger_core.read_ledger(path), {GPU: ["%s fell off the bus" % GPU]},
+                                  TENANT, "2026-12-05T12:00:00Z", functions={GPU: [GPU, HDA]})
+    ledger_core.write_ledger(path, data)
+    for address in (GPU, HDA):
+        TreeBuilder(sim.root).write("/sys/bus/pci/devices/%s/remove" % address, "")
+    TreeBuilder(sim.root).write("/sys/bus/pci/devices/0000:00:02.0/rescan", "")
+    return data
+
+
+def ledger_worker(sim, path, check_mode=False):
+    """tenant_ledger's worker for a recovery with remove and rescan (this file's ledger
+    holds tenants in a short form, so its recovery steps are driven one by one, as the
+    reset recovery above is)."""
+    from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
+    args = {"path": path, "root": sim.root, "recover": [GPU], "recover_action": "rescan",
+            "_ansible_check_mode": check_mode, "_ansible_diff": False}
+    with patch_module_args(args):
+        return tenant_ledger.TenantLedger(tenant_ledger.build_module(), writer=sim)
+
+
+RESCAN_STEPS = ["write 1 to /sys/bus/pci/devices/%s/remove" % HDA,
+                "write 1 to /sys/bus/pci/devices/%s/remove" % GPU,
+                "write 1 to /sys/bus/pci/devices/0000:00:02.0/rescan"]
+RESET_STEPS = ["write 1 to /sys/bus/pci/devices/%s/reset" % GPU,
+               "write 1 to /sys/bus/pci/devices/%s/reset" % HDA]
+
+
+def test_a_rescan_removes_each_function_rescans_the_root_port_then_resets(env):
+    sim, path = env
+    data = _quarantined(sim, path)
+    planned = ledger_worker(sim, path, check_mode=True)
+    assert planned.rescan_quarantined(data, [GPU]) == {} and planned.reset_quarantined(data, [GPU]) == ()
+    assert planned.recovery_steps == RESCAN_STEPS + RESET_STEPS
+    assert sim.removed == [] and sim.rescans == [] and sim.resets == []
+    worker = ledger_worker(sim, path)
+    assert worker.rescan_quarantined(data, [GPU]) == {}
+    assert worker.reset_quarantined(data, [GPU]) == (GPU,)
+    assert sim.removed == [HDA, GPU] and sim.rescans == ["/sys/bus/pci/devices/0000:00:02.0/rescan"]
+    assert sim.resets == [GPU, HDA] and worker.recovery_steps == RESCAN_STEPS + RESET_STEPS
+    lifted = ledger_core.lift_quarantine(data, {GPU: []}, reset_done=(GPU,))[1]
+    assert lifted == [GPU]
+
+
+def test_a_gpu_found_again_on_a_host_driver_is_named_and_not_reset(env):
+    sim, path = env
+    data = _quarantined(sim, path)
+
+    def found_on_snd_hda_intel():
+        sim.write("/sys/bus/pci/devices/%s/driver/unbind" % HDA, HDA)
+        os.makedirs(sim.path("/sys/bus/pci/drivers/snd_hda_intel"), exist_ok=True)
+        sim.write("/sys/bus/pci/drivers/snd_hda_intel/bind", HDA)
+    sim.on_rescan = found_on_snd_hda_intel
+    off = ledger_worker(sim, path).rescan_quarantined(data, [GPU])
+    assert list(off) == [GPU]
+    assert "after the rescan, %s is not on vfio-pci (%s: snd_hda_intel)" % (HDA, HDA) in off[GPU][0]
+
+
+def test_a_rescan_of_a_gpu_a_process_holds_is_refused_before_any_write(env, monkeypatch):
+    sim, path = env
+    data = _quarantined(sim, path)
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import scrub as scrub_core
+    monkeypatch.setattr(scrub_core, "open_users", lambda root, nodes: {4242: ("qemu-system-x86", nodes)})
+    sim.writes.clear()
+    with pytest.raises(GpuhostError) as info:
+        ledger_worker(sim, path).rescan_quarantined(data, [GPU])
+    assert "refusing to remove and rescan %s" % GPU in info.value.msg and "PID 4242" in info.value.msg
+    assert sim.writes == [] and sim.removed == []

@@ -31,6 +31,7 @@ secondary bus reset would reset them under whoever uses them.
 
 from __future__ import annotations
 
+import os
 import stat
 from dataclasses import dataclass, field
 from typing import List, Optional
@@ -39,7 +40,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight impor
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import open_users
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
-    normalize_address, reset_capability, vfio_resets_on_release)
+    is_kernel_address, normalize_address, reset_capability, vfio_resets_on_release)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov import (
     SCRUBBED_VF, current_vfs, plan_vf_scrub)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
@@ -47,6 +48,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
     VFIO_PCI, current_driver, device_path)
 
 ALLOW_NO_RESET = "allow_no_reset"
+RESCAN_ALL = "/sys/bus/pci/rescan"
 NO_RESET_FIX = ("put the GPU in a slot or on firmware where it supports FLR or a bus reset "
                 "(lspci -vv shows FLReset+ under DevCap), or keep it with one tenant for "
                 "good; set %s: true only when whoever gets the GPU next may see what the "
@@ -124,17 +126,16 @@ def tenant_functions(entry):
     return found
 
 
-def _function_refusal(writer, functions, address, own, allow_no_reset, plan):
-    """(why ``address`` cannot be reset now, the option that overrides it or None), or
-    None when it can, or when it has no reset method and allow_no_reset is set (then
-    with a warning)."""
+def _held_refusal(writer, functions, address, what="reset", unbound_ok=False):
+    """Why ``address`` cannot be ``what`` now: gone from the host, on a host driver (or,
+    unless ``unbound_ok``, on none), or held open by a process; None when it can."""
     function = functions.get(address)
     if function is None:
-        return "%s is not on this host any more" % address, None
+        return "%s is not on this host any more" % address
     driver = current_driver(writer, address)
-    if driver != VFIO_PCI:
+    if driver != VFIO_PCI and not (unbound_ok and not driver):
         return ("%s is on %s, not vfio-pci: a host driver would use the device while it "
-                "is reset" % (address, driver or "no driver")), None
+                "is %s" % (address, driver or "no driver", what))
     if function.iommu_group is not None:
         node = "/dev/vfio/%d" % function.iommu_group
         users = open_users(writer.root, [node])
@@ -142,7 +143,18 @@ def _function_refusal(writer, functions, address, own, allow_no_reset, plan):
             return "%s is still in use: %s holds %s open (a domain still runs?)" % (
                 address, ", ".join("PID %d (%s)" % (pid, comm)
                                    for pid, (comm, _nodes) in sorted(users.items())),
-                node), None
+                node)
+    return None
+
+
+def _function_refusal(writer, functions, address, own, allow_no_reset, plan):
+    """(why ``address`` cannot be reset now, the option that overrides it or None), or
+    None when it can, or when it has no reset method and allow_no_reset is set (then
+    with a warning)."""
+    held = _held_refusal(writer, functions, address)
+    if held:
+        return held, None
+    function = functions[address]
     capability = reset_capability(function, functions)
     entry = {"address": address, "reset_methods": list(capability.methods),
              "action": "reset"}
@@ -212,6 +224,74 @@ def plan_scrub(writer, functions, entry, allow_no_reset=False, runner=None, quar
     if vf:
         _vf_steps(plan, writer, vf, runner)
     return plan
+
+
+@dataclass
+class RescanPlan:
+    changes: ChangeSet
+    removed: List[str] = field(default_factory=list)      # functions removed so far
+    rescanned: List[str] = field(default_factory=list)    # rescan files written
+
+
+def _rescan_path(writer, address):
+    """The rescan file that finds ``address`` again once removed: its parent bridge's
+    (which rescans that bridge's bus and those below it), or the whole host's when it
+    sits on a root bus."""
+    parent = os.path.basename(os.path.dirname(os.path.realpath(writer.path(device_path(address)))))
+    if is_kernel_address(parent):
+        return device_path(parent, "rescan")
+    return RESCAN_ALL
+
+
+def plan_rescan(writer, functions, gpus):
+    """Decide the recovery of GPUs by remove and rescan (``gpus``: [{"address",
+    "functions"}]): each function leaves the kernel (its ``remove`` file) and the bridge
+    above it looks for it again (its ``rescan`` file), as an operator brings back a GPU
+    that fell off its bus. Every refusal is collected first and raised together, before
+    anything is written: a function gone from the host, on a host driver, or held open.
+    A removal's undo is the rescan, so a failure finds the functions again."""
+    refusals = []
+    rescans = []
+    for gpu in gpus:
+        for address in gpu["functions"]:
+            refused = _held_refusal(writer, functions, address, what="removed", unbound_ok=True)
+            if refused:
+                refusals.append(refused)
+            elif writer.stat(device_path(address, "remove")) is None:
+                refusals.append("%s has no remove file" % device_path(address, "remove"))
+        if not refusals:
+            rescans.append(_rescan_path(writer, gpu["address"]))
+    if refusals:
+        raise GpuhostError("refusing to remove and rescan %s: %s" % (
+            ", ".join(gpu["address"] for gpu in gpus), "; ".join(refusals)), field="recover",
+            fix="stop whatever holds the GPU (a domain: libvirt_pinned_domain state=absent) and "
+                "bind its functions to vfio-pci (vfio_bind), then recover again")
+    plan = RescanPlan(ChangeSet())
+    for gpu, rescan in zip(gpus, rescans):
+        # function 0 last: the others belong to the device it announces
+        for address in sorted(gpu["functions"], reverse=True):
+            _remove_step(plan, writer, address, rescan)
+    for rescan in sorted(set(rescans)):
+        _rescan_step(plan, writer, rescan)
+    return plan
+
+
+def _remove_step(plan, writer, address, rescan):
+    path = device_path(address, "remove")
+
+    def remove():
+        writer.write(path, "1")
+        plan.removed.append(address)
+    plan.changes.value_changes.append((path, "(on the bus)", "1 (removed)"))
+    plan.changes.add("write 1 to %s" % path, remove, lambda: writer.write(rescan, "1"))
+
+
+def _rescan_step(plan, writer, rescan):
+    def find_again():
+        writer.write(rescan, "1")
+        plan.rescanned.append(rescan)
+    plan.changes.value_changes.append((rescan, "", "1 (rescan)"))
+    plan.changes.add("write 1 to %s" % rescan, find_again)
 
 
 def _reset_step(plan, writer, address):

@@ -21,8 +21,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import kernel_log as kernel_log_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PCI_DEVICES_DIR, normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
@@ -71,6 +72,10 @@ class DeviceState:
     power_state: Optional[str] = None
     link: LinkState = field(default_factory=LinkState)
     aer: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    # The kernel log's messages about it (kernel_log.py): resets or power changes that
+    # failed, and resets that went through with a warning; None when the log was not read.
+    reset_failures: Optional[Tuple[str, ...]] = None
+    reset_warnings: Tuple[str, ...] = ()
 
     def aer_total(self, kind):
         """The TOTAL_ERR_* count of ``kind``, or None when the kernel shows no counters."""
@@ -85,7 +90,9 @@ class DeviceState:
                          "max_speed_gts": self.link.max_speed_gts,
                          "current_width": self.link.current_width, "max_width": self.link.max_width},
                 "aer": {kind: dict(counters) for kind, counters in self.aer.items()},
-                "aer_totals": {kind: self.aer_total(kind) for kind in AER_KINDS}}
+                "aer_totals": {kind: self.aer_total(kind) for kind in AER_KINDS},
+                "reset_failures": None if self.reset_failures is None else list(self.reset_failures),
+                "reset_warnings": list(self.reset_warnings)}
 
 
 def parse_aer_counters(text, shown="aer_dev_*"):
@@ -121,8 +128,10 @@ def parse_link_width(text):
     return value if value in _WIDTHS else None
 
 
-def read_device_state(address, root="/"):
-    """The DeviceState of ``address`` on the host under ``root``."""
+def read_device_state(address, root="/", kernel_log=None, log_since=None):
+    """The DeviceState of ``address`` on the host under ``root``. ``kernel_log``: a
+    kernel_log.KernelLog read once for every device of the call (None: not judged);
+    ``log_since``: its mark() after which the messages count (None: the whole boot)."""
     canonical = normalize_address(address)
     base = sysfs.path(root, PCI_DEVICES_DIR, canonical)
     if not os.path.isdir(base):
@@ -154,15 +163,25 @@ def read_device_state(address, root="/"):
         counters = parse_aer_counters(text(name), shown="%s/%s" % (canonical, name))
         if counters is not None:
             aer[kind] = counters
+    failures, warnings = None, ()
+    if kernel_log is not None:
+        failures = kernel_log.about(canonical, kernel_log_core.RESET_FAILED, log_since)
+        warnings = kernel_log.about(canonical, kernel_log_core.RESET_NOTED, log_since)
     return DeviceState(address=canonical, answers=answers,
-                       power_state=power if power in POWER_STATES else None, link=link, aer=aer)
+                       power_state=power if power in POWER_STATES else None, link=link, aer=aer,
+                       reset_failures=failures, reset_warnings=warnings)
 
 
-def unfit_reasons(state, fatal_before=0):
+def unfit_reasons(state, fatal_before=0, judge_kernel_log=True):
     """Why ``state`` makes a GPU unfit for the next tenant, one sentence each; [] when
     sound. ``fatal_before``: the fatal AER count when it was last known sound (the
-    counters only grow until the function is removed and found again)."""
+    counters only grow until the function is removed and found again).
+    ``judge_kernel_log``: false for a reader that has no mark of when the GPU was last
+    sound (validate), which then names the log's failures in notes() only."""
     reasons = []
+    if judge_kernel_log and state.reset_failures:
+        reasons.append("%s failed a reset or power change, as the kernel log says: %s"
+                       % (state.address, "; ".join(state.reset_failures[-3:])))
     if state.answers is False:
         reasons.append("%s does not answer on its bus (its configuration space reads all ones): "
                        "it fell off the bus" % state.address)
@@ -179,9 +198,11 @@ def unfit_reasons(state, fatal_before=0):
 
 
 def notes(state):
-    """What is worth saying but unfit no GPU: a lower link speed (a GPU lowers its own
-    when idle), correctable and non-fatal AER errors."""
-    said = []
+    """What is worth saying but unfits no GPU by itself: the kernel log's reset messages
+    (judged by unfit_reasons where a mark says since when), a lower link speed (a GPU
+    lowers its own when idle), correctable and non-fatal AER errors."""
+    said = ["%s, in the kernel log of this boot: %s" % (state.address, line)
+            for line in (state.reset_failures or ())[-3:] + state.reset_warnings[-3:]]
     if state.link.speed_below_max:
         said.append("%s's link runs at %g GT/s of its %g (a GPU lowers its link speed when idle)"
                     % (state.address, state.link.current_speed_gts, state.link.max_speed_gts))

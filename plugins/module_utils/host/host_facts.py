@@ -20,7 +20,7 @@ import os
 import posixpath
 import re
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state, sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state, kernel_log, sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
@@ -129,9 +129,11 @@ def read_devices(addresses, root="/"):
     """Per PCI function (canonical address): whether it exists, its NUMA node (None when
     the kernel knows none), SR-IOV counts and bound driver; None for what it lacks; and
     for a present one its ``state`` (device_state: whether it answers on its bus, power
-    state, link, AER counters), the ``unfit`` reasons that state gives and its ``notes``.
+    state, link, AER counters, the kernel log's reset messages of this boot), the
+    ``unfit`` reasons that state gives and its ``notes``.
     Addresses are checked first, so a hostile one never becomes a path."""
     devices = {}
+    log = kernel_log.read_kernel_log(root) if addresses else None
     for index, address in enumerate(addresses or ()):
         canonical = normalize_address(address, field="devices[%d]" % index)
         dev_dir = sysfs.path(root, "sys/bus/pci/devices", canonical)
@@ -142,8 +144,11 @@ def read_devices(addresses, root="/"):
             entry["numa_node"] = None   # the kernel's -1: no node known, as pci.py says it
         entry["driver"] = sysfs.link_name(root, os.path.join(dev_dir, "driver")) if entry["present"] else None
         if entry["present"]:
-            state = device_state.read_device_state(canonical, root)
-            entry.update(state=state.as_dict(), unfit=device_state.unfit_reasons(state),
+            state = device_state.read_device_state(canonical, root, kernel_log=log)
+            # No mark of when each GPU was last sound here (the ledger keeps it): the
+            # kernel log's reset failures of this boot are named, not judged.
+            entry.update(state=state.as_dict(),
+                         unfit=device_state.unfit_reasons(state, judge_kernel_log=False),
                          notes=device_state.notes(state))
         devices[canonical] = entry
     return devices

@@ -477,7 +477,7 @@ _VIRTFN_RE = re.compile(r"^virtfn(\d+)\Z")
 _CANONICAL = {}
 
 
-def _is_full_address(text):
+def is_kernel_address(text):
     """Whether a sysfs name is a PCI address as the kernel writes them (0000:65:00.0),
     with a slot of at most 1f: only such a name can be canonicalised without an error."""
     return bool(_FULL_ADDRESS_RE.match(text.lower())) and int(text[-4:-2], 16) <= 0x1F
@@ -545,7 +545,7 @@ def _device_dirs(root):
     base = sysfs.path(root, PCI_DEVICES_DIR)
     found = {}
     for entry in sysfs.list_dir(base):
-        if not _is_full_address(entry):
+        if not is_kernel_address(entry):
             continue
         found[_canonical(entry)] = sysfs.resolve_dir(root, os.path.join(base, entry))
     if found:
@@ -557,7 +557,7 @@ def _device_dirs(root):
         for dirpath, dirnames, _files in os.walk(os.path.join(devices, top)):
             keep = []
             for name in dirnames:
-                if _is_full_address(name):
+                if is_kernel_address(name):
                     keep.append(name)
                     dev_dir = os.path.join(dirpath, name)
                     if os.path.exists(os.path.join(dev_dir, "class")):
@@ -570,7 +570,7 @@ def _parents(dev_dir, address):
     """Bridge chain from the device's real path: root port first, direct parent last."""
     chain = []
     for part in dev_dir.split(os.sep):
-        if _is_full_address(part):
+        if is_kernel_address(part):
             chain.append(_canonical(part))
     return tuple(a for a in chain if a != address)
 
@@ -629,13 +629,13 @@ def _read_function(root, address, dev_dir, node_cpus):
     # the kernel's, and what it would say is unknown (before: an error about an
     # "address" option that no module has).
     physfn = link("physfn")
-    function.physfn = _canonical(physfn) if physfn and _is_full_address(physfn) else None
+    function.physfn = _canonical(physfn) if physfn and is_kernel_address(physfn) else None
     virtfns = []
     for entry in entries:
         match = _VIRTFN_RE.match(entry)
         if match:
             target = link(entry)
-            if target and _is_full_address(target):
+            if target and is_kernel_address(target):
                 virtfns.append((int(match.group(1)), _canonical(target)))
     function.virtfns = tuple(address for index, address in sorted(virtfns))
     if "sriov_totalvfs" in entries:

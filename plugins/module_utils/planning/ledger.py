@@ -74,6 +74,9 @@ class LedgerData:
     # address -> the fatal AER count a GPU had when last found sound: the kernel's
     # counters only grow until the function is removed and found again
     aer_baseline: dict = dataclasses.field(default_factory=dict)
+    # address -> the kernel log's position ({"boot_id", "seq"}) when a GPU was last found
+    # sound: the log of a boot keeps a reset that failed before it was recovered
+    kernel_log_marks: dict = dataclasses.field(default_factory=dict)
     smt_policy: str = None
     serial: int = 0
     updated_at: str = None
@@ -91,6 +94,8 @@ class LedgerData:
             body["quarantine"] = self.quarantine
         if self.aer_baseline:
             body["aer_baseline"] = self.aer_baseline
+        if self.kernel_log_marks:
+            body["kernel_log_marks"] = self.kernel_log_marks
         return body
 
 
@@ -166,10 +171,24 @@ def parse_ledger(text, path=DEFAULT_LEDGER_PATH):
             isinstance(address, str) and _ADDRESS.fullmatch(address) and isinstance(count, int)
             and not isinstance(count, bool) and count >= 0 for address, count in baseline.items()):
         raise corrupt("its aer_baseline is not a mapping of PCI addresses to counts")
+    marks = body.get("kernel_log_marks", {})
+    if not isinstance(marks, dict) or not all(
+            isinstance(address, str) and _ADDRESS.fullmatch(address) and is_kernel_log_mark(mark)
+            for address, mark in marks.items()) or not all(
+            is_kernel_log_mark(entry.get("kernel_log_mark")) for entry in quarantine.values()
+            if "kernel_log_mark" in entry):
+        raise corrupt("its kernel_log_marks are not a mapping of PCI addresses to kernel log positions")
     return LedgerData(tenants=body["tenants"], housekeeping=body.get("housekeeping") or {},
                       smt_policy=body.get("smt_policy"), quarantine=quarantine,
-                      aer_baseline=baseline, serial=serial,
+                      aer_baseline=baseline, kernel_log_marks=marks, serial=serial,
                       updated_at=data.get("updated_at"), source=path)
+
+
+def is_kernel_log_mark(mark):
+    """A kernel log position as kernel_log.KernelLog.mark() gives it."""
+    return (isinstance(mark, dict) and set(mark) == {"boot_id", "seq"}
+            and (mark["boot_id"] is None or isinstance(mark["boot_id"], str))
+            and isinstance(mark["seq"], int) and not isinstance(mark["seq"], bool) and mark["seq"] >= -1)
 
 
 def read_ledger(path, field="path"):
@@ -415,13 +434,16 @@ def quarantined_reasons(data):
     return {address: "; ".join(entry["reasons"]) for address, entry in sorted(data.quarantine.items())}
 
 
-def quarantine(data, unfit, tenant, now, fatal_counts=None, functions=None, wiped=True):
+def quarantine(data, unfit, tenant, now, fatal_counts=None, functions=None, wiped=True,
+               log_marks=None):
     """``data`` with the GPUs of ``unfit`` ({address: [reasons]}) quarantined, each with
     the tenant that held it last, when, its fatal AER count then (``fatal_counts``), its
-    PCI functions (``functions``: {address: [functions]}) and whether the tenant's state
+    PCI functions (``functions``: {address: [functions]}), whether the tenant's state
     was wiped from it (``wiped``: false when its reset failed, so that only a reset lifts
-    the quarantine). A GPU already quarantined keeps its first entry, with the new
-    reasons added; once not wiped, it stays so until lifted. Pure."""
+    the quarantine) and the kernel log's position then (``log_marks``: {address: mark}),
+    after which a recovery's read counts the log's reset failures. A GPU already
+    quarantined keeps its first entry, with the new reasons added; once not wiped, it
+    stays so until lifted. Pure."""
     held = copy.deepcopy(data.quarantine)
     for address, reasons in sorted(unfit.items()):
         if not reasons:
@@ -432,18 +454,22 @@ def quarantine(data, unfit, tenant, now, fatal_counts=None, functions=None, wipe
                                           "wiped": True})
         entry["reasons"].extend(reason for reason in reasons if reason not in entry["reasons"])
         entry["wiped"] = bool(entry.get("wiped", True) and wiped)
+        if (log_marks or {}).get(address) is not None:
+            entry["kernel_log_mark"] = log_marks[address]
     return dataclasses.replace(data, quarantine=held)
 
 
-def lift_quarantine(data, unfit, fatal_counts=None, reset_done=()):
+def lift_quarantine(data, unfit, fatal_counts=None, reset_done=(), log_marks=None):
     """``data`` without the quarantined GPUs that ``unfit`` ({address: [reasons]}, read
     again now) finds sound; (new data, lifted, kept {address: reasons}). A GPU read as
     unfit stays, with what the new read says; so does one whose last tenant's state was
     never wiped (its reset failed) unless it is in ``reset_done`` (reset by this call).
     ``fatal_counts`` ({address: fatal AER count now}): a lifted GPU's count becomes its
-    baseline, so that the errors that put it in quarantine do not put it back. Pure."""
+    baseline, so that the errors that put it in quarantine do not put it back; so does
+    its kernel log position (``log_marks``: {address: mark}) for the log's. Pure."""
     held = copy.deepcopy(data.quarantine)
     baseline = dict(data.aer_baseline)
+    marks = dict(data.kernel_log_marks)
     lifted, kept = [], {}
     for address in sorted(unfit):
         if address not in held:
@@ -460,4 +486,7 @@ def lift_quarantine(data, unfit, fatal_counts=None, reset_done=()):
             lifted.append(address)
             if (fatal_counts or {}).get(address):
                 baseline[address] = fatal_counts[address]
-    return dataclasses.replace(data, quarantine=held, aer_baseline=baseline), lifted, kept
+            if (log_marks or {}).get(address) is not None:
+                marks[address] = log_marks[address]
+    return (dataclasses.replace(data, quarantine=held, aer_baseline=baseline, kernel_log_marks=marks),
+            lifted, kept)
