@@ -80,6 +80,18 @@ options:
     type: str
     choices: [read, reset, rescan]
     default: read
+  fabric_partitions:
+    description:
+      - On an NVSwitch board in NVIDIA's shared-NVSwitch model, Fabric Manager's NVLink
+        partitions as M(gpuhost.kvm.fabric_partition) reads them (its RV(partitions):
+        C(id), C(gpus), C(active)). Each new tenant with the board's GPUs then gets
+        exactly the GPUs of one partition whose GPUs are free, clean and on one NUMA
+        node, and its plan entry names it (C(fabric_partition)), which the vm stage
+        activates before the domain starts.
+      - Without it, a tenant with several of the board's GPUs is refused (its guest's
+        CUDA would fail with error 802); a one-GPU tenant is placed as on any host.
+    type: list
+    elements: dict
   names:
     description:
       - Names of the tenants to release. Required with I(state=absent).
@@ -266,6 +278,7 @@ def build_module():
             root=dict(type="path", default="/"),
             recover=dict(type="list", elements="str"),
             recover_action=dict(type="str", choices=["read", "reset", "rescan"], default="read"),
+            fabric_partitions=dict(type="list", elements="dict"),
         ),
         required_if=[("state", "present", ["tenants", "recover"], True), ("state", "absent", ["names"])],
         mutually_exclusive=[("tenants", "names")],
@@ -376,7 +389,8 @@ class TenantLedger:
                     housekeeping=params["housekeeping"],
                     hugepage_check=params["hugepage_check"],
                     allow_acs_override=params["allow_acs_override"],
-                    vf_count=params["vf_count"], gpu_selection=selection)
+                    vf_count=params["vf_count"], gpu_selection=selection,
+                    fabric_partitions=params["fabric_partitions"])
             elif params["state"] == "present":
                 new, self.plan = current, ledger_core.release(
                     current, topology, [], gpu_selection=selection)[1]

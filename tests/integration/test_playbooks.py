@@ -147,3 +147,51 @@ def test_site_check_mode_before_the_vfs_exist_reports_instead_of_failing(tmp_pat
     assert "the sriov_irq stage creates the VF first" in printed
     assert ("not checked, the functions do not exist: 0000:41:00.2 (run the sriov_irq "
             "stage)") in printed
+
+
+def test_shared_nvswitch_model_plans_a_partition_and_the_vm_stage_activates_it_with_stubbed_fmpm(tmp_path):
+    """An HGX H100 fake (published NVSwitch IDs) in NVIDIA's shared-NVSwitch model, Fabric
+    Manager's partition tool STUBBED (tests/support/fakes.py): plan.yml places a two-GPU
+    tenant on the GPUs of one partition, and site.yml's vm stage activates that partition
+    before it defines and starts the domain (libvirt's test driver)."""
+    from support.fakes import HGX_PARTITION_SETS, active_partitions, stub_fmpm
+    host = point_hk_gpu_01_at(tmp_path, build=fixturegen.build_hgx_h100_host,
+                              hugepages={2048: (8192, 8192, 0), 1048576: (0, 0, 0)})
+    fmpm, state = stub_fmpm(tmp_path)
+    os.makedirs(host["vars"]["vm_image_dir"])
+    shared = tmp_path / "shared.json"
+    shared.write_text(json.dumps({
+        "gpuhost_nvswitch_model": "shared", "gpuhost_fabric_manager_fmpm": fmpm,
+        "gpuhost_tenants": [{"name": "pair", "gpus": 2, "vcpus": 8, "memory_gib": 8,
+                             "hugepage_size": "2M", "iothreads": 0}]}))
+    proc = run_tool("ansible-playbook", "playbooks/plan.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
+                    "-e", host["extra"], "-e", "@%s" % shared)
+    assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
+    markdown = (host["base"] / "reports" / "hk-gpu-01" / "plan.md").read_text()
+    placed = sorted(re.findall(r"\| GPU \| (\S+) \| pair \|", markdown))
+    assert placed in [sorted(s) for s in HGX_PARTITION_SETS if len(s) == 2], markdown
+    assert active_partitions(state) == []          # planning activates nothing
+
+    proc = run_tool("ansible-playbook", "site.yml", "--tags", "vm", "-i", INVENTORY, "-l", "hk-gpu-01",
+                    "-e", host["extra"], "-e", "@%s" % shared, timeout=900)
+    assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
+    ledger = json.loads(open(host["vars"]["gpuhost_ledger_path"]).read())["body"]["tenants"][0]
+    assert [g["address"] for g in ledger["gpus"]] == placed
+    assert active_partitions(state) == [ledger["fabric_partition"]]
+    assert "Activate each tenant's NVLink partition" in proc.stdout
+
+    # Offboarding: the domain goes, then the partition is deactivated (stubbed fmpm),
+    # then the scrub and the release. The fake's GPUs start on nvidia; on vfio-pci here, as
+    # the vfio stage leaves them on a live host.
+    for gpu in placed:
+        device = os.path.realpath(os.path.join(host["root"], "sys/bus/pci/devices", gpu))
+        vfio = os.path.join(host["root"], "sys/bus/pci/drivers/vfio-pci")
+        os.makedirs(vfio, exist_ok=True)
+        os.remove(os.path.join(device, "driver"))
+        os.symlink(os.path.relpath(vfio, device), os.path.join(device, "driver"))
+    proc = run_tool("ansible-playbook", "playbooks/tenant_offboard.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
+                    "-e", host["extra"], "-e", "@%s" % shared, "-e", "tenant=pair", timeout=900)
+    assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
+    assert active_partitions(state) == []
+    calls = json.loads(state.read_text())["calls"]
+    assert calls.index(["-d", str(ledger["fabric_partition"])]) > calls.index(["-a", str(ledger["fabric_partition"])])

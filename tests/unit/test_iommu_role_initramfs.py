@@ -109,3 +109,22 @@ def test_vfio_role_rebuilds_the_same_images_only_with_dracut():
         assert _vfio_vars(family)["__vfio_initramfs_extra_inputs"] == [vfio.MODULES_LOAD]
     assert vfio.in_initramfs_image(vfio.MODULES_LOAD, "dracut")
     assert not vfio.in_initramfs_image(vfio.MODULES_LOAD, "initramfs-tools")
+
+
+def test_the_shared_nvswitch_model_leaves_nvidia_to_the_nvswitches():
+    """The blacklist the role hands the initramfs module: every GPU driver by default,
+    all but nvidia (the NVSwitches' driver) in NVIDIA's shared-NVSwitch model, where the
+    GPUs stay on vfio-pci by their driver_override."""
+    import jinja2
+    task = next(t for t in role_tasks("iommu") if t.get("name", "").startswith("Blacklist the GPU drivers"))
+    expression = task["gpuhost.kvm.initramfs"]["blacklist_modules"]
+    with open(os.path.join(ROLE, "defaults", "main.yml"), encoding="utf-8") as handle:
+        modules = yaml.safe_load(handle)["iommu_blacklist_modules"]
+    env = jinja2.Environment()
+
+    def render(model):
+        import ast
+        return ast.literal_eval(env.from_string(expression).render(
+            iommu_blacklist_modules=modules, gpuhost_nvswitch_model=model))
+    assert render("none") == modules and "nvidia" in modules
+    assert render("shared") == [m for m in modules if m != "nvidia"]

@@ -386,7 +386,7 @@ def validate_names(names):
 
 def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
             hugepage_check="memory", allow_acs_override=False, vf_count=None,
-            gpu_selection=None):
+            gpu_selection=None, fabric_partitions=None):
     """Plan ``tenants`` around the ledger's tenants; return (new LedgerData, plan, added).
 
     Tenants already in the ledger keep their entries byte for byte (the planner copies
@@ -405,7 +405,8 @@ def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
         topology, requests, housekeeping=hk or None, smt_policy=smt_policy,
         existing=data.tenants, hugepage_check=hugepage_check,
         allow_acs_override=allow_acs_override, vf_count=vf_count,
-        gpu_selection=gpu_selection, quarantined=quarantined_reasons(data)),
+        gpu_selection=gpu_selection, quarantined=quarantined_reasons(data),
+        fabric_partitions=fabric_partitions),
         ("housekeeping",) if hk is data.housekeeping and hk else ())
     known = set(data.names())
     added = [t["name"] for t in plan["tenants"] if t["name"] not in known]

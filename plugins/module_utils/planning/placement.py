@@ -47,6 +47,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width i
     choose_address_width)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import MAX_IOTHREADS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fabric
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     NVIDIA_VENDOR,
@@ -257,6 +258,7 @@ class _Host:
         # and a host has one such board, so every NVIDIA GPU of a host with NVSwitches is
         # taken as joined (docs/plan-format.md, "fabric").
         self.nvswitches = tuple(a for a in ordered if topology.pci[a].is_nvswitch)
+        self.partitions = None      # Fabric Manager's, in the shared-NVSwitch model
         self.fabric_gpus = tuple(g for g in self.gpus if topology.pci[g].vendor_id == NVIDIA_VENDOR) \
             if self.nvswitches else ()
         # A tenant's nic_vf is a network VF: an SR-IOV PF of another class (an NVMe
@@ -714,7 +716,7 @@ def _cpu_fix(request, policy):
 
 def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
                    existing=None, hugepage_check="memory", allow_acs_override=False,
-                   vf_count=None, gpu_selection=None, quarantined=None):
+                   vf_count=None, gpu_selection=None, quarantined=None, fabric_partitions=None):
     """Place ``tenants`` on ``topology`` and return the plan (docs/plan-format.md).
 
     ``topology``: a HostTopology or its dict form. ``tenants``: request dicts or
@@ -730,7 +732,12 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     addresses up to that count (sriov_totalvfs when None), existing VFs first.
     ``gpu_selection``: what counts as a GPU (a pci.GpuSelection, or the gpu_devices list;
     None: the default classes). ``quarantined``: {GPU address: why} of GPUs no new
-    tenant gets (the ledger's quarantine). Raises GpuhostError; changes nothing.
+    tenant gets (the ledger's quarantine). ``fabric_partitions``: on an NVSwitch board
+    in the shared-NVSwitch model, Fabric Manager's partitions (fabric.py: FabricPartitions
+    or their list form); each tenant with the board's GPUs gets exactly the GPUs of one
+    partition, and its entry names it (``fabric_partition``). None: no model, and a
+    tenant with several of the board's GPUs is refused. Raises GpuhostError; changes
+    nothing.
     """
     selection = as_gpu_selection(gpu_selection)
     if smt_policy not in SMT_POLICIES:
@@ -776,6 +783,7 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     if unmatched:
         warnings.append("gpu_devices lists %s, which no PCI function of this host matches"
                         % ", ".join(unmatched))
+    host.partitions = _fabric_partitions(host, fabric_partitions)
     ledger = _Ledger()
     ledger.quarantined = dict(quarantined or {})
     kept, kept_by_name = _load_existing(existing, host, ledger, warnings)
@@ -976,12 +984,78 @@ def _node_room(host, ledger, housekeeping_cpus, node):
                if t not in ledger.cpu_owner and t not in held)
 
 
+def _fabric_partitions(host, given):
+    """The board's FabricPartitions in the shared-NVSwitch model, or None (no model).
+    Partitions of GPUs this host does not count as the board's are refused."""
+    if given is None:
+        return None
+    partitions = given if all(isinstance(p, fabric.FabricPartition) for p in given or ()) \
+        else fabric.partitions_from_list(given)
+    if not host.nvswitches:
+        raise GpuhostError("fabric_partitions are given but this host has no NVSwitch",
+                           field="fabric_partitions",
+                           fix="give Fabric Manager's partitions only for an NVSwitch board "
+                               "(nvswitch_model shared)")
+    for partition in partitions:
+        foreign = [g for g in partition.gpus if g not in host.fabric_gpus]
+        if foreign:
+            raise GpuhostError("Fabric Manager's partition %d holds %s, which this host does not "
+                               "show as GPUs of its NVSwitch board" % (partition.id, ", ".join(foreign)),
+                               field="fabric_partitions",
+                               fix="read the partitions on this host (fabric_partition state=read)")
+    return tuple(partitions)
+
+
+def _board_gpus(host, request):
+    """How many of the board's GPUs a request takes (all of a count on a board host)."""
+    if not host.fabric_gpus:
+        return 0
+    if isinstance(request.gpus, tuple):
+        return sum(1 for g in request.gpus if g in host.fabric_gpus)
+    return request.gpus
+
+
+def _partition_options(host, request, index, options, by_node=None):
+    """The options (node, gpus, partition id) of a tenant on the board in the
+    shared-NVSwitch model: exactly one partition's GPUs, free and on one node."""
+    field = "tenants[%d].gpus" % index
+    if isinstance(request.gpus, tuple):
+        node, gpus = options[0]
+        partition = fabric.partition_of(gpus, host.partitions)
+        if partition is None:
+            raise GpuhostError(
+                "tenant %s asks for %s, which no Fabric Manager partition holds exactly: in the "
+                "shared-NVSwitch model a tenant gets the GPUs of one partition"
+                % (request.name, ", ".join(gpus)), field=field,
+                fix="ask for the GPUs of one partition of %d GPU(s): %s"
+                    % (len(gpus), fabric.partition_sets(len(gpus), host.partitions)))
+        return [(node, list(gpus), partition.id)]
+    found = []
+    for partition in host.partitions:
+        if len(partition.gpus) != request.gpus:
+            continue
+        for node, free in sorted((by_node or {}).items()):
+            if all(g in free for g in partition.gpus):
+                found.append((node, list(partition.gpus), partition.id))
+    if not found:
+        raise GpuhostError(
+            "tenant %s needs %d GPU(s) of the NVSwitch board, and no Fabric Manager partition of "
+            "that size has all its GPUs free, clean and on one NUMA node"
+            % (request.name, request.gpus), field=field,
+            fix="ask for a size Fabric Manager partitions have, or free a partition's GPUs; "
+                "partitions of %d GPU(s): %s; free GPUs by node: %s"
+                % (request.gpus, fabric.partition_sets(request.gpus, host.partitions),
+                   "; ".join("node %d: %s" % (n, ", ".join(g) or "none")
+                             for n, g in sorted((by_node or {}).items())) or "none"))
+    return found
+
+
 def _check_fabric(host, request, index):
     """Refuse a tenant with several GPUs of an NVSwitch board: its guest's CUDA fails
     with error 802 ("system not yet initialized") until Fabric Manager activates an
-    NVLink partition for exactly those GPUs, in one of NVIDIA's two passthrough models,
-    neither of which the collection sets up yet. One GPU needs no partition."""
-    if not host.fabric_gpus:
+    NVLink partition for exactly those GPUs. In the shared-NVSwitch model (partitions
+    given) the placement takes a partition; without a model one GPU needs none."""
+    if not host.fabric_gpus or host.partitions is not None:
         return
     if isinstance(request.gpus, tuple):
         joined = [g for g in request.gpus if g in host.fabric_gpus]
@@ -994,9 +1068,9 @@ def _check_fabric(host, request, index):
         "partition that Fabric Manager activated for them, CUDA fails in the guest with error "
         "802 (system not yet initialized)" % (request.name, len(joined), ", ".join(host.nvswitches)),
         field="tenants[%d].gpus" % index,
-        fix="give the tenant one GPU (a one-GPU tenant needs no partition), or split it into "
-            "one-GPU tenants; the collection does not yet set up NVIDIA's full-passthrough or "
-            "shared-NVSwitch model (Fabric Manager user guide) for a multi-GPU tenant")
+        fix="run Fabric Manager in NVIDIA's shared-NVSwitch model on the host "
+            "(gpuhost_nvswitch_model: shared), or give the tenant one GPU (a one-GPU tenant "
+            "needs no partition)")
 
 
 def _place_tenant(host, ledger, housekeeping_cpus, request, index, policy, hugepage_check,
@@ -1037,16 +1111,25 @@ def _place_tenant(host, ledger, housekeeping_cpus, request, index, policy, hugep
                                                          ", ".join(by_node.get(n, ()))
                                                          or "none")}
                                    for n in host.cpu_nodes]})
+    if host.partitions is not None and _board_gpus(host, request):
+        options = _partition_options(host, request, index, options,
+                                     None if isinstance(request.gpus, tuple) else by_node)
+    else:
+        options = [(node, gpus, None) for node, gpus in options]
     # Most room first, so tenants spread over the nodes; then the lowest GPU address.
     options.sort(key=lambda o: (-_node_room(host, ledger, housekeeping_cpus, o[0]),
                                 host.address_key[o[1][0]] if o[1] else o[0], o[0]))
     failures = []
-    for node, gpus in options:
+    for node, gpus, partition in options:
         try:
-            return _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus,
-                                policy, hugepage_check, warnings)
+            entry = _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus,
+                                 policy, hugepage_check, warnings)
         except _NoFit as failure:
             failures.append(failure)
+            continue
+        if partition is not None:
+            entry["fabric_partition"] = partition
+        return entry
     first = failures[0]
     if len(failures) == 1:
         msg = "tenant %s does not fit on node %s: not enough %s: needs %s, free %s" % (
@@ -1310,5 +1393,8 @@ def _assemble(host, housekeeping_cpus, policy, tenants, ledger, warnings):
         "warnings": warnings,
     }
     if host.nvswitches:
-        plan["fabric"] = {"nvswitches": list(host.nvswitches), "gpus": list(host.fabric_gpus)}
+        plan["fabric"] = {"nvswitches": list(host.nvswitches), "gpus": list(host.fabric_gpus),
+                          "model": fabric.SHARED if host.partitions is not None else "none"}
+        if host.partitions is not None:
+            plan["fabric"]["partitions"] = [p.as_dict() for p in host.partitions]
     return plan
