@@ -23,6 +23,7 @@ author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
   - gpuhost.kvm.root
+  - gpuhost.kvm.change_attributes
 options:
   state:
     description:

@@ -83,7 +83,7 @@ options:
   fabric_partitions:
     description:
       - On an NVSwitch board in NVIDIA's shared-NVSwitch model, Fabric Manager's NVLink
-        partitions as M(gpuhost.kvm.fabric_partition) reads them (its RV(partitions):
+        partitions as M(gpuhost.kvm.fabric_partition) reads them (its C(partitions) result, with
         C(id), C(gpus), C(active)). Each new tenant with the board's GPUs then gets
         exactly the GPUs of one partition whose GPUs are free, clean and on one NUMA
         node, and its plan entry names it (C(fabric_partition)), which the vm stage
