@@ -226,8 +226,8 @@ class TenantScrub(object):
             address = gpu.get("address") if isinstance(gpu, dict) else None
             if address in self.plan.reset:
                 try:
-                    state = device_state.read_device_state(address, params["root"], kernel_log=log,
-                                                          log_since=before.mark() if log else None)
+                    state = device_state.read_device_state(
+                        address, params["root"], kernel_log=log, log_since=before.mark() if log else None)
                     self.unfit[address] = device_state.unfit_reasons(state)
                 except GpuhostError as err:
                     self.unfit[address] = [err.msg]

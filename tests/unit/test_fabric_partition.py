@@ -129,10 +129,11 @@ def test_a_partition_whose_gpu_a_process_holds_is_not_touched(hgx, tmp_path, mon
     assert active_ids(state) == []
 
 
-@pytest.mark.parametrize("args, field", [({"state": "active"}, "partition"),
-                                          ({"state": "active", "partition": 64}, "partition"),
-                                          ({"state": "active", "gpus": [GPUS[1], GPUS[2]]}, "gpus"),
-                                          ({"state": "active", "partition": 40}, "partition")])
+@pytest.mark.parametrize("args, field", [
+    ({"state": "active"}, "partition"),
+    ({"state": "active", "partition": 64}, "partition"),
+    ({"state": "active", "gpus": [GPUS[1], GPUS[2]]}, "gpus"),
+    ({"state": "active", "partition": 40}, "partition")])
 def test_a_partition_not_named_right_is_refused_before_any_change(hgx, tmp_path, args, field):
     root, _topology = hgx
     fmpm, state = stub_fmpm(tmp_path)

@@ -60,8 +60,8 @@ def _bus_id(value, field):
     """NVML's 00000000:18:00.0 (or a plain PCI address) as the canonical address."""
     if not isinstance(value, str) or len(value) > 32:
         raise _refuse("has PCI bus id %r" % (value,), field)
-    domain, _, rest = value.strip().lower().partition(":")
-    if rest and len(domain) == 8 and all(c in "0123456789abcdef" for c in domain):
+    domain, colon, rest = value.strip().lower().partition(":")
+    if colon and len(domain) == 8 and all(c in "0123456789abcdef" for c in domain):
         value = "%04x:%s" % (int(domain, 16), rest)
     return normalize_address(value, field=field)
 
