@@ -122,3 +122,22 @@ def test_a_value_ansible_core_crashes_on_is_refused_naming_the_option(module, ar
     assert task["field"] == field
     assert task["msg"].startswith(field + ": ansible-core could not check the value given")
     assert "exception" not in task and "module_stderr" not in task
+
+
+def test_fabric_partition_with_stubbed_fmpm_activates_once_through_ansible(tmp_path, module_python):
+    """fabric_partition through the ansible tool, Fabric Manager's partition tool STUBBED
+    (tests/support/fakes.py: no Fabric Manager or NVSwitch here) on the fake HGX host:
+    check mode names the command and runs none, a run activates, a second changes nothing."""
+    from support.fakes import active_partitions, stub_fmpm
+    from support.fixturegen import build_hgx_h100_host
+    root = str(tmp_path / "hgx")
+    build_hgx_h100_host(root)
+    fmpm, state = stub_fmpm(tmp_path)
+    args = {"root": root, "fmpm": fmpm, "state": "active", "gpus": ["0000:18:00.0", "0000:2a:00.0"]}
+    rc, task = adhoc("fabric_partition", args, "--check", "--diff")
+    assert rc == 0 and task["changed"] and task["steps"] == ["fmpm -a 3"], task
+    assert active_partitions(state) == []
+    rc, task = adhoc("fabric_partition", args)
+    assert rc == 0 and task["changed"] and task["partition"]["active"], task
+    rc, task = adhoc("fabric_partition", args)
+    assert rc == 0 and not task["changed"] and active_partitions(state) == [3], task

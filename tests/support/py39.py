@@ -29,6 +29,7 @@ _RUNS_OF_TESTS = {
     _CLI + "::test_vfio_bind_check_mode_plans_without_touching_the_tree": ["vfio_bind"],
     _CLI + "::test_sriov_vfs_check_mode_and_too_many_vfs": ["sriov_vfs"],
     _CLI + "::test_irq_affinity_check_mode_bad_cpus_and_no_op": ["irq_affinity"],
+    _CLI + "::test_fabric_partition_with_stubbed_fmpm_activates_once_through_ansible": ["fabric_partition"],
     "tests/integration/test_numa_cpuset_cli.py::test_module_plans_the_runbook_tenant_from_a_root_tree":
         ["numa_cpuset"],
     "tests/integration/test_libvirt_pinned_domain_cli.py::test_check_mode_reads_the_runbook_host_through_root":
