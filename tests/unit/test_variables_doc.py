@@ -44,7 +44,8 @@ def test_every_option_of_the_plan_role_is_documented_with_its_default():
         assert name in rows, "%s (roles/plan/meta/argument_specs.yml) has no row in docs/variables.md" % name
         if name in defaults:
             default = defaults[name]
-            shown = {None: "null", True: "true", False: "false"}.get(default, default) \
+            # an empty string is shown as "", as the other roles' rows show it
+            shown = '""' if default == "" else {None: "null", True: "true", False: "false"}.get(default, default) \
                 if not isinstance(default, (list, dict)) else ("[]" if default == [] else "{}" if default == {} else None)
             if shown is not None:
                 assert rows[name] == str(shown), "%s: docs/variables.md says %r, the default is %r" % (
