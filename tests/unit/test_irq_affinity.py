@@ -236,12 +236,16 @@ def test_libvirt_hook_only_acts_on_started():
     assert forks == [1]     # the parent returns at once; the child does the watching
 
 
-def _qemu_process(sim, name, pid, start):
-    """libvirt's pid file of domain ``name`` and a /proc/<pid>/stat with start time ``start``."""
+def _qemu_process(sim, name, pid, start, status_xml=True):
+    """libvirt's pid file of domain ``name`` (with its status XML, as libvirt keeps both
+    for a running domain) and a /proc/<pid>/stat with start time ``start``."""
     run_dir = os.path.join(sim.root, irq_pinning.LIBVIRT_QEMU_RUN_DIR.lstrip("/"))
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, name + ".pid"), "w", encoding="utf-8") as handle:
         handle.write("%d\n" % pid)
+    if status_xml:
+        with open(os.path.join(run_dir, name + ".xml"), "w", encoding="utf-8") as handle:
+            handle.write("<domstatus state='running' pid='%d'/>\n" % pid)
     proc = os.path.join(sim.root, "proc", str(pid))
     os.makedirs(proc, exist_ok=True)
     # comm with a space and a ")" in it, as a hostile or odd process name may have
@@ -296,6 +300,23 @@ def test_one_watcher_serves_every_domain_and_looks_quickly_again_at_a_new_one(si
     # tenant-b's first sight (clock 6) opens quick looks again until 11; it runs alone
     # after tenant-a stops, and the watcher ends with the last QEMU
     assert rounds == [2, 10, 10, 2, 10, 10, 10, 10]
+
+
+def test_libvirts_own_driver_pid_is_no_domain_and_the_watcher_ends_without_one(sim):
+    """libvirt's run folder holds the daemon's driver.pid beside the domains' files (seen
+    on the lab: the first watcher never ended, taking libvirtd for a running domain)."""
+    pin(sim, name_regex="vfio-msix", cpus="0-1", persistent=True)
+    _qemu_process(sim, "driver", 516, 15314, status_xml=False)
+    assert irq_pinning.running_domains(sim) == {}
+    _qemu_process(sim, "tenant-a", 4242, 777)
+    assert list(irq_pinning.running_domains(sim)) == ["tenant-a"]
+    rounds = []
+
+    def sleep(seconds):
+        rounds.append(seconds)
+        os.remove(os.path.join(sim.root, irq_pinning.LIBVIRT_QEMU_RUN_DIR.lstrip("/"), "tenant-a.xml"))
+    assert irq_pinning.watch_domains(sim, sleep=sleep, clock=lambda: 0, log=lambda line: None) == 0
+    assert rounds == [2]
 
 
 def test_a_later_process_with_the_domains_old_pid_is_not_the_domain(sim):

@@ -543,15 +543,17 @@ def domain_process(writer, name, run_dir=LIBVIRT_QEMU_RUN_DIR):
 
 
 def running_domains(writer, run_dir=LIBVIRT_QEMU_RUN_DIR):
-    """{name: (pid, start time)} of every domain whose QEMU runs, from libvirt's pid
-    files (the same folder for libvirtd and the modular virtqemud)."""
+    """{name: (pid, start time)} of every domain whose QEMU runs, from libvirt's run
+    folder (the same for libvirtd and the modular virtqemud): a running domain has its
+    status XML and its QEMU's pid file there. The daemon's own driver.pid, which has no
+    status XML, is no domain."""
     try:
-        entries = sorted(os.listdir(writer.path(run_dir)))
+        entries = set(os.listdir(writer.path(run_dir)))
     except OSError:
         return {}
     running = {}
-    for entry in entries:
-        if entry.endswith(".pid"):
+    for entry in sorted(entries):
+        if entry.endswith(".pid") and entry[:-len(".pid")] + ".xml" in entries:
             process = domain_process(writer, entry[:-len(".pid")], run_dir)
             if process:
                 running[entry[:-len(".pid")]] = process
