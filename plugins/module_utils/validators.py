@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 import unicodedata
 from urllib.parse import urlsplit
 
@@ -369,6 +370,37 @@ def config_path(value, field, kind="file", root=None, missing_ok=False):
                            fix="check the path, or create the %s first: it is never created "
                                "for you" % kind)
     return path
+
+
+def unix_socket_path(value, field, root):
+    """An absolute path to an existing UNIX domain socket on the host ``root`` holds,
+    returned normalised. Anything else there (a FIFO, a file, a link) is refused: a
+    client would block on it, or talk to whatever the link points at."""
+    path = absolute_path(value, field, "socket")
+    if ".." in value.split("/"):
+        raise GpuhostError("%r has a '..' component" % (value,), field=field,
+                           fix="give the absolute path of the socket without '..'")
+    try:
+        mode = os.lstat(os.path.join(root, path.lstrip("/"))).st_mode
+    except OSError:
+        raise GpuhostError("%s does not exist" % path, field=field,
+                           fix="start the service that listens there, or give the path of "
+                               "its socket")
+    if not stat.S_ISSOCK(mode):
+        raise GpuhostError("%s is %s, not a UNIX socket" % (path, file_kind(mode)),
+                           field=field, fix="give the path of the service's socket")
+    return path
+
+
+def file_kind(mode):
+    """What an lstat mode names, in words ("a FIFO"), for a refusal."""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 # -- PCI device selectors -----------------------------------------------------------------

@@ -46,6 +46,8 @@ options:
     description:
       - Fabric Manager's UNIX domain socket (C(FM_CMD_UNIX_SOCKET_PATH) in its
         configuration); by default the tool reaches Fabric Manager at 127.0.0.1.
+      - It must be a UNIX socket on the host, reached without a link and without C(..);
+        anything else is refused before the tool runs.
     type: path
 """
 
@@ -89,7 +91,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normal
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import open_users
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fabric
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import unix_socket_path
 
 
 class FabricPartitionWorker(object):
@@ -116,7 +118,7 @@ class FabricPartitionWorker(object):
     def run(self):
         params = self.params
         if params["socket"]:
-            absolute_path(params["socket"], "socket")
+            params["socket"] = unix_socket_path(params["socket"], "socket", params["root"])
         if params["state"] != "read" and (params["partition"] is None) == (params["gpus"] is None):
             raise GpuhostError("state %s needs the partition or its gpus, one of the two" % params["state"],
                                field="partition", fix="give partition (an id) or gpus (its PCI addresses)")

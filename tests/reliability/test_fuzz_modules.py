@@ -131,6 +131,7 @@ BASELINE = {
     "container_facts": {"image": "registry.example/server:1"},
     "fleet_place": {"tenant": TENANT, "hosts": lambda host: {"sim": {"candidate": dict(
         fleet.evaluate_host(read_host_topology(host.root), None, TENANT), tenant="t1")}}},
+    "fabric_partition": {"fmpm": "/bin/sh"},
     "fleet_report": {"hosts": {}},
     "gpu_health": {"nvidia_smi": "/bin/sh"},
     "host_files": {"files": [{"path": "/etc/gpuhost-fuzz.conf", "content": "x\n",

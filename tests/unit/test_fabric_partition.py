@@ -10,6 +10,8 @@ Manager, NVSwitch or NVIDIA driver runs here."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 
 import pytest
 from support.fakes import HGX_GPUS as GPUS, HGX_PARTITION_SETS as SETS, active_partitions as active_ids, fmpm_json, \
@@ -111,12 +113,53 @@ def test_activate_with_stubbed_fmpm_runs_once_then_changes_nothing(hgx, tmp_path
     assert active_ids(state) == [3]
     again = run(root, fmpm, state="active", partition=3)
     assert not again["changed"] and again["steps"] == []
+    listening = fm_socket(root)
     off = run(root, fmpm, state="inactive", partition=3, socket="/run/nvidia-fabricmanager/fm.sock")
+    listening.close()
     assert off["changed"] and active_ids(state) == []
     assert ["--unix-domain-socket", "/run/nvidia-fabricmanager/fm.sock", "-d", "3"] in \
         json.loads(state.read_text())["calls"]
     listed = run(root, fmpm)
     assert not listed["changed"] and len(listed["partitions"]) == 15
+
+
+def fm_socket(root, where="run/nvidia-fabricmanager/fm.sock"):
+    """A listening UNIX socket where Fabric Manager's would be under ``root``."""
+    path = os.path.join(root, where)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.lexists(path):
+        os.unlink(path)
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(path)
+    listening.listen(1)
+    return listening
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("missing", "does not exist"), ("fifo", "is a FIFO, not a UNIX socket"),
+    ("file", "is a regular file"), ("link", "is a symbolic link"),
+    ("dotdot", "'..' component")])
+def test_a_socket_that_is_no_unix_socket_is_refused_before_fmpm_runs(hgx, tmp_path, kind, words):
+    root, _topology = hgx
+    fmpm, state = stub_fmpm(tmp_path)
+    folder = os.path.join(root, "run", "fm-" + kind)
+    os.makedirs(folder, exist_ok=True)
+    where = "/run/fm-%s/fm.sock" % kind
+    if kind == "fifo":
+        os.mkfifo(os.path.join(folder, "fm.sock"))
+    elif kind == "file":
+        open(os.path.join(folder, "fm.sock"), "w").close()
+    elif kind == "link":
+        listening = fm_socket(root, "run/fm-link/real.sock")
+        os.symlink("real.sock", os.path.join(folder, "fm.sock"))
+    elif kind == "dotdot":
+        where = "/run/fm-dotdot/../nvidia-fabricmanager/fm.sock"
+    with pytest.raises(GpuhostError) as refused:
+        run(root, fmpm, socket=where)
+    assert refused.value.field == "socket" and words in refused.value.msg, refused.value.msg
+    assert json.loads(state.read_text())["calls"] == []
+    if kind == "link":
+        listening.close()
 
 
 def test_a_partition_whose_gpu_a_process_holds_is_not_touched(hgx, tmp_path, monkeypatch):

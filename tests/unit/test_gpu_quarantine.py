@@ -14,23 +14,12 @@ import os
 
 import pytest
 from support.fixturegen import build_eight_gpu_host
-from support.module_args import patch_module_args
+from support.ledger_runs import ONE_GPU_TENANT, run_ledger
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
-from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
 
-TENANT = {"name": "a", "gpus": 1, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}
-
-
-def run_ledger(root, path, **args):
-    args = dict({"_ansible_check_mode": False}, **args)
-    args.update(path=path, root=root, hugepage_check="none", _ansible_diff=False)
-    with patch_module_args(args):
-        module = tenant_ledger.build_module()
-    worker = tenant_ledger.TenantLedger(module)
-    worker.run()
-    return worker.result
+TENANT = ONE_GPU_TENANT
 
 
 def gpu_attrs(root, address, config=b"\xde\x10\x30\x23", width=("16", "16")):

@@ -15,12 +15,11 @@ import os
 
 import pytest
 from support.fixturegen import build_eight_gpu_host
+from support.ledger_runs import ONE_GPU_TENANT as TENANT, run_ledger
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state, host_facts, kernel_log
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
-
-from test_gpu_quarantine import TENANT, run_ledger
 
 GPU = "0000:41:00.0"
 HOST_GPU = "0000:18:00.0"      # a GPU of build_eight_gpu_host

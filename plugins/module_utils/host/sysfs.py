@@ -20,6 +20,7 @@ from typing import Dict, Tuple
 from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
     format_cpulist, parse_cpulist, parse_cpumask)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import file_kind
 
 SYS_NODE_DIR = "sys/devices/system/node"
 SYS_CPU_DIR = "sys/devices/system/cpu"
@@ -79,7 +80,7 @@ def read_bytes(file_path, root=None, links_out_of_root=False, special_ok=False,
     mode = os.fstat(fd).st_mode
     if not special_ok and not stat.S_ISREG(mode):
         os.close(fd)
-        raise GpuhostError("%s is not a regular file (%s)" % (shown, _file_kind(mode)),
+        raise GpuhostError("%s is not a regular file (%s)" % (shown, file_kind(mode)),
                            field=field, fix="give the path of a regular file")
     with os.fdopen(fd, "rb", buffering=0) as handle:
         chunks = []
@@ -94,15 +95,6 @@ def read_bytes(file_path, root=None, links_out_of_root=False, special_ok=False,
         raise GpuhostError("%s is larger than the %d bytes read from one file" % (shown, max_bytes),
                            field=field, fix="give a smaller file (cut it to the lines that matter)")
     return b"".join(chunks)
-
-
-def _file_kind(mode):
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a file"
 
 
 def decode_text(data):
