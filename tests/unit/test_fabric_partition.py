@@ -145,6 +145,7 @@ def test_a_socket_that_is_no_unix_socket_is_refused_before_fmpm_runs(hgx, tmp_pa
     folder = os.path.join(root, "run", "fm-" + kind)
     os.makedirs(folder, exist_ok=True)
     where = "/run/fm-%s/fm.sock" % kind
+    listening = None
     if kind == "fifo":
         os.mkfifo(os.path.join(folder, "fm.sock"))
     elif kind == "file":
@@ -158,7 +159,7 @@ def test_a_socket_that_is_no_unix_socket_is_refused_before_fmpm_runs(hgx, tmp_pa
         run(root, fmpm, socket=where)
     assert refused.value.field == "socket" and words in refused.value.msg, refused.value.msg
     assert json.loads(state.read_text())["calls"] == []
-    if kind == "link":
+    if listening is not None:
         listening.close()
 
 
