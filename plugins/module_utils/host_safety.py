@@ -734,17 +734,24 @@ def check_unit_verbs(requests, tenants=(), allowed=False, option="units"):
                 "depend on it), set %s: true" % (unit, " and ".join(taking), ALLOW_HOST_CRITICAL))
 
 
+def vfio_group_holders(root, groups):
+    """Who holds the vfio nodes of IOMMU ``groups`` open, in words, one entry per process
+    ("PID 4242 (qemu-system-x86) holds /dev/vfio/12 open"); empty when none does. A
+    reset, a release or a fabric change of a held group would pull a device from under
+    a running QEMU."""
+    nodes = sorted({"/dev/vfio/%d" % group for group in groups if group is not None})
+    return ["PID %d (%s) holds %s open" % (pid, comm, ", ".join(sorted(held)))
+            for pid, (comm, held) in sorted(open_users(root, nodes).items())]
+
+
 def check_devices_free(root, tenant, functions, groups):
     """Refuse to release ``tenant`` in the ledger while a process (the QEMU of its
     domain) holds one of its vfio groups open: the next tenant would be given devices
     that are still in use. ``groups``: address -> IOMMU group of ``functions``."""
-    nodes = sorted({"/dev/vfio/%d" % groups[a] for a in functions if groups.get(a) is not None})
-    users = open_users(root, nodes)
-    if users:
+    holders = vfio_group_holders(root, [groups.get(a) for a in functions])
+    if holders:
         raise GpuhostError(
-            "refusing to release tenant %s: %s still open" % (tenant, "; ".join(
-                "PID %d (%s) holds %s" % (pid, comm, ", ".join(held))
-                for pid, (comm, held) in sorted(users.items()))),
+            "refusing to release tenant %s: %s" % (tenant, "; ".join(holders)),
             field="names",
             fix="stop and remove the tenant's domain first (libvirt_pinned_domain "
                 "state=absent), scrub it (tenant_scrub), then release it")

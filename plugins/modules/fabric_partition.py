@@ -88,7 +88,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset impo
 from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import ROOT_ARGUMENT_SPEC, argument_spec
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address, read_pci_functions
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import open_users
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import vfio_group_holders
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fabric
 from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import unix_socket_path
@@ -164,15 +164,13 @@ class FabricPartitionWorker(object):
     def refuse_held(self):
         """Fabric Manager resets the partition's GPUs: refuse while one is held open."""
         functions = read_pci_functions(self.params["root"])
-        nodes = {"/dev/vfio/%d" % functions[g].iommu_group: g for g in self.chosen.gpus
-                 if g in functions and functions[g].iommu_group is not None}
-        users = open_users(self.params["root"], list(nodes))
-        if users:
+        holders = vfio_group_holders(self.params["root"], [
+            functions[gpu].iommu_group for gpu in self.chosen.gpus if gpu in functions])
+        if holders:
             raise GpuhostError(
                 "refusing to %s partition %d: Fabric Manager resets its GPUs, and %s" % (
                     "activate" if self.params["state"] == "active" else "deactivate", self.chosen.id,
-                    "; ".join("PID %d (%s) holds %s" % (pid, comm, ", ".join(sorted(held)))
-                              for pid, (comm, held) in sorted(users.items()))),
+                    "; ".join(holders)),
                 field="state", fix="stop the tenant's domain first (activate before it starts, "
                                    "deactivate after it is gone)")
 

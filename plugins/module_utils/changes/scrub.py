@@ -38,7 +38,7 @@ from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import Refusal
 from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import open_users
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import vfio_group_holders
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     is_kernel_address, normalize_address, reset_capability, vfio_resets_on_release)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov import (
@@ -136,14 +136,9 @@ def _held_refusal(writer, functions, address, what="reset", unbound_ok=False):
     if driver != VFIO_PCI and not (unbound_ok and not driver):
         return ("%s is on %s, not vfio-pci: a host driver would use the device while it "
                 "is %s" % (address, driver or "no driver", what))
-    if function.iommu_group is not None:
-        node = "/dev/vfio/%d" % function.iommu_group
-        users = open_users(writer.root, [node])
-        if users:
-            return "%s is still in use: %s holds %s open (a domain still runs?)" % (
-                address, ", ".join("PID %d (%s)" % (pid, comm)
-                                   for pid, (comm, _nodes) in sorted(users.items())),
-                node)
+    holders = vfio_group_holders(writer.root, [function.iommu_group])
+    if holders:
+        return "%s is still in use: %s (a domain still runs?)" % (address, "; ".join(holders))
     return None
 
 
