@@ -41,12 +41,12 @@ for path in (COLLECTIONS, os.path.join(REPO, "tests")):
 
 from support import fixturegen  # noqa: E402
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning, irq_policy
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import pinning as irq_pinning, policy as irq_policy
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (  # noqa: E402
     parse_proc_interrupts,
 )
 
-MODULE = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_policy"
+MODULE = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.policy"
 
 
 def build_host(irqs):

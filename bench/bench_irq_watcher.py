@@ -5,7 +5,7 @@
 for the whole host.
 
 A guest enables MSI-X only once its driver loads, so while tenants run something must
-re-apply the stored IRQ pins (module_utils/changes/irq_pinning.py). Two designs:
+re-apply the stored IRQ pins (module_utils/changes/irq_affinity/pinning.py). Two designs:
 
 - ``per_tenant``: each tenant's libvirt hook keeps its own watcher process, which
   re-applies every stored pin each DOMAIN_WATCH_INTERVAL_S while its domain runs;
@@ -43,7 +43,7 @@ COLLECTIONS = os.path.join(REPO, ".collections")
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning  # noqa: E402
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import pinning as irq_pinning  # noqa: E402
 
 TENANT_COUNTS = (1, 4)
 DESIGNS = ("per_tenant", "per_host")
@@ -81,8 +81,8 @@ def build_root(root, tenants, stand_in_pid):
 # importing no more than the installed hook does (its resident memory is the figure).
 CHILD = """import sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning import watch_domains
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning import watch_domains
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 sys.exit(watch_domains(HostWriter(sys.argv[2]), run_dir=sys.argv[3], quick_seconds=0,
                        log=lambda line: None))
 """

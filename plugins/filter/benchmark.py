@@ -8,7 +8,7 @@ functions the Python tests check."""
 from __future__ import annotations
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_parsers, bench_report
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist, parse_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import format_cpulist, parse_cpulist
 
 
 def bench_perf_analyzer(text, concurrency=None):

@@ -87,7 +87,7 @@ from ansible.plugins.inventory import BaseInventoryPlugin
 from ansible.utils.vars import combine_vars
 from ansible.vars.plugins import get_vars_from_inventory_sources
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import read_ledger
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils.tenant_inventory import guest_hosts
 

@@ -176,16 +176,16 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     GPU_SELECTION_ARGUMENT_SPEC, ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import (
     evaluate_host, host_capacity, selection_of, validate_request)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import read_ledger
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_to_dict)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import absolute_path
 
 
 class CapacityFacts(object):

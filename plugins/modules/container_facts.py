@@ -160,10 +160,10 @@ passed:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import container as core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     container_name, finite_number, image_reference, unit_name)
 
 MAX_WAIT_S = 3600

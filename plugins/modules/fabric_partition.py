@@ -84,14 +84,15 @@ import shlex
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import ROOT_ARGUMENT_SPEC, argument_spec
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import ROOT_ARGUMENT_SPEC, argument_spec
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address, read_pci_functions
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import vfio_group_holders
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
+    vfio_group_holders)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fabric
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import unix_socket_path
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import unix_socket_path
 
 
 class FabricPartitionWorker(object):

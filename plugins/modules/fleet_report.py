@@ -95,13 +95,13 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import (
     fleet_report, render_markdown, render_svg)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import (
     HostWriter, describe_os_error)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import absolute_path
 
 FILES = {
     "markdown": "fleet-capacity.md",

@@ -201,9 +201,9 @@ failures:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import gpu_health
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import finite_number, positive_int
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import finite_number, positive_int
 
 # Xids are numbered in the hundreds; four digits is what the driver's log line holds.
 MAX_XID = 9999

@@ -267,25 +267,25 @@ from ansible.module_utils.facts.system.distribution import DistributionFactColle
 from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts, mechanisms, realized
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irqbalance as irqbalance_core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import units as unit_core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning import known_managed_names
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import irqbalance as irqbalance_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_units as unit_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning import known_managed_names
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import format_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     GPU_SELECTION_ARGUMENT_SPEC, ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts import (
     check_iommu_options, read_iommu_facts)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import (
     libvirt, libvirt_error_text, open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import validate_tenant_name
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import (
-    read_file_text, validate_root)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import read_file_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     absolute_path, unit_name)
 
 JOURNAL_KERNEL_LOG_ARGV = ["journalctl", "--dmesg", "--boot", "--no-pager", "--output=cat"]

@@ -150,13 +150,13 @@ details:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
-    STATES, plan_host_files, validate_entries)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
+    plan_host_files, STATES, validate_entries)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
     PlannedChange, new_module, run_module)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 
 
 def build_module():

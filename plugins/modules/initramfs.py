@@ -177,13 +177,14 @@ details:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.boot_config import (
-    DRACUT_INSTALL_ITEMS_PATH, INITRAMFS_TOOLS, host_commands, initramfs_plan)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.boot_files import host_commands
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.initramfs import (
+    DRACUT_INSTALL_ITEMS_PATH, initramfs_plan, INITRAMFS_TOOLS)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
     PlannedChange, new_module, run_module)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 
 
 def build_module():

@@ -346,10 +346,10 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     GPU_SELECTION_ARGUMENT_SPEC, ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts import read_iommu_facts
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 
 
 class IommuGroupsFacts(object):

@@ -283,26 +283,26 @@ import sys
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.validation import check_required_if
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist, parse_cpulist)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning import (
     LIBVIRT_HOOK, POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, add_managed_record, build_rule,
     known_managed_names, plan_persistence, plan_pins, select_irqs, validate_cpus)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irqbalance import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.irqbalance import (
     format_for_version, plan_config, read_config)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.mechanisms import LIBVIRT_UNITS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_cpu_state, read_irqs, read_online_cpus)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.systemd import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.systemd import (
     systemctl, systemctl_argv)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import config_path
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import config_path
 
 
 # Linux's MAX_NUMNODES at its largest (CONFIG_NODES_SHIFT=10): one group per node.

@@ -246,7 +246,7 @@ samples_ms:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest.kserve_loadgen import LoadRun
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 
 RUN_OPTIONS = ("url", "model", "model_version", "inputs", "outputs", "parameters", "concurrency", "duration_s",
                "requests", "warmup_s", "warmup_requests", "timeout_s", "connect_timeout_s", "batch_size",

@@ -709,15 +709,15 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight impor
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
     ARGUMENT_SPEC, MODULE_RULES, check_float_options, domain_spec_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.storage import DomainStorage
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSetError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSetError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
     PASS_THROUGH, read_module_context)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import (
     HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, daemon_version, libvirt,
     libvirt_error_text, open_connection)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import check_reset_methods
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.tenant_scrub import check_reset_methods
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_from_dict)
 

@@ -325,7 +325,7 @@ details:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     GPU_SELECTION_ARGUMENT_SPEC,
     ROOT_ARGUMENT_SPEC,
     argument_spec,
@@ -338,7 +338,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement imp
     SMT_POLICIES,
     plan_placement,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 

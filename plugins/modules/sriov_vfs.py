@@ -233,19 +233,19 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    CHANGE_VF_COUNT, check_vf_count_change, read_module_context,
-    running_domain_devices_or_skip)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
+    CHANGE_VF_COUNT, check_vf_count_change, read_module_context, running_domain_devices_or_skip)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov_vfs import (
     UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, held_vf_changes, plan_persistence,
     plan_sriov)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.systemd import systemctl
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import VFIO_PCI, prepend_modprobe
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.systemd import systemctl
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio_bind import prepend_modprobe
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import VFIO_PCI
 
 
 def build_module():

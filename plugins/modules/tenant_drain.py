@@ -233,17 +233,17 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import drain as core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import tenant_drain as core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import (
     DEFAULT_LEDGER_PATH, read_ledger)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import (
     DEFAULT_URI, HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt,
     libvirt_error_text, open_connection)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import (
     ChangeSet, ChangeSetError)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 
 
 def build_module():

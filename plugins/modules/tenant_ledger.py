@@ -242,20 +242,22 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.tenant_scrub import (
     plan_rescan, plan_scrub, tenant_entry, tenant_functions)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import VFIO_PCI, current_driver
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio_bind import current_driver
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import VFIO_PCI
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     GPU_SELECTION_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state, kernel_log
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection, normalize_address
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import check_devices_free
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
+    check_devices_free)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import layout_from_topology
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 
@@ -434,7 +436,7 @@ class TenantLedger:
 
     def rescan_quarantined(self, current, recover):
         """Remove every function of the quarantined GPUs of ``recover`` from the kernel and
-        rescan the bridge above each (scrub.plan_rescan, with its refusals), as an
+        rescan the bridge above each (tenant_scrub.plan_rescan, with its refusals), as an
         operator brings back a GPU that fell off its bus. {address: [reason]} of the GPUs
         whose functions came back on another driver than vfio-pci (or did not come back),
         which are neither reset nor lifted; none in check mode."""

@@ -21,8 +21,8 @@ import csv
 import io
 import re
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import positive_int
 
 _TRTEXEC_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)*")
 _TRTEXEC_STAT = re.compile(r"(min|max|mean|median|percentile\(([\d.]+)%\))\s*=\s*([-+\d.eE]+)\s*ms")

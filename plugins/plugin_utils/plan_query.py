@@ -13,17 +13,17 @@ from __future__ import annotations
 import re
 
 # The one comparison of kernel command lines lives with the other boot decisions.
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.boot_config import (  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.kernel_cmdline import (  # noqa: F401 pylint: disable=unused-import
     cmdline_missing, cstate_limit_args)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import positive_int
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import positive_int
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     MAX_NODE,
     format_cpulist,
     parse_cpulist,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import iothread_text
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import vf_settings
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import vf_settings
 
 GIGANTIC_KIB = 1048576
 # The kernel's per-node form of hugepages= (Documentation/admin-guide/kernel-parameters.txt:
@@ -172,7 +172,7 @@ def kernel_args(plan, cpu_vendor=None, iommu_pt=True, ignore_msrs=True, isolate=
     when the plan uses no 2M pages, so that ``vm.nr_hugepages`` keeps meaning the
     tenants' 2M pages where there are some (libvirt names the size per domain).
     ``max_cstate`` (None: no limit) adds the C-state limit of
-    boot_config.cstate_limit_args.
+    kernel_cmdline.cstate_limit_args.
     """
     args = []
     vendor = (cpu_vendor or "").lower()

@@ -12,7 +12,7 @@ give the address and user to reach the guest.
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 DEFAULT_GUEST_USER = "gpuhost"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist,
     parse_cpulist,
 )
@@ -21,7 +21,7 @@ from ansible_collections.gpuhost.kvm.plugins.plugin_utils.plan_query import (
     passthrough_functions,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.realized import realized_items, realized_ratio
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import (
     setting_mismatches,
     vf_settings,
 )

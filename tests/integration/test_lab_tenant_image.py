@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest.kserve_loadgen import run_load
 from mlserver_fixture import free_port
 from support import REPO

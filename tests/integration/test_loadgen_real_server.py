@@ -15,7 +15,7 @@ import time
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_report
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest.kserve_loadgen import LoadRun, run_load
 
 from mlserver_fixture import MLServerProcess

@@ -40,7 +40,7 @@ def test_python39_runs_on_its_own_root_and_libraries():
 
 WRITE = r"""
 import sys
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import writer
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import writer
 writer.HostWriter(sys.argv[1]).write_file("/etc/libvirt/hooks/qemu.d/gpuhost-irq-affinity", "#!/bin/sh\n")
 print(writer._libselinux)
 """

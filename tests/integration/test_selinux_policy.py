@@ -12,7 +12,9 @@ import re
 from support import REPO
 from support.py39 import root_dir, run_in_root
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning, sriov
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import pinning as irq_pinning
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import sriov_vfs as sriov
 
 ROW = re.compile(r"^\| `(/[^`]+)`[^|]*\| `(\w+)` \|$", re.M)
 

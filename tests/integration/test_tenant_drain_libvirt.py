@@ -27,7 +27,7 @@ import pytest
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import tenant_drain as mod
 
 from support.helpers import ansible_env, run_module_adhoc, run_tool

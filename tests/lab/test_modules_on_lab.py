@@ -21,9 +21,9 @@ import pytest
 import yaml
 from support.helpers import REPO
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist, parse_cpulist)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import pinning as irq_pinning
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import realized
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation
 

@@ -27,10 +27,10 @@ from support.helpers import REPO, ansible_env
 from support.sysfs_sim import (
     BuildRefusal, SimulatedKernel, TreeBuilder, build_module, build_sim_host, snapshot)
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     capacity_facts, fleet_place, fleet_report, host_facts, host_files, initramfs,
     iommu_groups_facts, irq_affinity, kernel_cmdline, kserve_loadgen, libvirt_pinned_domain,

@@ -25,11 +25,13 @@ import harness
 from support.helpers import REPO, ansible_env
 from support.sysfs_sim import SimulatedKernel
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning, sriov, vfio
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import pinning as irq_pinning
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import sriov_vfs as sriov, vfio_bind as vfio
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import parse_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     host_files, initramfs, irq_affinity, sriov_vfs, vfio_bind)

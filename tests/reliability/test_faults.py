@@ -24,7 +24,7 @@ import harness
 from support.sysfs_sim import SimulatedKernel
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 

@@ -72,7 +72,7 @@ from support.helpers import REPO
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import MAX_LIST_ITEMS
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import MAX_LIST_ITEMS
 
 MODULE_PACKAGE = "ansible_collections.gpuhost.kvm.plugins.modules."
 MODULE_NAMES = sorted(os.path.basename(p)[:-3]

@@ -15,8 +15,7 @@ import yaml
 import harness
 from support.helpers import REPO, ansible_env
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    read_host_critical)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.critical import read_host_critical
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 

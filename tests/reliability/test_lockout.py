@@ -17,10 +17,10 @@ import yaml
 import harness
 from support.helpers import REPO
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import read_context
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import read_context
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio_bind import (
     OVERRIDES, plan_vfio, select_devices)
 
 ROOT_DISK, ROUTE_NIC, SSH_NIC, BOOT_VGA = ("0000:01:00.0", "0000:03:00.0", "0000:44:00.0",

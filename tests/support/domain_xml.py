@@ -18,7 +18,7 @@ import subprocess
 import pytest
 from .module_args import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import Bar, PciFunction
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     Cpu, CpuState, HostTopology, HugepagePool, IommuState, NumaNode)

@@ -11,7 +11,7 @@ import pytest
 
 from support.sysfs_sim import run_module, snapshot
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 
 def _options(module_file, args):

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A small simulator of the kernel's reactions to sysfs/procfs writes, for unit tests.
 
-``SimulatedKernel`` is a ``HostWriter`` (plugins/module_utils/changes/writer.py): the
+``SimulatedKernel`` is a ``HostWriter`` (plugins/module_utils/engine/writer.py): the
 modules' cores write through it exactly as they write through the real one, and it
 changes the fake tree the way the kernel would. Each behaviour cites where it comes
 from: the lab notes (../shared/LAB.md, a Debian 6.1 kernel under QEMU with intel-iommu)
@@ -40,11 +40,11 @@ import os
 import re
 import shutil
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist, format_cpumask, parse_cpulist)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 
 _DEVICE_ATTR = re.compile(r"^/sys/bus/pci/devices/(?P<addr>[^/]+)/(?P<attr>[^/]+)$")
 _DEVICE_DRIVER_UNBIND = re.compile(r"^/sys/bus/pci/devices/(?P<addr>[^/]+)/driver/unbind$")
@@ -353,7 +353,7 @@ class SimulatedKernel(HostWriter):
             if attr == "smp_affinity_list":
                 cpus = parse_cpulist(text)
             else:
-                from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+                from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
                     parse_cpumask)
                 cpus = parse_cpumask(text)
         except Exception:

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_parsers
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "bench")
 

@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import boot_config
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import kernel_cmdline as cmdline_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from support.helpers import role_tasks
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
@@ -29,13 +29,13 @@ def _fixture(name):
 
 
 def test_grub_cfg_left_by_the_interrupted_run_lacks_the_drop_ins_arguments():
-    args = boot_config.generated_kernel_args(_fixture("lab-image-grub.cfg"))
+    args = cmdline_core.generated_kernel_args(_fixture("lab-image-grub.cfg"))
     assert args.split()[:2] == ["root=UUID=9ffb3baa-3bde-4f17-9e7e-c823978a8453", "ro"]
     assert plan_query.cmdline_missing(args, ARGS) == ARGS
 
 
 def test_grub_cfg_after_update_grub_has_them_and_keeps_the_operators_arguments():
-    args = boot_config.generated_kernel_args(_fixture("lab-update-grub.cfg"))
+    args = cmdline_core.generated_kernel_args(_fixture("lab-update-grub.cfg"))
     assert plan_query.cmdline_missing(args, ARGS) == []
     assert "mitigations=off" in args.split() and "console=ttyS0,115200n8" in args.split()
     assert not args.startswith("/boot/vmlinuz")          # the image path is not an argument
@@ -43,7 +43,7 @@ def test_grub_cfg_after_update_grub_has_them_and_keeps_the_operators_arguments()
 
 @pytest.mark.parametrize("text", ["", None, "set timeout=0\nmenuentry 'x' {\n  echo 'Loading Linux'\n}\n"])
 def test_grub_cfg_without_a_linux_line_has_no_arguments(text):
-    assert boot_config.generated_kernel_args(text) is None
+    assert cmdline_core.generated_kernel_args(text) is None
 
 
 def _tree(tmp_path, kernels, files):
@@ -121,7 +121,7 @@ def test_bad_image_patterns_name_the_field_and_the_fix(pattern):
     ("2", ["intel_idle.max_cstate=2", "processor.max_cstate=2"]),   # an inventory string
 ])
 def test_cstate_limit_becomes_both_drivers_arguments(asked, wanted):
-    assert boot_config.cstate_limit_args(asked) == wanted
+    assert cmdline_core.cstate_limit_args(asked) == wanted
 
 
 @pytest.mark.parametrize("asked, words", [
@@ -138,7 +138,7 @@ def test_cstate_limit_becomes_both_drivers_arguments(asked, wanted):
 ])
 def test_hostile_cstate_limits_are_refused_naming_the_variable(asked, words):
     with pytest.raises(GpuhostError) as err:
-        boot_config.cstate_limit_args(asked)
+        cmdline_core.cstate_limit_args(asked)
     assert words in err.value.message
     assert err.value.field == "gpuhost_max_cstate"
     assert "at most 9" in err.value.fix or "null for no limit" in err.value.fix

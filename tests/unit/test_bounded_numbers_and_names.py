@@ -6,10 +6,10 @@ validator set (validators.py). Each test says what happened before the fix."""
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import validators
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import validators
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import validate_entries
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet
 
 
@@ -101,7 +101,7 @@ def test_existing_allocations_of_the_wrong_shape_name_the_option(entry, field):
 @pytest.mark.parametrize("uri", ["qemu:///sys\x00tem", "qemu:///system\n", "", None])
 def test_a_libvirt_uri_with_a_nul_or_blank_is_refused_before_libvirt(uri):
     # Before: libvirt-python raised ValueError (embedded null character), a traceback.
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import open_connection
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import open_connection
     with pytest.raises(GpuhostError) as info:
         open_connection(uri)
     assert info.value.field == "uri"

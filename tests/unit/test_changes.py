@@ -13,13 +13,13 @@ import threading
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import (
     ChangeSet, ChangeSetError)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.shipping import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.shipping import (
     gpuhost_imports, python_library_files, wrapper_script)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import StateFile
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.state_file import StateFile
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 
 
 def test_steps_apply_in_order():
@@ -128,14 +128,14 @@ def test_value_diff_lists_kernel_attributes(tmp_path):
 
 
 def test_library_files_follow_imports_and_wrapper_runs_them(tmp_path):
-    files = python_library_files(["changes.irq_pinning"], dest=str(tmp_path))
+    files = python_library_files(["changes.irq_affinity.pinning"], dest=str(tmp_path))
     below = str(tmp_path) + "/ansible_collections/gpuhost/kvm/plugins/module_utils/"
     names = sorted(p[len(below):] for p in files)
-    assert {"changes/__init__.py", "changes/irq_pinning.py", "changes/changeset.py",
-            "changes/writer.py", "changes/state_file.py", "changes/shipping.py",
+    assert {"changes/__init__.py", "changes/irq_affinity/__init__.py", "changes/irq_affinity/pinning.py", "engine/changeset.py",
+            "engine/writer.py", "engine/state_file.py", "engine/shipping.py",
             "host/__init__.py", "host/topology.py", "host/sysfs.py", "host/pci.py",
-            "cpuset.py", "errors.py"} <= set(names)
-    text = wrapper_script("ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning",
+            "engine/__init__.py", "engine/cpuset.py", "engine/errors.py"} <= set(names)
+    text = wrapper_script("ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning",
                           "reapply_main", dest=str(tmp_path), interpreter="/usr/bin/python3")
     assert text.startswith("#!/usr/bin/python3\n")
     assert "sys.exit(reapply_main(sys.argv[1:]))" in text
@@ -144,7 +144,7 @@ def test_library_files_follow_imports_and_wrapper_runs_them(tmp_path):
 PACKAGE = "ansible_collections.gpuhost.kvm.plugins.module_utils"
 EXAMPLE_SOURCE = '''"""from ansible_collections.gpuhost.kvm.plugins.module_utils import ledger"""
 # from ansible_collections.gpuhost.kvm.plugins.module_utils import fleet
-from ansible_collections.gpuhost.kvm.plugins.module_utils import cpuset as cs, errors
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import cpuset as cs, errors
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
 from ansible.module_utils.basic import AnsibleModule
 
@@ -152,8 +152,8 @@ from ansible.module_utils.basic import AnsibleModule
 def late():
     import ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs
 from .host import topology
-from .validators import cpu_list
-from .changes import changeset as cs2
+from .engine.validators import cpu_list
+from .engine import changeset as cs2
 '''
 
 
@@ -161,11 +161,11 @@ def test_imports_are_read_from_the_syntax_tree_not_the_text():
     # An attribute imported from a module (normalize_address) is not a module; the
     # docstring and the comment name modules that are not imported.
     assert gpuhost_imports(EXAMPLE_SOURCE, PACKAGE + ".example") == [
-        "changes", "changes.changeset", "cpuset", "errors", "host", "host.pci", "host.sysfs",
-        "host.topology", "validators"]
+        "engine", "engine.changeset", "engine.cpuset", "engine.errors", "engine.validators",
+        "host", "host.pci", "host.sysfs", "host.topology"]
 
 
-@pytest.mark.parametrize("helper", ["changes.sriov", "changes.irq_pinning", "changes.irq_policy"])
+@pytest.mark.parametrize("helper", ["changes.sriov_vfs", "changes.irq_affinity.pinning", "changes.irq_affinity.policy"])
 def test_a_boot_helpers_library_imports_on_its_own(tmp_path, helper):
     """What a boot helper gets shipped is enough: with nothing else of the collection on
     the path (python -I, the shipped tree only), its module imports."""

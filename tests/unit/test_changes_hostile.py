@@ -9,11 +9,11 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import (
     ChangeSet, ChangeSetError)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import StateFile
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.state_file import StateFile
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 
 
 def _link(writer, host_path, text="outside\n"):

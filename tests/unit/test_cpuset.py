@@ -5,9 +5,9 @@
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist, format_cpumask, parse_cpulist, parse_cpumask)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 
 @pytest.mark.parametrize("text, cpus", [

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from support.sysfs_sim import TreeBuilder
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state
 
 GPU = "0000:41:00.0"

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_width as aw
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 GIB = 1 << 30
 TIB = 1 << 40

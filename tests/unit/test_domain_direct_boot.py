@@ -13,7 +13,7 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import direct_boot as db
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 from support.domain_xml import Env, plan_args
 

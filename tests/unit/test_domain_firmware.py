@@ -24,7 +24,7 @@ import pytest
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import compare
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import preflight as pf
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 from support.domain_xml import (private_connection, runbook_tenant, runbook_topology,
                                 validate_domain_xml)

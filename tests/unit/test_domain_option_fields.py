@@ -15,7 +15,7 @@ from support.module_args import patch_module_args
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     DefinedDomain, run_preflight)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
 
 from support.domain_xml import RUNBOOK_GPU, runbook_tenant, runbook_topology

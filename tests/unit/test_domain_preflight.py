@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     DefinedDomain, defined_domain_from_xml, run_preflight)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_iommu_state
 
 from support import fixturegen
@@ -244,9 +244,9 @@ def test_vcpu_on_own_emulator_or_iothread_cpu_is_refused_unless_allowed():
 def literal_context(topo, **critical):
     """The host-safety context of a literal topology: what host_safety.read_context
     would find, given as HostCriticalDevices fields."""
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.critical import (
         HostCriticalDevices)
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import HostContext
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import HostContext
     return HostContext(functions=topo.pci, iommu_enabled=True,
                        critical=HostCriticalDevices(**critical))
 

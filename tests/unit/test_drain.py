@@ -1,16 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The pure core of tenant_drain (module_utils/changes/drain.py), fed literal domain lists: which
+"""The pure core of tenant_drain (module_utils/changes/tenant_drain.py), fed literal domain lists: which
 domains block a reboot, the drain plan, the wait with its clock, the record and the
 restore plan. The module against libvirt's test driver is in
 tests/integration/test_tenant_drain_libvirt.py."""
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import drain
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import tenant_drain as drain
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 
 URI = "qemu:///system"
 
@@ -140,7 +140,7 @@ def test_record_round_trip_through_the_shared_state_file(tmp_path):
     plan = drain.plan_drain(HOST, 10, "fail")
     after = drain.record_with(empty, plan, URI)
     assert after["domains"]["scratch"] == {"uri": URI, "tenant": False}
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
     changes = ChangeSet()
     assert changes.put_state(writer, spec, empty, after)
     changes.apply()

@@ -4,7 +4,7 @@ tool reads it as the end of the options (command-line injection).
 The inventory (``grep -rn "run_command\\|subprocess" plugins/``):
 
 * qemu-img create ... -- PATH [SIZE]         (domain/storage.py; test_libvirt_pinned_domain)
-* systemctl VERB -- UNIT...                   (changes/systemd.py systemctl, irq_affinity is-enabled)
+* systemctl VERB -- UNIT...                   (engine/systemd.py systemctl, irq_affinity is-enabled)
 * modprobe -- vfio-pci                        (vfio_bind, sriov_vfs, gpuhost-sriov-apply)
 * cloud-localds [--network-config F] -- OUT USER META; genisoimage/mkisofs ... -- FILES
 * journalctl, systemctl show -p ... -- UNIT  (host_facts; test_host_facts)
@@ -22,8 +22,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import systemd
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import systemd
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import storage as domain_storage
 from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs, vfio_bind
 

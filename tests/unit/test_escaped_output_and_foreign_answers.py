@@ -12,7 +12,7 @@ import xml.dom.minidom
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import kserve_loadgen as lg
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import vf_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet

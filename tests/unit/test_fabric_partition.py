@@ -19,8 +19,8 @@ from support.fakes import HGX_GPUS as GPUS, HGX_PARTITION_SETS as SETS, active_p
 from support.fixturegen import build_hgx_h100_host
 from support.module_args import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy import host_safety
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fabric
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement

@@ -17,7 +17,7 @@ from support.fixturegen import (
 )
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet, ledger
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology,
     topology_to_dict,

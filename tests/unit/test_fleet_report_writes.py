@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """fleet_report writes its files through the collection's one writer
-(changes/writer.py HostWriter): never through a planted link, never over what is not a
+(engine/writer.py HostWriter): never through a planted link, never over what is not a
 regular file, every file checked before the first is written, each replaced atomically."""
 
 import os
@@ -10,8 +10,8 @@ import os
 import pytest
 from support.module_args import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import writer
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import writer
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import fleet_report
 
 HOSTS = {"a": None, "b": {"error": "unreachable"}}

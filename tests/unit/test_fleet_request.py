@@ -11,7 +11,7 @@ import pytest
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import capacity_facts, fleet_place
 
 GOOD = {"name": "t1", "gpus": 1, "vcpus": 4, "memory_gib": 16, "hugepage_size": "1G"}

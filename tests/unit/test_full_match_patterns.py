@@ -11,7 +11,7 @@ import pytest
 
 from support.helpers import REPO
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import NAME_RE
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import TENANT_NAME_RE, tenant_request_from_dict
 
 # A raw string literal that ends in $ and is not compiled or searched with re.M.

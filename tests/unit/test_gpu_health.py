@@ -14,7 +14,7 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import gpu_health
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 PUBLISHED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "published")
 A100_MIG = "nvidia_smi_q_x_a100_sxm4_mig_535_54_03.xml"

@@ -16,7 +16,7 @@ import pytest
 from support.fixturegen import build_eight_gpu_host
 from support.ledger_runs import ONE_GPU_TENANT, run_ledger
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
 
 TENANT = ONE_GPU_TENANT

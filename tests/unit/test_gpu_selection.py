@@ -20,7 +20,7 @@ from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import (
     choose_address_width)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import analyse_iommu
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     DEFAULT_GPU_SELECTION, MAX_GPU_DEVICES, GpuSelection, read_pci_functions)

@@ -14,10 +14,11 @@ import pytest
 
 from support.sysfs_sim import run_module
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
-    MAX_ENTRIES, MAX_TOTAL_BYTES, replace_block, validate_entries)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+    MAX_ENTRIES, MAX_TOTAL_BYTES, validate_entries)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.blocks import replace_block
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.modules import host_files
 
 MARKER = "# {mark} gpuhost.kvm iommu role: load vfio-pci before any GPU driver"

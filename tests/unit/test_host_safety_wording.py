@@ -11,12 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy import host_safety
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import preflight as domain_preflight
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import vfio
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    BIND, CHANGE_VF_COUNT, PASS_THROUGH, UNBIND, HostCriticalDevices)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import vfio_bind as vfio
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.critical import HostCriticalDevices
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
+    BIND, CHANGE_VF_COUNT, PASS_THROUGH, UNBIND)
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     libvirt_pinned_domain, sriov_vfs, vfio_bind)
 
@@ -37,7 +38,7 @@ def every_kind_context():
         root_fs={ROOT: ["/"]}, storage={ROOT: ["/"], DATA: ["/srv"]},
         network={NIC: ["the default route (eno1)"]},
         console={VGA: "boot VGA with an active console (VGA text console; vtconsole x)"})
-    return vfio.HostContext(
+    return host_safety.HostContext(
         functions=functions, iommu_enabled=True, critical=critical,
         domain_devices={GUEST: ["tenant-b"]}, acs_override="downstream",
         group_verdict=lambda members: SimpleNamespace(clean=False, foreign=[], reasons=["x"]),
@@ -68,13 +69,13 @@ def messages(action, addresses=None):
         if action in (BIND, UNBIND):
             refusals = []
             for address in chosen:
-                found = vfio.refusals_for(context, address, {}, action=action)
+                found = host_safety.refusals_for(context, address, {}, action=action)
                 refusals += found if action is BIND else [
                     r for r in found if r.option == "allow_attached_to_running_domain"]
             if action is BIND:
-                refusals += vfio.check_groups(context, chosen, {})
+                refusals += host_safety.check_groups(context, chosen, {})
             try:
-                vfio._raise_refusals(refusals, {}, action)
+                host_safety.raise_refusals(refusals, {}, action)
             except GpuhostError as err:
                 out.append((err.field, err.msg, err.fix))
         elif action is PASS_THROUGH:

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""host_units and its pure core (module_utils/changes/units.py): the decision from systemctl's
+"""host_units and its pure core (module_utils/changes/host_units.py): the decision from systemctl's
 answer and the inputs' modification times, then the module run end to end.
 
 Only systemctl is faked (FakeSystemd, every test that uses it says "fake_systemctl" in
@@ -16,8 +16,8 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from support.module_args import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import units
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_units as units
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import host_units
 
 STARTED = 1_700_000_000

@@ -12,8 +12,8 @@ import os
 import pytest
 from support.module_args import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy import host_safety
 from ansible_collections.gpuhost.kvm.plugins.modules import host_units
 
 

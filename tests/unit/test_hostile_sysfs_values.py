@@ -12,8 +12,8 @@ import pytest
 from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs, topology
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import parse_vfinfo
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import parse_vfinfo
 from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs
 
 PF = "0000:03:00.0"

@@ -11,8 +11,8 @@ import pytest
 
 from support.sysfs_sim import run_module, snapshot
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.modules import initramfs
 
 BLACKLIST = "/etc/modprobe.d/gpuhost-blacklist-gpu.conf"

@@ -13,7 +13,7 @@ import re
 
 import yaml
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import boot_config, vfio
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import initramfs as initramfs_core, vfio_bind as vfio
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
 from support.helpers import role_tasks
 
@@ -30,7 +30,7 @@ def _block(tool):
     """The early-module block the initramfs module writes for the role's modules."""
     with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as handle:
         modules = yaml.safe_load(handle)["__iommu_vfio_modules"]
-    return boot_config.early_modules_block(tool, modules)
+    return initramfs_core.early_modules_block(tool, modules)
 
 
 def test_initramfs_tools_block_goes_where_mkinitramfs_reads_and_holds_the_modules_vfio_bind_loads():
@@ -44,7 +44,7 @@ def test_dracut_snippet_is_not_the_install_items_file():
     for family in ("RedHat", "Debian"):
         path = _settings("dracut", family)["early_modules_path"]
         assert path.startswith("/etc/dracut.conf.d/") and path.endswith(".conf")
-        assert path != boot_config.DRACUT_INSTALL_ITEMS_PATH
+        assert path != initramfs_core.DRACUT_INSTALL_ITEMS_PATH
     assert _block("dracut") == 'force_drivers+=" vfio vfio_iommu_type1 vfio_pci "'
 
 
@@ -56,7 +56,7 @@ def test_stale_image_check_covers_the_install_items_file():
     assert debian["extra_inputs"] == []   # no binding file is in the image
     assert debian["image_pattern"] == "/boot/initrd.img-%s"
     rhel = _settings("dracut", "RedHat")
-    assert rhel["extra_inputs"] == [boot_config.DRACUT_INSTALL_ITEMS_PATH]
+    assert rhel["extra_inputs"] == [initramfs_core.DRACUT_INSTALL_ITEMS_PATH]
     assert rhel["image_pattern"] == "/boot/initramfs-%s.img"
     # Debian's dracut builds the images Debian's kernel hooks and GRUB look for.
     assert _settings("dracut", "Debian")["image_pattern"] == "/boot/initrd.img-%s"

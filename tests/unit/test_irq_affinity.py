@@ -15,8 +15,8 @@ from support.sysfs_sim import (SimulatedKernel, TreeBuilder, build_sim_host, ker
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import (
     irq_pinning, irq_policy, irqbalance)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpumask
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import parse_cpumask
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
 

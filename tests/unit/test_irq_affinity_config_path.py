@@ -9,8 +9,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module, snapshot
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import validators
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import validators
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
 
 

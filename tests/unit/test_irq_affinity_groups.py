@@ -13,9 +13,9 @@ import pytest
 from support.sysfs_sim import (SimulatedKernel, TreeBuilder, build_sim_host, kernel_managed_irqs,
                                run_module, snapshot)
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import pinning as irq_pinning
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
 

@@ -10,9 +10,9 @@ import pytest
 
 from support.sysfs_sim import run_module, snapshot
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import boot_config
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import kernel_cmdline as cmdline_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.modules import kernel_cmdline
 
 ARGS = ["intel_iommu=on", "iommu=pt", "hugepagesz=1G", "hugepages=64"]
@@ -113,19 +113,19 @@ def test_check_mode_reports_and_writes_nothing_with_mocked_update_grub(tmp_path)
 
 def test_killed_run_drop_in_present_grub_cfg_stale_regenerates_with_mocked_update_grub(tmp_path):
     _host(tmp_path)
-    _write(tmp_path, DROPIN, boot_config.grub_dropin_content(ARGS))
+    _write(tmp_path, DROPIN, cmdline_core.grub_dropin_content(ARGS))
     os.chmod(os.path.join(str(tmp_path), DROPIN.lstrip("/")), 0o644)
     grub = UpdateGrub(tmp_path)
     result = _run(tmp_path, commands=grub).result
     assert result["steps"] == ["run update-grub"] and result["changed"]
     assert grub.calls == [["update-grub"]]
-    assert boot_config.cmdline_missing(
-        boot_config.generated_kernel_args(_read(tmp_path, GRUB_CFG)), ARGS) == []
+    assert cmdline_core.cmdline_missing(
+        cmdline_core.generated_kernel_args(_read(tmp_path, GRUB_CFG)), ARGS) == []
 
 
 def test_failed_update_grub_mocked_rolls_the_drop_in_back(tmp_path):
     _host(tmp_path)
-    _write(tmp_path, DROPIN, boot_config.grub_dropin_content(["intel_iommu=on"]))
+    _write(tmp_path, DROPIN, cmdline_core.grub_dropin_content(["intel_iommu=on"]))
     before = snapshot(str(tmp_path))
     with pytest.raises(GpuhostError) as info:
         _run(tmp_path, commands=UpdateGrub(tmp_path, rc=1))

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import kserve_loadgen as lg
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 
 def test_nearest_rank_on_1_to_100():

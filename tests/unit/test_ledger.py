@@ -10,7 +10,7 @@ import pytest
 from support.fixturegen import build_runbook_host, build_eight_gpu_host
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 TENANT_A = {"name": "tenant-a100", "gpus": ["0000:65:00.0"], "vcpus": 30, "memory_gib": 64,
@@ -220,7 +220,7 @@ def test_bad_tenant_is_refused_before_the_lock_creates_anything(eight_gpu, tmp_p
 
 def test_a_link_planted_at_the_lock_file_is_refused_and_its_target_untouched(tmp_path):
     from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
     victim = tmp_path / "victim"
     victim.write_text("keep\n")
     path = tmp_path / "ledger.json"

@@ -11,7 +11,7 @@ from support.fixturegen import build_runbook_host
 from support.sysfs_sim import build_module
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
 
 TENANT = {"name": "t1", "vcpus": 2, "memory_gib": 2, "hugepage_size": "2M"}

@@ -1,4 +1,4 @@
-"""The allocation ledger is written by the collection's one writer (changes/writer.py HostWriter):
+"""The allocation ledger is written by the collection's one writer (engine/writer.py HostWriter):
 never through a link, never over a non-regular file, a '..' path refused, atomic, and
 under the ledger's own lock as before (one safe writer)."""
 
@@ -7,8 +7,8 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 
 BODY = ledger.LedgerData(tenants=[{"name": "t1"}], housekeeping={"0": "0"},
                          smt_policy="require")

@@ -18,7 +18,7 @@ import pytest
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import topology_to_dict
-from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import daemon_version
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import daemon_version
 from ansible_collections.gpuhost.kvm.plugins.modules import libvirt_pinned_domain as mod
 
 from support.domain_xml import (Env, RUNBOOK_GPU, RUNBOOK_HDA, plan_args, runbook_tenant,
@@ -500,7 +500,7 @@ def test_gpu_bar_total_that_is_not_a_number_is_refused(tmp_path, value):
 # -- the record and the seed files go through the shared host-file writer --------------
 
 def test_the_storage_record_and_the_seed_go_through_the_shared_writer(tmp_path, monkeypatch):
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
     written = []
     real = HostWriter.write_file
 

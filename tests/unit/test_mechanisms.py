@@ -11,7 +11,7 @@ import pytest
 
 from support.mechanism_trees import _dir, _file, _link, debian12, debian12_with_dracut, rhel9
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
 
 

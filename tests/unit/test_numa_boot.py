@@ -15,8 +15,8 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.filter.boot_helper import boot_helper_files
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import numa_boot
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 
 from support.helpers import REPO
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from support.fixturegen import build_eight_gpu_host, build_hgx_h100_host
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one reader (sysfs.read_bytes) and the writer's refusals, as classes: a host file
+"""The one reader (reader.read_bytes) and the writer's refusals, as classes: a host file
 is read inside root, only when it is a regular file, with a bounded size and without a
 decoding error; a destination is written only when it is a regular file with one name.
 
@@ -17,9 +17,10 @@ from support.module_args import patch_module_args
 
 from support.sysfs_sim import run_module, snapshot
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import gpu_health
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import reader
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     host_facts, host_files, initramfs, kernel_cmdline)
@@ -55,27 +56,27 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
     fifo = str(tmp_path / "kern.log")
     os.mkfifo(fifo)
     with pytest.raises(GpuhostError) as info:
-        _finishes(lambda: sysfs.read_bytes(fifo, field="kernel_log_file"))
+        _finishes(lambda: reader.read_bytes(fifo, field="kernel_log_file"))
     assert info.value.field == "kernel_log_file" and "a FIFO" in info.value.message
 
 
 def test_a_device_node_and_a_directory_are_refused_unless_the_caller_allows_them(tmp_path):
     # /dev/null: a character device that exists on every host this runs on
     with pytest.raises(GpuhostError) as info:
-        sysfs.read_bytes(os.devnull)
+        reader.read_bytes(os.devnull)
     assert "a character device" in info.value.message
-    assert sysfs.read_bytes(os.devnull, special_ok=True) == b""
+    assert reader.read_bytes(os.devnull, special_ok=True) == b""
     with pytest.raises(GpuhostError) as info:
-        sysfs.read_bytes(str(tmp_path))
+        reader.read_bytes(str(tmp_path))
     assert "a directory" in info.value.message
 
 
 def test_the_size_read_is_bounded(tmp_path):
     path = str(tmp_path / "big")
     _write(path, b"x" * 1001)
-    assert sysfs.read_bytes(path, max_bytes=1001) == b"x" * 1001
+    assert reader.read_bytes(path, max_bytes=1001) == b"x" * 1001
     with pytest.raises(GpuhostError) as info:
-        sysfs.read_bytes(path, max_bytes=1000, field="f")
+        reader.read_bytes(path, max_bytes=1000, field="f")
     assert info.value.field == "f" and "larger than the 1000 bytes" in info.value.message
 
 
@@ -85,18 +86,18 @@ def test_a_link_out_of_root_is_refused_unless_the_caller_reads_sysfs(tmp_path):
     (root / "etc").mkdir(parents=True)
     os.symlink(str(tmp_path / "outside" / "secret"), str(root / "etc" / "conf"))
     with pytest.raises(GpuhostError) as info:
-        sysfs.read_bytes(str(root / "etc" / "conf"), root=str(root), field="f")
+        reader.read_bytes(str(root / "etc" / "conf"), root=str(root), field="f")
     assert "leads out of" in info.value.message
-    assert sysfs.read_bytes(str(root / "etc" / "conf"), root=str(root),
+    assert reader.read_bytes(str(root / "etc" / "conf"), root=str(root),
                             links_out_of_root=True) == b"key\n"
     with pytest.raises(GpuhostError):
-        sysfs.read_bytes(str(root / "etc" / ".." / ".." / "outside" / "secret"), root=str(root))
+        reader.read_bytes(str(root / "etc" / ".." / ".." / "outside" / "secret"), root=str(root))
 
 
 def test_text_is_decoded_without_raising(tmp_path):
     path = str(tmp_path / "attr")
     _write(path, b"caf\xe9\n")
-    assert sysfs.read_file_text(path) == "caf\ufffd\n"
+    assert reader.read_file_text(path) == "caf\ufffd\n"
     assert sysfs.read_text(path) == "caf\ufffd"
 
 

@@ -10,7 +10,7 @@ import json
 import pytest
 from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciFunction
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     default_housekeeping,
@@ -610,7 +610,7 @@ def test_a_failure_leaves_the_inputs_untouched():
 
 
 def _cpus(text):
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import parse_cpulist
     return parse_cpulist(text)
 
 

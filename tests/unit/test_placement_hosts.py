@@ -11,7 +11,7 @@ import pytest
 
 from support import fixturegen
 from support import realtrees
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology,

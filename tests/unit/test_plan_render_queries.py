@@ -3,7 +3,7 @@ on the planner's real output for the synthetic runbook host."""
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 from support.fixturegen import build_runbook_host
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import cpuset, validators
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import cpuset, validators
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import topology
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 
 from support import fixturegen

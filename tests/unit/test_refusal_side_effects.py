@@ -13,8 +13,8 @@ from support.module_args import patch_module_args
 
 from support import fixturegen
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import FileLock, HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import FileLock, HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import tenant_ledger
 
 

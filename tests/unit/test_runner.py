@@ -17,8 +17,8 @@ import re
 import pytest
 from support.module_args import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.runner import run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import run_module
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     gpu_health, initramfs, kernel_cmdline, kserve_loadgen, libvirt_pinned_domain, sriov_vfs,
     vfio_bind)

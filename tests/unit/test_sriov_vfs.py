@@ -13,8 +13,8 @@ import pytest
 from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module, snapshot
 from support.domain_xml import write_libvirt_test_node
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import sriov
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import sriov_vfs as sriov
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs
 from support.fakes import FakeIproute
 

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A symbolic link planted at a state file (vfio_bind, sriov_vfs, irq_affinity)
-is refused before it is read (host_files.read_state: no follow, O_NOFOLLOW), naming the
+is refused before it is read (state_file.read_state_nofollow: no follow, O_NOFOLLOW), naming the
 option that keeps the file, with exactly one "Fix:"."""
 
 import os
@@ -11,9 +11,8 @@ import pytest
 
 from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_files
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter, read_host_text
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity, sriov_vfs, vfio_bind
 from support.planted_links import plant, refused
 
@@ -62,7 +61,7 @@ def test_read_host_text_never_opens_a_link(tmp_path, monkeypatch):
     real_open = os.open
     monkeypatch.setattr(os, "open", lambda p, *a, **k: opened.append(p) or real_open(p, *a, **k))
     with pytest.raises(GpuhostError) as info:
-        host_files.read_host_text(HostWriter(root), "/etc/link", "opt", "fix it")
+        read_host_text(HostWriter(root), "/etc/link", "opt", "fix it")
     assert info.value.field == "opt" and opened == []
-    assert host_files.read_host_text(HostWriter(root), "/etc/real", "opt", "f") == "x\n"
-    assert host_files.read_host_text(HostWriter(root), "/etc/none", "opt", "f") is None
+    assert read_host_text(HostWriter(root), "/etc/real", "opt", "f") == "x\n"
+    assert read_host_text(HostWriter(root), "/etc/none", "opt", "f") is None

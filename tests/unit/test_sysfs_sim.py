@@ -11,7 +11,7 @@ import pytest
 from support import fixturegen
 from support.sysfs_sim import SimulatedKernel, build_sim_host, kernel_managed_irqs
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpumask
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import parse_cpumask
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
 

@@ -3,7 +3,7 @@ behind the gpuhost.kvm.tenants inventory plugin."""
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils.tenant_inventory import guest_hosts
 
 A = {"name": "tenant-a", "gpus": 1, "vcpus": 4, "memory_gib": 8,

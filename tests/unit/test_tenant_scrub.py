@@ -19,7 +19,7 @@ from support import REPO
 from support.fakes import FakeIproute
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import tenant_scrub
 
 GPU, HDA = "0000:41:00.0", "0000:41:00.1"
@@ -362,7 +362,7 @@ def test_gate_lets_an_hda_without_reset_through_when_vfio_resets_its_bus(tmp_pat
 
 def test_a_function_without_reset_on_a_root_bus_is_refused(tmp_path):
     # A root bus has no bridge above it, so no secondary bus reset: nothing wipes it.
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.tenant_scrub import (
         no_reset_functions)
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
     root = str(tmp_path / "host")
@@ -386,7 +386,7 @@ def test_a_topology_not_read_from_sysfs_is_not_refused_for_an_unknown_reset():
     # the topology option's dict form (topology_to_dict of a literal topology) does not
     # say whether the reset file exists: unknown is not "no reset", and is not refused
     from support.domain_xml import RUNBOOK_GPU, runbook_topology
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.scrub import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.tenant_scrub import (
         no_reset_functions)
     topo = runbook_topology()
     assert topo.pci[RUNBOOK_GPU].reset_file is None
@@ -523,7 +523,7 @@ def test_a_gpu_found_again_on_a_host_driver_is_named_and_not_reset(env):
 def test_a_rescan_of_a_gpu_a_process_holds_is_refused_before_any_write(env, monkeypatch):
     sim, path = env
     data = _quarantined(sim, path)
-    from ansible_collections.gpuhost.kvm.plugins.module_utils import host_safety
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.policy import host_safety
     monkeypatch.setattr(host_safety, "open_users", lambda root, nodes: {4242: ("qemu-system-x86", nodes)})
     sim.writes.clear()
     with pytest.raises(GpuhostError) as info:

@@ -20,7 +20,7 @@ from support.sysfs_sim import TreeBuilder
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs, topology
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import evaluate_host
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import LedgerData, reserve
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciFunction

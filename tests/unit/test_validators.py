@@ -1,9 +1,9 @@
-"""plugins/module_utils/validators.py: values that reach a command line."""
+"""plugins/module_utils/engine/validators.py: values that reach a command line."""
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     finite_number, positive_int, qemu_img_size)
 
 
@@ -65,12 +65,12 @@ def test_positive_ints_refuse_below_one_bools_and_fractions(value, message):
 
 # -- one set of validators ----------------------------------------------------------------
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils import (
-    validators, vf_settings)  # noqa: E402
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import validators  # noqa: E402
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import vf_settings  # noqa: E402
 
 
 def test_mac_and_vlan_validators_live_in_validators_and_vf_settings_uses_them():
-    # one set: vf_settings (and through it sriov.py and domain/xml.py) uses these objects
+    # one set: vf_settings uses these objects, as sriov.py and domain/xml.py do
     assert vf_settings.validate_mac is validators.validate_mac
     assert vf_settings.validate_vlan is validators.validate_vlan
     assert validators.validate_mac("52:54:00:AB:00:01") == "52:54:00:ab:00:01"

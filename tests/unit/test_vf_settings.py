@@ -13,13 +13,13 @@ from support.hosts import fails, runbook_host
 from support.hosts import tenant as runbook_tenant_request
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, validation
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import validate_tenants
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     plan_placement,
     tenant_request_from_dict,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import (
     VfRequest,
     parse_nic_vf,
     parse_vfinfo,

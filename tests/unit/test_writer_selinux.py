@@ -16,11 +16,11 @@ import pytest
 
 from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import irq_pinning
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning import LIBVIRT_HOOK
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import pinning as irq_pinning
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning import LIBVIRT_HOOK
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import (
     SELINUX_BINDINGS, HostWriter)
 
 # The stub's policy: the types Debian's reference policy gives these paths, as docs/selinux.md

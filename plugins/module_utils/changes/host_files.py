@@ -27,11 +27,11 @@ import stat
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import account_name
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.blocks import add_block_step, replace_block
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import account_name
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import (
     ChangeSet, FileChange)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import describe_os_error
 
 STATES = ("file", "directory", "absent")
 MAX_ENTRIES = 256
@@ -191,80 +191,6 @@ def _text_key(index, path, content, block, marker):
                            field=_field(index, "marker"),
                            fix="give a marker such as '# {mark} managed by gpuhost.kvm'")
     return key
-
-
-def replace_block(before, block, marker):
-    """``before`` (bytes, None for no file) with the lines between the ``marker`` lines
-    (``{mark}`` as BEGIN and END) replaced by ``block``, or the marked block appended
-    when the file has none: the bytes ansible.builtin.blockinfile writes with its
-    defaults (insertafter EOF), so a file it wrote stays unchanged."""
-    lines = before.splitlines(True) if before else []
-    begin = (marker.replace("{mark}", "BEGIN") + "\n").encode("utf-8")
-    end = (marker.replace("{mark}", "END") + "\n").encode("utf-8")
-    body = block.encode("utf-8", "surrogateescape")
-    if body and not body.endswith(b"\n"):
-        body += b"\n"
-    new = [begin] + body.splitlines(True) + [end] if body else []
-    first = last = None
-    for number, line in enumerate(lines):
-        if line == begin:
-            first = number
-        if line == end:
-            last = number
-    if first is None or last is None:
-        at = len(lines)
-    else:
-        at = min(first, last)
-        lines[at:max(first, last) + 1] = []
-    if at > 0 and not lines[at - 1].endswith(b"\n"):
-        lines[at - 1] += b"\n"
-    lines[at:at] = new
-    return b"".join(lines)
-
-
-def block_of(data, marker):
-    """The text between the ``marker`` lines of ``data`` (bytes), None when it has none."""
-    lines = data.splitlines(True) if data else []
-    begin = (marker.replace("{mark}", "BEGIN") + "\n").encode("utf-8")
-    end = (marker.replace("{mark}", "END") + "\n").encode("utf-8")
-    if begin not in lines or end not in lines:
-        return None
-    first, last = lines.index(begin), lines.index(end)
-    return b"".join(lines[first + 1:last]).decode("utf-8", "surrogateescape")
-
-
-def add_block_step(changes, writer, host_path, block, marker, mode=None, owner=None,
-                   field=None, description=None):
-    """A step that puts ``block`` between the ``marker`` lines of the shared host file
-    ``host_path``: it reads, merges and writes under the file's lock (HostWriter.lock),
-    so another run's block written since the plan read the file is kept, whichever
-    module wrote it. The undo puts back, the same way, only this block as it was.
-    The destination is checked now (a link, a hard link, not a regular file)."""
-    writer.check_replaceable(host_path, field)
-    record = {}
-
-    def merge(text, remove_when_empty=False):
-        """Put ``text`` (None: no block) into the file as it is now, under its lock;
-        returns what the file held."""
-        with writer.lock(host_path, field) as lock:
-            current = writer.read_unlinked(host_path, field)
-            wanted = replace_block(current, text or "", marker)
-            if not wanted and (remove_when_empty or current is None):
-                writer.remove_file(host_path)
-            elif wanted != current:
-                writer.write_file(host_path, wanted, mode, owner, field=field)
-            lock.remove()     # no lock file is left beside the host's file
-        return current
-
-    def apply():
-        record["folders"] = writer.missing_folders(host_path)
-        record["was"] = merge(block)
-
-    def undo():
-        # a file this step created goes again once no other block is left in it
-        merge(block_of(record["was"], marker), remove_when_empty=record["was"] is None)
-        writer.remove_empty_folders(record["folders"])
-    changes.add(description or "update the block of %s" % host_path, apply, undo)
 
 
 def _owner_ids(index, entry):
@@ -433,35 +359,3 @@ def _plan_file(plan, writer, index, entry, before, after, mode, owner, ids, attr
         "update %s%s" % (entry.path, " (mode %04o)" % entry.mode if attributes else ""),
         lambda: writer.write_file(entry.path, after, entry.mode, ids),
         lambda: writer.write_file(entry.path, before, mode, owner))
-
-
-# -- the shared no-follow readers --------------------------------------------------------
-# A file a module reads and then replaces is refused before it is read when a link stands
-# at its place (HostWriter.refuse_link and HostWriter.read_unlinked say why).
-
-def read_host_text(writer, host_path, field, fix):
-    """The text of a host file the module keeps, None when absent. A link at its place is
-    refused unread (``HostWriter.refuse_link``); the open itself never follows one
-    either (``HostWriter.read_unlinked``, for a link planted in between). An unreadable
-    file or one that is not UTF-8 is a GpuhostError naming ``field``."""
-    writer.refuse_link(host_path, field)
-    try:
-        data = writer.read_unlinked(host_path, field)
-    except OSError as err:
-        raise GpuhostError("cannot read %s: %s" % (host_path, describe_os_error(err)),
-                           field=field, fix=fix)
-    except GpuhostError as err:     # the reader's refusal (a directory, a FIFO, too large)
-        raise GpuhostError("cannot read %s: %s" % (host_path, err.msg), field=field, fix=fix)
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise GpuhostError("%s is not a text file (%s)" % (host_path, err), field=field,
-                           fix=fix)
-
-
-def read_state(writer, spec):
-    """A StateFile (changes/state_file.py) read through ``read_host_text``: a link at its place
-    is refused before it is read, naming the spec's field."""
-    return spec.parse(read_host_text(writer, spec.path, spec.field, spec.fix))

@@ -26,8 +26,8 @@ import re
 import sys
 from dataclasses import dataclass
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import (
     HostWriter, describe_os_error)
 
 CONF_FILE = "/etc/gpuhost/numa.conf"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 # target state -> (action when the domain's activity differs, active afterwards)
 RUN_STATE_ACTIONS = {"running": ("start", True), "shutdown": ("shutdown", False),

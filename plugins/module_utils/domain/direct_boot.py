@@ -19,8 +19,8 @@ import stat
 from dataclasses import dataclass
 from typing import Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import absolute_path
 
 DEFAULT_BOOT_IMAGES_DIR = "/var/lib/libvirt/boot"
 # virtlogd writes a serial <log> there; RHEL's policy labels it virt_log_t.

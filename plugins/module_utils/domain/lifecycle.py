@@ -10,8 +10,8 @@ from __future__ import annotations
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.compare import ExistingDomain
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     defined_domain_from_xml)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.libvirt_conn import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import (
     libvirt, libvirt_error_text)
 
 # libvirt's virDomainState numbers

@@ -21,17 +21,18 @@ import os
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import (
     FIRMWARE_FEATURES, hostdev_origins, pci_source_key, parse_xml)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    PASS_THROUGH, host_refusals, refusal_fix)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
+    host_refusals, PASS_THROUGH, refusal_fix)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import (
-    decode_text, read_bytes, resolve_dir)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import (
+    decode_text, read_bytes)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import resolve_dir
 
 
 @dataclass

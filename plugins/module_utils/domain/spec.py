@@ -9,10 +9,10 @@ from __future__ import annotations
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.direct_boot import (
     DEFAULT_BOOT_IMAGES_DIR, direct_boot_from_params, serial_log_from_params)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     normalize_address, slot_bar64_sizes)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     absolute_path, domain_uuid, finite_number, interface_name, whole_number)
 
 

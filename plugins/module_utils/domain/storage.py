@@ -5,10 +5,10 @@
 the cloud-init seed ISO, and the record of them under ``state_dir`` (one JSON file per
 domain, so that state=absent remove_storage=true removes only what the module made).
 
-Every file goes through the collection's one writer (changes/writer.py HostWriter: temp file,
+Every file goes through the collection's one writer (engine/writer.py HostWriter: temp file,
 fsync, rename; never through a link, never over what is not a regular file). ``plan``
 decides; ``changes`` turns the plan into steps of the collection's one ChangeSet
-(changes/changeset.py), which the module applies together with the define, so that a
+(engine/changeset.py), which the module applies together with the define, so that a
 refused define undoes the files as any failed step undoes those before it; ``finish``
 drops the kept copies of rebuilt seeds once the whole set succeeded."""
 
@@ -23,11 +23,11 @@ import tempfile
 from dataclasses import dataclass
 from typing import List, Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_bytes, read_file_text
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import read_bytes, read_file_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     absolute_path, qemu_img_size)
 
 SEED_TOOLS = ("cloud-localds", "genisoimage", "mkisofs", "xorriso")

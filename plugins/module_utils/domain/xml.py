@@ -23,15 +23,14 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     MAX_CPUS, MAX_NODE, format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_width
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
-    finite_number, hugepage_size_kib, whole_number)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
-    validate_mac, validate_vlan, vf_settings)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
+    finite_number, hugepage_size_kib, validate_mac, validate_vlan, whole_number)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import vf_settings
 
 try:
     from lxml import etree

@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     MAX_NODE, format_cpulist, parse_cpulist)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_file_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import read_file_text
 
 # The inspect formats (Go templates of docker and podman alike).
 PID_FORMAT = "{{.State.Pid}}"

@@ -31,8 +31,8 @@ import re
 from xml.etree import ElementTree
 from xml.parsers import expat
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import decode_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import decode_text
 
 # nvidia-smi -q -x is about 20 kB per GPU (most of it the supported clocks list); 16 MiB
 # is hundreds of GPUs, and still a bound a hostile or broken tool cannot get past.

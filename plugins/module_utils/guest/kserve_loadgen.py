@@ -42,8 +42,8 @@ import time
 
 from urllib.parse import quote
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     finite_number, positive_int, url as checked_url)
 
 # The longest a run, its warm-up or one request may be told to take: a day.

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import kernel_log as kernel_log_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import reader
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PCI_DEVICES_DIR, normalize_address
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 AER_KINDS = ("correctable", "fatal", "nonfatal")
 _AER_TOTALS = {"correctable": "TOTAL_ERR_COR", "fatal": "TOTAL_ERR_FATAL", "nonfatal": "TOTAL_ERR_NONFATAL"}
@@ -147,7 +148,7 @@ def read_device_state(address, root="/", kernel_log=None, log_since=None):
     answers = None
     if "config" in entries:
         try:
-            head = sysfs.read_bytes(os.path.join(dev_dir, "config"), root=root, max_bytes=4096)[:4]
+            head = reader.read_bytes(os.path.join(dev_dir, "config"), root=root, max_bytes=4096)[:4]
         except (OSError, GpuhostError):
             head = b""
         if len(head) == 4:

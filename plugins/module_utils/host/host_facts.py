@@ -20,9 +20,10 @@ import os
 import posixpath
 import re
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import reader
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state, kernel_log, sysfs
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import format_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     format_class_code, normalize_address, read_pci_functions)
 
@@ -230,12 +231,12 @@ def read_dpkg_packages(root="/"):
     """The installed packages below ``root`` from dpkg's status file, or None when the
     host has no readable one (not a dpkg host, or a file too large to be one)."""
     try:
-        data = sysfs.read_bytes(sysfs.path(root, DPKG_STATUS), max_bytes=DPKG_STATUS_MAX_BYTES)
+        data = reader.read_bytes(sysfs.path(root, DPKG_STATUS), max_bytes=DPKG_STATUS_MAX_BYTES)
     except (OSError, GpuhostError):
         return None
     if b"\x00" in data:
         return None
-    return parse_dpkg_status(sysfs.decode_text(data))
+    return parse_dpkg_status(reader.decode_text(data))
 
 
 # rpm's answer, a line a package: the tab-separated fields package_facts' rpm manager gives.

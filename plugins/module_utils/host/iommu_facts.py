@@ -9,15 +9,15 @@ netlink)."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import (
     analyse_iommu, parse_gpu_vendor)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import interface_name
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import parse_vfinfo
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import interface_name
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import parse_vfinfo
 
 
 def check_iommu_options(root, gpu_vendor, gpu_devices=None, gpu_devices_only=False):

@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import reader
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 
 KMSG = "dev/kmsg"
@@ -112,7 +113,7 @@ def read_kernel_log(root="/"):
         boot_id = sysfs.read_text(sysfs.path(root, BOOT_ID))
         for _attempt in range(3):
             try:
-                data = sysfs.read_bytes(sysfs.path(root, KMSG), root=root, special_ok=True,
+                data = reader.read_bytes(sysfs.path(root, KMSG), root=root, special_ok=True,
                                         no_follow=True)
                 break
             except OSError as err:
@@ -124,4 +125,4 @@ def read_kernel_log(root="/"):
     except (OSError, ValueError, GpuhostError):    # GpuhostError: out of root, too large
         return None
     return KernelLog(boot_id=boot_id.strip() if boot_id else None,
-                     messages=parse_kmsg(sysfs.decode_text(data)))
+                     messages=parse_kmsg(reader.decode_text(data)))

@@ -21,7 +21,7 @@ import os
 import posixpath
 import stat
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 KINDS = ("boot_loader", "initramfs", "libvirt")
 CHOICES = {"boot_loader": ("grubby", "grub"), "initramfs": ("dracut", "initramfs-tools"),

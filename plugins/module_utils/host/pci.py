@@ -11,9 +11,12 @@ from dataclasses import dataclass, field
 from typing import FrozenSet, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     bounded_list, pci_id_or_address, validate_flag)
+
+# The host driver that holds a device for a guest.
+VFIO_PCI = "vfio-pci"
 
 # domain:bus:slot.function; the domain may be omitted (0000) and may have 5 hex digits
 # on hosts with Intel VMD, which puts its root ports in domains 10000 and up.

@@ -32,7 +32,7 @@ import re
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_irqs, vfio_actions)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import format_cpulist, parse_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import format_cpulist, parse_cpulist
 
 _VCPU_THREAD_RE = re.compile(r"^CPU ([0-9]+)/[A-Za-z0-9_-]+\Z")
 # libvirt names its iothreads iothread<N>; QEMU's own monitor thread ("IO mon_iothread")

@@ -15,9 +15,10 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Dict, Optional, Tuple
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import reader
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import MAX_CPUS
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import MAX_CPUS
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     Bar, PciFunction, read_pci_functions)
 
@@ -129,7 +130,7 @@ def read_cpuinfo_summary(root="/"):
     flags = ()
     phys_bits = None
     try:
-        lines = sysfs.read_file_text(sysfs.path(root, "proc/cpuinfo")).splitlines()
+        lines = reader.read_file_text(sysfs.path(root, "proc/cpuinfo")).splitlines()
     except (OSError, GpuhostError):
         lines = []
     for line in lines:

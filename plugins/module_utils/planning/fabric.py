@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Tuple
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
 
 # nv_fm_types.h: FM_MAX_FABRIC_PARTITIONS

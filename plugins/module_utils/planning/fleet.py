@@ -27,8 +27,8 @@ import math
 import re
 from xml.sax.saxutils import escape
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import MAX_CPUS, parse_cpulist
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import MAX_CPUS, parse_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     GpuSelection, gpu_selection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import (
@@ -44,7 +44,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement imp
     validate_tenant_name,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import markdown_text
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import is_count, positive_int
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import is_count, positive_int
 
 REPORT_FORMAT = "gpuhost.kvm/fleet-report"
 REPORT_VERSION = 1

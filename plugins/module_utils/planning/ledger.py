@@ -32,9 +32,9 @@ import json
 import os
 import re
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import FileLock, HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import FileLock, HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     config_path, finite_number)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     TenantRequest,

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Tuple, Union
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     MAX_CPUS,
     MAX_NODE,
     format_cpulist,
@@ -46,7 +46,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import (
     choose_address_width)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import MAX_IOTHREADS
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fabric
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
@@ -61,12 +61,12 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     HostTopology,
     topology_from_dict,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     mapping,
     mapping_list,
     whole_number,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import (
     VfRequest,
     parse_nic_vf,
     settings_differences,

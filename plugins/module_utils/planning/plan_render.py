@@ -15,7 +15,7 @@ import re
 from xml.sax.saxutils import escape
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import report_text
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     MAX_CPUS,
     format_cpulist,
     parse_cpulist,
@@ -25,7 +25,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement imp
     MAX_HUGEPAGES,
     MAX_MEMORY_GIB,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import whole_number
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import whole_number
 
 HOUSEKEEPING = "housekeeping"
 FREE = "free"

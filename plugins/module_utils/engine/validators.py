@@ -16,7 +16,7 @@ import stat
 import unicodedata
 from urllib.parse import urlsplit
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 # qemu-img's size syntax: bytes, or a number with one of its suffixes (k/K = KiB, M, G,
 # T, P, E); a fraction only with a suffix.

@@ -7,7 +7,7 @@ A module first computes every step (each with an ``apply`` and, where the change
 reversed, an ``undo``), shows them in check mode, and only then calls
 ``ChangeSet.apply()``. If a step fails, the steps already applied are undone in reverse
 order and a ChangeSetError tells what failed and what was rolled back. The files a step
-writes go through the one writer (changes/writer.py).
+writes go through the one writer (engine/writer.py).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.state_file import (
     revert_state_file, update_state_file)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import describe_os_error
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import describe_os_error
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 
 @dataclass

@@ -28,7 +28,7 @@ MSI-X. So the wanted pins are stored in /etc/gpuhost/irq-affinity.json and
 irqbalance rewrites the affinity of every IRQ it balances, every ten seconds, among the
 CPUs it may use, so a running irqbalance undoes the pins (seen on the lab: the NIC's and
 the NVMe admin queue's IRQs moved off node 0's housekeeping CPUs within a minute). Its
-policy script (``--policyscript``, gpuhost-irqbalance-policy, irq_policy.py) answers
+policy script (``--policyscript``, gpuhost-irqbalance-policy, policy.py) answers
 ``ban=true`` for the IRQs the stored pins cover, so irqbalance leaves them alone and
 balances the rest away from the banned tenant CPUs.
 """
@@ -44,23 +44,21 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist, parse_cpulist)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
-    read_state as read_state_nofollow)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_cpus_attr
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_policy import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.policy import (
     CONFIG_FILE, parse_stored_rule)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_cpu_state, read_irqs, vfio_actions)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.shipping import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.shipping import (
     python_library_files, wrapper_script)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import (
-    StateFile, revert_state_file, update_state_file)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.state_file import (
+    read_state_nofollow, StateFile, revert_state_file, update_state_file)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import (
     FileLock, HostWriter, describe_os_error)
 
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-irq-reapply"
@@ -71,7 +69,7 @@ NM_DISPATCHER_DIR = "/etc/NetworkManager/dispatcher.d"
 NM_DISPATCHER = NM_DISPATCHER_DIR + "/90-gpuhost-irq-affinity"
 UNIT_NAME = "gpuhost-irq-reapply.service"
 UNIT_FILE = "/etc/systemd/system/" + UNIT_NAME
-LIBRARY = ("changes.irq_pinning",)
+LIBRARY = ("changes.irq_affinity.pinning",)
 WATCH_SECONDS = 180
 # After WATCH_SECONDS (a look every 2 s), the libvirt hook's watcher goes on looking every
 # DOMAIN_WATCH_INTERVAL_S for as long as the domain's QEMU lives: a guest enables MSI or
@@ -396,8 +394,8 @@ def plan_persistence(changes, writer, rules, interpreter="/usr/bin/python3", for
     config_changed = changes.put_state(writer, CONFIG, stored, dict(stored, rules=kept))
     if not rules:
         return config_changed
-    module = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_pinning"
-    policy_module = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_policy"
+    module = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning"
+    policy_module = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.policy"
     changes.put_file(writer, HELPER, wrapper_script(module, "reapply_main",
                                                     interpreter=interpreter), mode=0o755)
     # The policy script runs once per IRQ at irqbalance's start: its own light module.

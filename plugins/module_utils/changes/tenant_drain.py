@@ -18,7 +18,7 @@ each domain after its tenant) and one of two things happens:
   off and names them in the result.
 
 The names the drain stopped are recorded, before the first request, in a state file of
-the collection (``record_spec``: the shared locked writer of changes/state_file.py), so that the
+the collection (``record_spec``: the shared locked writer of engine/state_file.py), so that the
 restore after the reboot (``restored``) starts exactly those domains again, even when
 the run that drained is not the run that restores. Domains that libvirt's autostart
 already started at boot are only taken off the record.
@@ -33,9 +33,9 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import StateFile
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.state_file import StateFile
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     absolute_path, finite_number)
 
 DEFAULT_RECORD_PATH = "/var/lib/gpuhost/drain.json"

@@ -32,26 +32,25 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
-    read_state as read_state_nofollow)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     normalize_address, vf_address)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.shipping import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.shipping import (
     python_library_files, wrapper_script)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import StateFile
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import interface_name
-from ansible_collections.gpuhost.kvm.plugins.module_utils.vf_settings import (  # noqa: F401
-    FRESH_VF, ZERO_MAC, parse_vfinfo, validate_flag, validate_mac, validate_vlan)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
-    VFIO_PCI, current_driver, current_override, device_path, driver_loaded)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.state_file import StateFile, read_state_nofollow
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
+    ZERO_MAC, interface_name, validate_flag, validate_mac, validate_vlan)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import FRESH_VF, parse_vfinfo
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio_bind import (
+    current_driver, current_override, device_path, driver_loaded)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import VFIO_PCI
 
 CONFIG_FILE = "/etc/gpuhost/sriov.json"
 UNIT_FILE = "/etc/systemd/system/gpuhost-sriov.service"
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-sriov-apply"
-LIBRARY = ("changes.sriov",)
+LIBRARY = ("changes.sriov_vfs",)
 VF_DRIVERS = ("vfio-pci", "default", "none")
 _ADDRESS_LIKE = re.compile(r"^([0-9a-fA-F]{1,5}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}\.[0-7]\Z")
 LINK_STATES = ("auto", "enable", "disable")
@@ -563,7 +562,7 @@ def plan_persistence(changes, writer, plan, num_vfs, vf_driver, vf_settings, int
     # the same moment joins the unit on the next run that reads the merged file.
     changes.put_file(writer, UNIT_FILE, unit_text(config))
     changes.put_file(writer, HELPER, wrapper_script(
-        "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov", "boot_apply",
+        "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov_vfs", "boot_apply",
         interpreter=interpreter), mode=0o755)
     for path, source in python_library_files(LIBRARY).items():
         changes.put_file(writer, path, source, summarize=True)

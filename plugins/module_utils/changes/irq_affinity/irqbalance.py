@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 import shlex
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist, format_cpumask)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import parse_cpus_text
 
 CPULIST_KEY = "IRQBALANCE_BANNED_CPULIST"

@@ -10,7 +10,7 @@ import ast
 import importlib
 import importlib.util
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 _PACKAGE = "ansible_collections.gpuhost.kvm.plugins.module_utils"
 

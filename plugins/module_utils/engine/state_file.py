@@ -5,7 +5,7 @@
 stored IRQ pins, the SR-IOV configuration).
 
 A ``StateFile`` describes one; it is changed only through ``ChangeSet.put_state``
-(changes/changeset.py): its step takes the file's lock (``FileLock``, an flock on
+(engine/changeset.py): its step takes the file's lock (``FileLock``, an flock on
 ``<file>.lock``, never opened through a link), re-reads the file under it, merges the
 run's per-entry changes into what it finds (``update_state_file``), writes atomically
 and lets go. Two runs at once (two onboardings) therefore both keep their entries,
@@ -19,8 +19,8 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.writer import describe_os_error
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import describe_os_error, read_host_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 STATE_VERSION = 1
 _ABSENT = object()
@@ -221,3 +221,9 @@ def revert_state_file(writer, spec, record):
             if record["made_lock"]:
                 lock.remove()
                 writer.remove_empty_folders(record["created"])
+
+
+def read_state_nofollow(writer, spec):
+    """A StateFile read through ``read_host_text``: a link at its place
+    is refused before it is read, naming the spec's field."""
+    return spec.parse(read_host_text(writer, spec.path, spec.field, spec.fix))

@@ -18,10 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-# The MAC, VLAN and flag validators live with every other validator; they are imported
-# here under their old names because sriov.py and domain/xml.py take them from here.
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import (  # noqa: F401
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     MAC_EXAMPLE, ZERO_MAC, validate_flag, validate_mac, validate_vlan)
 
 SETTING_KEYS = ("mac", "vlan", "spoofchk", "trust")

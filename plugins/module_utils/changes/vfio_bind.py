@@ -43,17 +43,14 @@ from typing import Dict, List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import (
-    read_state as read_state_nofollow)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import (
-    BIND, UNBIND, VFIO_OVERRIDES)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
+    BIND, UNBIND, VFIO_OVERRIDES, check_groups, check_iommu, raise_refusals, refusals_for)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
-    PciAddress, gpu_selection, normalize_address)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.state_file import StateFile
+    VFIO_PCI, PciAddress, gpu_selection, normalize_address)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.state_file import StateFile, read_state_nofollow
 
-VFIO_PCI = "vfio-pci"
 STATE_FILE = "/var/lib/gpuhost/vfio-bind.json"
 DRIVERCTL_DIR = "/etc/driverctl.d"
 DRIVERCTL_BINARIES = ("/usr/sbin/driverctl", "/usr/bin/driverctl", "/sbin/driverctl")
@@ -147,133 +144,6 @@ def select_devices(functions, devices=None, match=None, with_companions=True,
             selected += [m for m in mates if m not in selected]
     selected.sort(key=PciAddress.parse)
     return selected, companions
-
-
-# -- refusals --------------------------------------------------------------------------
-
-@dataclass
-class Refusal:
-    address: str
-    reason: str                # what the device is to the host
-    option: Optional[str]      # None: nothing overrides it (in the calling module)
-    why: Optional[str] = None  # what the action does to it and what the host loses
-
-    def text(self):
-        tail = ("set %s: true to override" % self.option) if self.option else "no override"
-        return "%s %s%s (%s)" % (self.address, self.reason,
-                                 ": %s" % self.why if self.why else "", tail)
-
-
-@dataclass
-class HostContext:
-    """What the safety checks read from the host, gathered once before deciding."""
-
-    functions: dict
-    iommu_enabled: bool
-    group_verdict: object = None          # callable(addresses) -> GroupVerdict
-    critical: object = None               # host_safety.HostCriticalDevices
-    domain_devices: Optional[dict] = None  # address -> running domains; None: not checked
-    open_users: object = None             # callable(address, driver) -> {pid: (comm, nodes)}
-    acs_override: Optional[str] = None    # pcie_acs_override=<value> of the running kernel
-
-
-def refusals_for(context, address, options, changing_driver=True, action=BIND):
-    """Every reason not to let ``action`` (a host_safety.HostAction) take ``address``
-    from the host, worded for that action, with the override the action's module has
-    (None where it has none)."""
-    refusals = []
-
-    def refuse(reason, kind, option):
-        refusals.append(Refusal(address, reason, action.override(option), action.why(kind)))
-
-    function = context.functions[address]
-    if function.is_bridge:
-        refuse("is a PCI bridge", "bridge", None)
-        return refusals
-    critical = context.critical
-    if critical is not None:
-        if address in critical.root_fs:
-            refuse("holds the root filesystem", "root_fs", None)
-        else:
-            for kind, why in critical.kinds_of(address):
-                refuse(why, kind, "allow_host_critical")
-        if address in critical.console:
-            refuse(critical.console[address], "console", "allow_boot_vga")
-    if context.domain_devices and address in context.domain_devices:
-        refuse("is attached to running libvirt domain(s) %s"
-               % ", ".join(context.domain_devices[address]), "domain",
-               "allow_attached_to_running_domain")
-    if changing_driver and context.open_users is not None and function.driver not in (
-            None, VFIO_PCI):
-        users = context.open_users(address, function.driver)
-        if users:
-            held = "; ".join("pid %d (%s) holds %s" % (pid, comm, ", ".join(nodes))
-                             for pid, (comm, nodes) in sorted(users.items()))
-            refuse("is in use through its %s driver: %s" % (function.driver, held), "in_use",
-                   "allow_in_use")
-    return refusals
-
-
-def _raise_refusals(refusals, options, action=BIND):
-    blocking = [r for r in refusals if r.option is None or not options.get(r.option)]
-    if not blocking:
-        return
-    first = blocking[0]
-    fixes = sorted(set(r.option for r in blocking if r.option))
-    if any(r.option is None for r in blocking):
-        fix = "remove the device(s) marked 'no override' from devices/match"
-        if fixes:
-            fix += "; for the others set %s only if you accept the risk" % ", ".join(fixes)
-    else:
-        fix = "set %s only if you accept the risk, or leave the device(s) out" % ", ".join(fixes)
-    raise GpuhostError("refusing to %s: " % action.verb + "; ".join(r.text() for r in blocking),
-                       field=first.option or "devices", fix=fix,
-                       details={"refusals": [{"address": r.address, "reason": r.reason,
-                                              "override": r.option} for r in blocking]})
-
-
-def check_iommu(context):
-    if not context.iommu_enabled:
-        raise GpuhostError(
-            "the IOMMU is off (no IOMMU groups under /sys/kernel/iommu_groups), so vfio-pci "
-            "cannot isolate any device", field="state",
-            fix="add intel_iommu=on iommu=pt (Intel) or amd_iommu=on iommu=pt (AMD) to the "
-                "kernel command line (gpuhost.kvm.kernel_args), enable VT-d/AMD-Vi in the "
-                "firmware, and reboot")
-
-
-def check_groups(context, selected, options):
-    """Each IOMMU group touched must hold nothing but the selection and bridges."""
-    if context.group_verdict is None:
-        return []
-    by_group: Dict[int, List[str]] = {}
-    for address in selected:
-        group = context.functions[address].iommu_group
-        if group is None:
-            raise GpuhostError(
-                "%s has no IOMMU group although the IOMMU is on" % address, field="devices",
-                fix="check dmesg for DMAR/AMD-Vi errors; the device cannot be passed through")
-        by_group.setdefault(group, []).append(address)
-    refusals = []
-    for group, members in sorted(by_group.items()):
-        if context.acs_override:
-            # The group looks clean only because the kernel was told to pretend.
-            refusals.append(Refusal(
-                members[0], "is in IOMMU group %d, whose boundary pcie_acs_override=%s forces "
-                            "in software: the hardware does not isolate it, so the guest may "
-                            "reach other devices by peer-to-peer DMA (remove pcie_acs_override "
-                            "from the kernel command line)" % (group, context.acs_override),
-                "allow_acs_override"))
-        verdict = context.group_verdict(members)
-        if not verdict.clean:
-            foreign = ", ".join("%s (%s, driver %s)" % (f["address"], f.get("class_name"),
-                                                        f.get("driver"))
-                                for f in verdict.foreign)
-            refusals.append(Refusal(
-                members[0], "shares IOMMU group %d with %s: every device in a group goes to "
-                            "the guest together" % (group, foreign or "; ".join(verdict.reasons)),
-                "allow_dirty_group"))
-    return refusals
 
 
 # -- state file ------------------------------------------------------------------------
@@ -541,7 +411,7 @@ def plan_vfio(writer, context, selected, companions, state="bound", options=None
                          if r.option == "allow_attached_to_running_domain"]
     if state == "bound" and to_change:
         refusals += check_groups(context, selected, options)
-    _raise_refusals(refusals, options, BIND if state == "bound" else UNBIND)
+    raise_refusals(refusals, options, BIND if state == "bound" else UNBIND)
 
     needs_modprobe = state == "bound" and any(
         p.driver_before != VFIO_PCI for p in plans if p.changed) and not driver_loaded(
@@ -590,5 +460,5 @@ def in_initramfs_image(path, generator):
 def prepend_modprobe(plan, run_modprobe):
     """Load vfio-pci first when a device must move to it and the driver is missing."""
     if plan.needs_modprobe:
-        from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import Step
+        from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import Step
         plan.changes.steps.insert(0, Step("modprobe vfio-pci", run_modprobe))

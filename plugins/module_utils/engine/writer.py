@@ -11,7 +11,7 @@ files are replaced atomically (a temporary file in the same folder, fsync, renam
 SELinux is enabled, what it creates or replaces gets the default context of its host path
 after the rename (``restore_default_context``), as ``restorecon`` would give it.
 
-``FileLock`` is the flock a state file's read-modify-write holds (changes/state_file.py).
+``FileLock`` is the flock a state file's read-modify-write holds (engine/state_file.py).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import sys
 import tempfile
 import time
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import reader
 
 # The SELinux calls Ansible's own file handling makes (AnsibleModule.atomic_move): libselinux
 # through ctypes, an ImportError where the library is absent. Imported here so that
@@ -373,9 +373,9 @@ class HostWriter:
     def read_bytes(self, host_path, field=None):
         """The exact bytes of a regular file, None when it does not exist. A link at the
         path is not followed (ELOOP), so a planted link cannot show another file; a
-        directory, FIFO or device there is refused (sysfs.read_bytes, naming ``field``)."""
+        directory, FIFO or device there is refused (reader.read_bytes, naming ``field``)."""
         try:
-            return sysfs.read_bytes(self.path(host_path), no_follow=True, field=field or "path",
+            return reader.read_bytes(self.path(host_path), no_follow=True, field=field or "path",
                                     shown=host_path)
         except FileNotFoundError:
             return None
@@ -543,3 +543,29 @@ def describe_os_error(err):
     if isinstance(err, OSError) and err.errno:
         return "%s (%s)" % (os.strerror(err.errno), errno.errorcode.get(err.errno, err.errno))
     return str(err)
+
+
+# -- the shared no-follow readers --------------------------------------------------------
+# A file a module reads and then replaces is refused before it is read when a link stands
+# at its place (HostWriter.refuse_link and HostWriter.read_unlinked say why).
+
+def read_host_text(writer, host_path, field, fix):
+    """The text of a host file the module keeps, None when absent. A link at its place is
+    refused unread (``HostWriter.refuse_link``); the open itself never follows one
+    either (``HostWriter.read_unlinked``, for a link planted in between). An unreadable
+    file or one that is not UTF-8 is a GpuhostError naming ``field``."""
+    writer.refuse_link(host_path, field)
+    try:
+        data = writer.read_unlinked(host_path, field)
+    except OSError as err:
+        raise GpuhostError("cannot read %s: %s" % (host_path, describe_os_error(err)),
+                           field=field, fix=fix)
+    except GpuhostError as err:     # the reader's refusal (a directory, a FIFO, too large)
+        raise GpuhostError("cannot read %s: %s" % (host_path, err.msg), field=field, fix=fix)
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise GpuhostError("%s is not a text file (%s)" % (host_path, err), field=field,
+                           fix=fix)

@@ -20,9 +20,9 @@ import os
 import re
 import sys
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.cpuset import parse_cpulist
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_file_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import parse_cpulist
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import read_file_text
 
 CONFIG_FILE = "/etc/gpuhost/irq-affinity.json"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 # The kernel's bitmap_parselist() takes "a", "a-b" and "a-b:used/group"; a stride without
 # its "/group" part is rejected there, so it is rejected here too.

@@ -37,15 +37,17 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import Refusal
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host_safety import vfio_group_holders
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
+    vfio_group_holders)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     is_kernel_address, normalize_address, reset_capability, vfio_resets_on_release)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov_vfs import (
     SCRUBBED_VF, current_vfs, plan_vf_scrub)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.changeset import ChangeSet
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio import (
-    VFIO_PCI, current_driver, device_path)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio_bind import (
+    current_driver, device_path)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import VFIO_PCI
 
 ALLOW_NO_RESET = "allow_no_reset"
 RESCAN_ALL = "/sys/bus/pci/rescan"

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 
 def systemctl_argv(verb, *units):

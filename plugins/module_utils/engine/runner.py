@@ -25,9 +25,9 @@ import traceback
 from ansible.module_utils import basic
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.common_args import ROOT_ARGUMENT_SPEC
-from ansible_collections.gpuhost.kvm.plugins.module_utils.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.validators import absolute_path
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import ROOT_ARGUMENT_SPEC
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import absolute_path
 
 # What ansible-core's own checks raise, before a module's code runs, for a value they
 # cannot check (float(10**400), a list where a dict with suboptions is due). Not
