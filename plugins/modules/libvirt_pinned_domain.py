@@ -695,6 +695,8 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import canonical as domain_canonical
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import report_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.compare import (
@@ -706,7 +708,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.lifecycle impor
     set_run_state, state_name, undefine_domain)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     preflight_from_params)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.argument_spec import (
     ARGUMENT_SPEC, MODULE_RULES, check_float_options, domain_spec_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.storage import DomainStorage
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSetError
@@ -777,7 +779,7 @@ class PinnedDomain:
     def run(self):
         # Before anything else: the name is also a file name under state_dir, which must
         # be a usable folder before a change is planned that its record would follow.
-        dx.validate_domain_name(self.name)
+        domain_model.validate_domain_name(self.name)
         self.storage.check_state_dir()
         check_float_options(self.module.argument_spec, self.params)
         if self.conn is None:
@@ -792,7 +794,7 @@ class PinnedDomain:
             else read_host_topology(root=self.params["root"], with_irqs=False))
         spec = domain_spec_from_params(self.params, topo)
         spec.libvirt_version = daemon_version(self.conn)
-        width = dx.address_width_for(spec)
+        width = domain_model.address_width_for(spec)
         self.address_width = width.report() if width else None
         check_boot_files(spec.direct_boot, self.params["root"])
         self.preflight(spec, topo)
@@ -849,7 +851,7 @@ class PinnedDomain:
         self.xml = inactive_xml(domain)
         self.uuid, self.run_state = domain.UUIDString(), state_name(domain)
         if change.define:
-            self.diff["after"] = dx.canonical_form(self.xml, change.wanted)[0]
+            self.diff["after"] = domain_canonical.canonical_form(self.xml, change.wanted)[0]
 
     def _define(self, xml):
         try:

@@ -36,7 +36,7 @@ from typing import List, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     descriptor_offers, read_firmware_descriptors)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import DomainSpec, GpuSpec
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.model import DomainSpec, GpuSpec
 
 GIB = 1 << 30
 # QEMU's address width under TCG when nothing sets phys-bits

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import validators
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.host_files import validate_entries
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet
 
@@ -30,8 +30,8 @@ def test_hugepage_sizes_no_kernel_offers_are_refused(value):
 
 def test_the_domain_builder_refuses_a_zero_hugepage_size():
     with pytest.raises(GpuhostError):
-        dx.hugepage_size_to_kib("0M")
-    assert dx.hugepage_size_to_kib(0) is None
+        domain_model.hugepage_size_to_kib("0M")
+    assert domain_model.hugepage_size_to_kib(0) is None
 
 
 @pytest.mark.parametrize("value, result", [("root", "root"), ("0", 0), ("65534", 65534),

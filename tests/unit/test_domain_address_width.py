@@ -271,14 +271,15 @@ def test_plan_refuses_a_tenant_the_host_width_cannot_serve():
 
 
 def test_plan_entry_without_bar_sizes_counts_the_total_as_one_bar():
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
     from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
     from support.domain_xml import runbook_tenant
     tenant = runbook_tenant(memory_gib=64)
-    legacy = dx.spec_from_plan(tenant, firmware="efi", cpu_vendor=INTEL)
+    legacy = domain_model.spec_from_plan(tenant, firmware="efi", cpu_vendor=INTEL)
     tenant["gpus"][0]["bar64_sizes"] = [128 * GIB, 32 * MIB]
-    sized = dx.spec_from_plan(tenant, firmware="efi", cpu_vendor=INTEL)
+    sized = domain_model.spec_from_plan(tenant, firmware="efi", cpu_vendor=INTEL)
     assert legacy.gpus[0].bar_sizes() == ((32 * GIB) + (32 * MIB),)
-    assert dx.address_width_for(legacy).bits == 39
+    assert domain_model.address_width_for(legacy).bits == 39
     assert sized.gpus[0].bar_sizes() == (128 * GIB, 32 * MIB)
     assert dx.build_domain_xml(sized).find("cpu/maxphysaddr").attrib == \
         {"mode": "emulate", "bits": "41"}
@@ -324,7 +325,7 @@ def test_plan_report_lists_each_gpu_tenant_width_and_window():
 
 
 def test_guest_cpu_comes_from_the_host_under_kvm_and_not_under_tcg():
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import guest_cpu_of
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.argument_spec import guest_cpu_of
     from support.domain_xml import runbook_topology
     topology = runbook_topology()
     topology.cpus.phys_bits = 46
@@ -341,8 +342,8 @@ def test_module_options_take_cpu_and_bars_from_the_host_tree_below_root(tmp_path
     does): vendor_id, pdpe1gb and address sizes from proc/cpuinfo, each 64-bit BAR of
     the GPU and its HDA from their sysfs resource files."""
     from support.module_args import patch_module_args
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.argument_spec import (
         domain_spec_from_params)
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
         read_host_topology)
@@ -360,7 +361,7 @@ def test_module_options_take_cpu_and_bars_from_the_host_tree_below_root(tmp_path
     assert (spec.cpu_vendor, spec.host_phys_bits, spec.cpu_1g_pages) == (INTEL, 40, True)
     # a 256 GiB window needs 41 bits; this host has 40
     with pytest.raises(GpuhostError) as err:
-        dx.address_width_for(spec)
+        domain_model.address_width_for(spec)
     assert "tenant-h100" in str(err.value) and "41 bits" in str(err.value)
     assert "has 40" in str(err.value)
 

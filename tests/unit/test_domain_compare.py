@@ -10,6 +10,7 @@ addresses libvirt assigns are the real ones the comparison must keep and ignore.
 import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import compare
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
@@ -19,9 +20,9 @@ libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requiremen
 
 
 def spec(**overrides):
-    overrides.setdefault("disk", dx.DiskSpec(path="/var/lib/libvirt/images/tenant-a100.qcow2"))
+    overrides.setdefault("disk", domain_model.DiskSpec(path="/var/lib/libvirt/images/tenant-a100.qcow2"))
     overrides.setdefault("seed_path", None)
-    return dx.spec_from_plan(runbook_tenant(), **overrides)
+    return domain_model.spec_from_plan(runbook_tenant(), **overrides)
 
 
 def defined_by_libvirt(tmp_path, domain_spec, active=False, autostart=False):

@@ -145,7 +145,7 @@ def test_a_kernel_that_is_a_directory_is_refused(env):
 
 
 def test_initrd_without_kernel_is_refused_by_the_argument_spec():
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import MODULE_RULES
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.argument_spec import MODULE_RULES
     assert MODULE_RULES["required_by"] == {"initrd": ("kernel",), "cmdline": ("kernel",)}
 
 

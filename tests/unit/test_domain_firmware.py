@@ -23,6 +23,7 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import compare
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import preflight as pf
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
@@ -99,9 +100,9 @@ def install_rhel_ovmf(root, images=True):
 
 
 def spec(firmware="bios", **overrides):
-    overrides.setdefault("disk", dx.DiskSpec(path="/var/lib/libvirt/images/tenant-a100.qcow2"))
+    overrides.setdefault("disk", domain_model.DiskSpec(path="/var/lib/libvirt/images/tenant-a100.qcow2"))
     overrides.setdefault("seed_path", None)
-    return dx.spec_from_plan(runbook_tenant(), firmware=firmware, **overrides)
+    return domain_model.spec_from_plan(runbook_tenant(), firmware=firmware, **overrides)
 
 
 def defined_by_libvirt(tmp_path, xml_text, active=True):
@@ -139,7 +140,7 @@ def autoselected(wanted, code=None, variables=None, secure=False):
 
 # -- the XML ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("firmware", dx.FIRMWARE_CHOICES)
+@pytest.mark.parametrize("firmware", domain_model.FIRMWARE_CHOICES)
 def test_every_firmware_validates_and_round_trips_on_the_test_driver(firmware, tmp_path):
     wanted = dx.build_domain_xml(spec(firmware))
     validate_domain_xml(dx.to_string(wanted), tmp_path)

@@ -4,7 +4,7 @@ preflight accepts that node for the memory, and only for a GPU node without memo
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import run_preflight
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
@@ -27,12 +27,12 @@ def borrowing_tenant(memory_node=1):
 
 
 def test_the_plans_memory_node_is_accepted_for_a_memoryless_gpu_node():
-    report = run_preflight(dx.spec_from_plan(borrowing_tenant()), memoryless(runbook_topology()), [])
+    report = run_preflight(domain_model.spec_from_plan(borrowing_tenant()), memoryless(runbook_topology()), [])
     assert report.refusals == [] and report.warnings == []
 
 
 def test_the_memory_node_is_refused_when_the_gpu_node_has_memory():
-    report = run_preflight(dx.spec_from_plan(borrowing_tenant()), runbook_topology(), [])
+    report = run_preflight(domain_model.spec_from_plan(borrowing_tenant()), runbook_topology(), [])
     [refusal] = report.refusals
     assert refusal.field == "plan.numatune.nodeset"
     assert "memory nodeset is 1" in refusal.msg
@@ -43,7 +43,7 @@ def test_the_memory_node_is_refused_when_the_gpu_node_has_memory():
 def test_without_memory_node_another_nodeset_is_still_refused():
     tenant = borrowing_tenant()
     del tenant["memory_node"]
-    report = run_preflight(dx.spec_from_plan(tenant), memoryless(runbook_topology()), [])
+    report = run_preflight(domain_model.spec_from_plan(tenant), memoryless(runbook_topology()), [])
     assert [r.field for r in report.refusals] == ["plan.numatune.nodeset"]
 
 
@@ -51,11 +51,11 @@ def test_a_memory_node_that_is_not_the_nodeset_or_has_no_memory_is_refused():
     # nodeset and memory_node disagree: the plan was edited by hand.
     tenant = borrowing_tenant()
     tenant["memory_node"] = 0
-    report = run_preflight(dx.spec_from_plan(tenant), memoryless(runbook_topology()), [])
+    report = run_preflight(domain_model.spec_from_plan(tenant), memoryless(runbook_topology()), [])
     assert [r.field for r in report.refusals] == ["plan.numatune.nodeset"]
     # Both nodes without memory: node 1 cannot back the tenant either.
     topo = memoryless(memoryless(runbook_topology()), 1)
-    report = run_preflight(dx.spec_from_plan(borrowing_tenant()), topo, [])
+    report = run_preflight(domain_model.spec_from_plan(borrowing_tenant()), topo, [])
     assert "plan.numatune.nodeset" in [r.field for r in report.refusals]
 
 
@@ -64,7 +64,7 @@ def test_a_memory_node_that_is_not_a_node_number_is_refused(value):
     tenant = borrowing_tenant()
     tenant["memory_node"] = value
     with pytest.raises(GpuhostError) as info:
-        dx.spec_from_plan(tenant)
+        domain_model.spec_from_plan(tenant)
     assert info.value.field == "plan.memory_node"
 
 

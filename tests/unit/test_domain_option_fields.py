@@ -12,7 +12,7 @@ import pytest
 
 from support.module_args import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     DefinedDomain, run_preflight)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
@@ -70,7 +70,7 @@ def test_the_checker_knows_options_from_names():
 @pytest.mark.parametrize("source", ["plugins/modules/libvirt_pinned_domain.py",
                                     "plugins/module_utils/domain/xml.py",
                                     "plugins/module_utils/domain/preflight.py",
-                                    "plugins/module_utils/domain/spec.py",
+                                    "plugins/module_utils/domain/argument_spec.py",
                                     "plugins/module_utils/domain/storage.py",
                                     "plugins/module_utils/domain/lifecycle.py"])
 def test_every_literal_field_is_an_option(source):
@@ -83,7 +83,7 @@ def test_every_literal_field_is_an_option(source):
 
 
 def test_every_name_the_specs_map_to_is_an_option():
-    for options in (dx.OPTION_NAMES, dx.PLAN_OPTION_NAMES):
+    for options in (domain_model.OPTION_NAMES, domain_model.PLAN_OPTION_NAMES):
         wrong = sorted(v for v in options.values() if not is_option(v))
         assert wrong == []
 
@@ -168,11 +168,11 @@ def test_plan_refusals_name_the_plan_keys():
     other = DefinedDomain(name="other", vcpu_cpus=(3,))
     tenant = runbook_tenant(vf=False)
     tenant["emulator_cpus"] = "35"
-    report = run_preflight(dx.spec_from_plan(tenant), topo, [other])
+    report = run_preflight(domain_model.spec_from_plan(tenant), topo, [other])
     fields = [r.field for r in report.refusals]
     assert "plan.emulator_cpus" in fields and "plan.vcpu_pins" in fields
     assert all(is_option(f) for f in fields)
     with pytest.raises(GpuhostError) as info:
-        dx.spec_from_plan(dict(runbook_tenant(), numatune={"mode": "strict", "nodeset": "x"}))
+        domain_model.spec_from_plan(dict(runbook_tenant(), numatune={"mode": "strict", "nodeset": "x"}))
     assert info.value.field == "plan.numatune.nodeset"
     assert "cpulist" not in info.value.message

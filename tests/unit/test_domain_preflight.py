@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
     DefinedDomain, defined_domain_from_xml, run_preflight)
@@ -23,7 +24,7 @@ from support.domain_xml import (RUNBOOK_GPU, RUNBOOK_HDA, RUNBOOK_VF, dirty_topo
 def spec(**tenant_changes):
     tenant = runbook_tenant()
     tenant.update(tenant_changes)
-    return dx.spec_from_plan(tenant)
+    return domain_model.spec_from_plan(tenant)
 
 
 def refusal_fields(report):
@@ -40,7 +41,7 @@ def test_dirty_iommu_group_is_refused_naming_the_usb_controller():
     tenant = runbook_tenant(vf=False)
     tenant["gpus"] = [{"address": "0000:01:00.0",
                        "functions": ["0000:01:00.0", "0000:01:00.1"], "bar64_total": 0}]
-    report = run_preflight(dx.spec_from_plan(tenant), dirty_topology(), [])
+    report = run_preflight(domain_model.spec_from_plan(tenant), dirty_topology(), [])
     assert refusal_fields(report) == ["plan"]
     text = report.refusals[0].msg
     assert "IOMMU group 5" in text and "0000:02:00.0" in text and "xhci_hcd" in text
@@ -143,7 +144,7 @@ def test_memory_on_another_node_refused_unless_allowed():
 def test_vcpus_on_another_node_are_named():
     tenant = runbook_tenant()
     tenant["vcpu_pins"] = [16, 48] + tenant["vcpu_pins"][2:]
-    report = run_preflight(dx.spec_from_plan(tenant), runbook_topology(), [])
+    report = run_preflight(domain_model.spec_from_plan(tenant), runbook_topology(), [])
     assert refusal_fields(report) == ["plan.vcpu_pins"]
     assert "vCPU pins 16,48 are on node 1" in report.refusals[0].msg
 
@@ -181,7 +182,7 @@ def gpu_only_spec():
     """The runbook tenant given the A100 without its HDA function (same IOMMU group)."""
     tenant = runbook_tenant(vf=False)
     tenant["gpus"] = [dict(tenant["gpus"][0], functions=[RUNBOOK_GPU])]
-    return dx.spec_from_plan(tenant)
+    return domain_model.spec_from_plan(tenant)
 
 
 def test_function_of_a_group_another_domain_holds_is_refused():
@@ -208,7 +209,7 @@ def one_thread_per_core_spec():
     """Two vCPUs on CPUs 1 and 2: one thread each of cores 1 and 2 (siblings 33, 34)."""
     tenant = runbook_tenant(vcpus=2, vf=False)
     tenant["vcpu_pins"] = [1, 2]
-    return dx.spec_from_plan(tenant)
+    return domain_model.spec_from_plan(tenant)
 
 
 def test_vcpu_on_the_smt_sibling_of_another_domains_vcpu_is_refused_unless_allowed():
@@ -229,14 +230,14 @@ def test_vcpu_on_the_smt_sibling_of_another_domains_vcpu_is_refused_unless_allow
 def test_vcpu_on_own_emulator_or_iothread_cpu_is_refused_unless_allowed():
     tenant = runbook_tenant(vcpus=2, vf=False)
     tenant.update(emulator_cpus="1", iothread_cpus="0,33")
-    report = run_preflight(dx.spec_from_plan(tenant), runbook_topology(), [])
+    report = run_preflight(domain_model.spec_from_plan(tenant), runbook_topology(), [])
     assert refusal_fields(report) == ["plan.vcpu_pins"]
     refusal = report.refusals[0]
     assert refusal.msg.startswith("vCPU pins 1,33 are also this domain's emulator_cpus (1) "
                                   "and iothread_cpus (33)")
     assert refusal.override == "allow_vcpu_emulator_overlap"
     assert "numa_cpuset plans them on the node's housekeeping CPUs" in refusal.fix
-    allowed = run_preflight(dx.spec_from_plan(tenant), runbook_topology(), [],
+    allowed = run_preflight(domain_model.spec_from_plan(tenant), runbook_topology(), [],
                             allow_vcpu_emulator_overlap=True)
     assert allowed.refusals == [] and "allow_vcpu_emulator_overlap" in allowed.warnings[0]
 
@@ -254,7 +255,7 @@ def literal_context(topo, **critical):
 def test_host_critical_hostdevs_are_refused_with_vfio_binds_words():
     topo = runbook_topology()
     tenant = runbook_tenant()
-    spec_ = dx.spec_from_plan(tenant, extra_hostdevs=("0000:b1:00.0",))
+    spec_ = domain_model.spec_from_plan(tenant, extra_hostdevs=("0000:b1:00.0",))
     context = literal_context(
         topo, root_fs={"0000:b1:00.0": ["/"]}, storage={"0000:b1:00.0": ["/"]},
         network={RUNBOOK_VF: ["the default route (ens1f0v0)"]})
@@ -286,7 +287,7 @@ def test_bridge_and_boot_vga_hostdevs_are_refused():
     topo = runbook_topology()
     topo.pci["0000:64:01.0"] = PciFunction(address="0000:64:01.0", class_code=0x060400,
                                            vendor_id=0x8086, iommu_group=90, numa_node=0)
-    spec_ = dx.spec_from_plan(runbook_tenant(vf=False), extra_hostdevs=("0000:64:01.0",))
+    spec_ = domain_model.spec_from_plan(runbook_tenant(vf=False), extra_hostdevs=("0000:64:01.0",))
     context = literal_context(topo, console={RUNBOOK_GPU: "boot VGA with an active console "
                                                           "(VGA text console; vtconsole x)"})
     report = run_preflight(spec_, topo, [], host_context=context,
@@ -299,7 +300,7 @@ def test_bridge_and_boot_vga_hostdevs_are_refused():
 def test_hostdev_origins_name_the_option_each_device_came_from():
     from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import (
         hostdev_origins)
-    spec_ = dx.spec_from_plan(runbook_tenant(), extra_hostdevs=("0000:b1:00.0",))
+    spec_ = domain_model.spec_from_plan(runbook_tenant(), extra_hostdevs=("0000:b1:00.0",))
     assert hostdev_origins(spec_, from_plan=True, vf_option_given=False) == {
         RUNBOOK_GPU: "plan", RUNBOOK_HDA: "plan", RUNBOOK_VF: "plan",
         "0000:b1:00.0": "hostdevs"}
@@ -311,12 +312,12 @@ def test_a_missing_vf_and_a_missing_gpu_are_refusals_of_different_kinds():
     # The vm role's check mode lets the planned VF be missing (the sriov_irq stage creates
     # it later) but never a missing GPU: it tells them apart by kind, not by wording.
     topo = runbook_topology()
-    no_vf = dx.spec_from_plan(runbook_tenant(address="0000:65:10.7", index=7))
+    no_vf = domain_model.spec_from_plan(runbook_tenant(address="0000:65:10.7", index=7))
     refusals = run_preflight(no_vf, topo, []).refusals
     assert [r.kind for r in refusals if "0000:65:10.7" in r.msg] == ["vf_missing"], refusals
     no_gpu = runbook_tenant()
     no_gpu["gpus"][0].update(address="0000:99:00.0", functions=["0000:99:00.0"])
-    kinds = [r.kind for r in run_preflight(dx.spec_from_plan(no_gpu), topo, []).refusals]
+    kinds = [r.kind for r in run_preflight(domain_model.spec_from_plan(no_gpu), topo, []).refusals]
     assert "hostdev_missing" in kinds and "vf_missing" not in kinds, kinds
 
 
@@ -396,7 +397,7 @@ def test_a_domain_without_host_devices_needs_no_interrupt_remapping(tmp_path):
         str(tmp_path), cmdline="ro intel_iommu=on intremap=off"))
     tenant = runbook_tenant(vf=False)
     tenant["gpus"] = []
-    report = run_preflight(dx.spec_from_plan(tenant), _remapping_topology(iommu), [])
+    report = run_preflight(domain_model.spec_from_plan(tenant), _remapping_topology(iommu), [])
     assert report.refusals == [] and report.warnings == []
 
 

@@ -10,6 +10,8 @@ import pytest
 from lxml import etree
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_width
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import canonical as domain_canonical
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
@@ -20,20 +22,20 @@ libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requiremen
 
 
 def runbook_spec(**overrides):
-    overrides.setdefault("disk", dx.DiskSpec(path="/var/lib/libvirt/images/tenant-a100.qcow2"))
+    overrides.setdefault("disk", domain_model.DiskSpec(path="/var/lib/libvirt/images/tenant-a100.qcow2"))
     overrides.setdefault("seed_path", "/var/lib/libvirt/images/tenant-a100-seed.iso")
-    return dx.spec_from_plan(runbook_tenant(), **overrides)
+    return domain_model.spec_from_plan(runbook_tenant(), **overrides)
 
 
 # Every shape the module can produce; each one is schema-checked and defined.
 VARIANTS = {
     "runbook-vf-interface": {},
-    "vf-as-plain-hostdev": {"network": dx.NetworkSpec(kind="vf", vf_mode="hostdev")},
-    "vf-interface-mac-vlan": {"network": dx.NetworkSpec(kind="vf", mac="52:54:00:6C:00:01",
+    "vf-as-plain-hostdev": {"network": domain_model.NetworkSpec(kind="vf", vf_mode="hostdev")},
+    "vf-interface-mac-vlan": {"network": domain_model.NetworkSpec(kind="vf", mac="52:54:00:6C:00:01",
                                                         vlan=100)},
-    "bridge-with-mac": {"network": dx.NetworkSpec(kind="bridge", bridge="br0",
+    "bridge-with-mac": {"network": domain_model.NetworkSpec(kind="bridge", bridge="br0",
                                                   mac="52:54:00:AA:BB:CC")},
-    "no-network": {"network": dx.NetworkSpec(kind="none")},
+    "no-network": {"network": domain_model.NetworkSpec(kind="none")},
     "vcpusched-fifo": {"vcpusched": {"scheduler": "fifo", "priority": 1}},
     "vcpusched-rr-some": {"vcpusched": {"scheduler": "rr", "priority": 10, "vcpus": "0-3"}},
     "kvm-hidden": {"hide_kvm": True},
@@ -47,13 +49,13 @@ VARIANTS = {
     "libvirt-7.0-tcg-maximum": {"domain_type": "qemu", "cpu_mode": "maximum",
                                 "libvirt_version": (7, 0, 0)},
     "no-disk-no-seed": {"disk": None, "seed_path": None},
-    "sata-disk-no-iothread": {"disk": dx.DiskSpec(path="/srv/a.qcow2", bus="sata",
+    "sata-disk-no-iothread": {"disk": domain_model.DiskSpec(path="/srv/a.qcow2", bus="sata",
                                                   target="sdb", iothread=None)},
     "extra-hostdev": {"extra_hostdevs": ("0000:41:00.3",)},
     "explicit-uuid": {"uuid": "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"},
     "rom-bar-gpu-off-vf-interface-on": {"rom_bar": {RUNBOOK_GPU: "off", RUNBOOK_HDA: "off",
                                                     RUNBOOK_VF: "on"}},
-    "rom-bar-vf-plain-hostdev": {"network": dx.NetworkSpec(kind="vf", vf_mode="hostdev"),
+    "rom-bar-vf-plain-hostdev": {"network": domain_model.NetworkSpec(kind="vf", vf_mode="hostdev"),
                                  "rom_bar": {RUNBOOK_VF: "off"}},
     "rom-bar-extra-hostdev": {"extra_hostdevs": ("0000:41:00.3",),
                               "rom_bar": {"0000:41:00.3": "off"}},
@@ -69,7 +71,7 @@ def variant_spec(name):
 
 def two_gpu_spec():
     spec = runbook_spec()
-    spec.gpus.append(dx.GpuSpec(address="0000:ca:00.0", bar64_total=64 << 30))
+    spec.gpus.append(domain_model.GpuSpec(address="0000:ca:00.0", bar64_total=64 << 30))
     return spec
 
 
@@ -79,7 +81,7 @@ def small_spec(**overrides):
                   memory_nodeset="0", emulator_cpus="0,32", iothreads=1,
                   iothread_cpus="0,32", hugepage_size_kib=2048)
     values.update(overrides)
-    return dx.spec_from_options("small", 4, vcpu_pins, 2, **values)
+    return domain_model.spec_from_options("small", 4, vcpu_pins, 2, **values)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -97,8 +99,8 @@ def test_every_variant_validates_and_round_trips(variant, domain_type, tmp_path)
     domain = conn.defineXML(dx.to_string(wanted))
     actual = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
     validate_domain_xml(actual, tmp_path)
-    assert dx.changed_elements(actual, wanted) == []
-    before, after = dx.canonical_form(actual, wanted)
+    assert domain_canonical.changed_elements(actual, wanted) == []
+    before, after = domain_canonical.canonical_form(actual, wanted)
     assert before == after
 
 
@@ -113,7 +115,7 @@ def test_two_gpus_get_two_root_ports_and_validate(tmp_path):
              for h in wanted.findall("devices/hostdev")}
     assert buses == {"0x65": "0x01", "0xca": "0x02"}
     domain = private_connection(tmp_path).defineXML(dx.to_string(wanted))
-    assert dx.changed_elements(domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), wanted) == []
+    assert domain_canonical.changed_elements(domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), wanted) == []
 
 
 def test_small_structured_spec_validates(tmp_path):
@@ -164,12 +166,12 @@ def test_runbook_tenant_has_section_8_shape():
     assert xml.find("devices/serial[@type='pty']") is not None
     assert xml.find("devices/console/target").attrib == {"type": "serial", "port": "0"}
     vf = xml.find("devices/interface[@type='hostdev']")
-    assert dx.pci_source_key(vf) == RUNBOOK_VF
+    assert domain_canonical.pci_source_key(vf) == RUNBOOK_VF
 
 
 def test_gpu_and_hda_share_one_guest_slot_with_host_function_numbers():
     xml = dx.build_domain_xml(runbook_spec())
-    hostdevs = {dx.pci_source_key(h): h for h in xml.findall("devices/hostdev")}
+    hostdevs = {domain_canonical.pci_source_key(h): h for h in xml.findall("devices/hostdev")}
     assert set(hostdevs) == {RUNBOOK_GPU, RUNBOOK_HDA}
     for hostdev in hostdevs.values():
         assert hostdev.get("managed") == "yes"
@@ -185,7 +187,7 @@ def test_gpu_and_hda_share_one_guest_slot_with_host_function_numbers():
 
 def test_single_function_gpu_has_no_multifunction():
     spec = runbook_spec()
-    spec.gpus = [dx.GpuSpec(address=RUNBOOK_GPU)]
+    spec.gpus = [domain_model.GpuSpec(address=RUNBOOK_GPU)]
     address = dx.build_domain_xml(spec).find("devices/hostdev/address")
     assert address.get("multifunction") is None
 
@@ -234,7 +236,7 @@ def test_auto_maxphysaddr_is_written_as_emulate_bits():
     element = dx.build_domain_xml(spec).find("cpu/maxphysaddr")
     # SeaBIOS (the spec's firmware) grows its window in eighths: 4 TiB at 43 bits
     assert element.attrib == {"mode": "emulate", "bits": "43"}
-    assert dx.address_width_for(spec).bits == 43
+    assert domain_model.address_width_for(spec).bits == 43
 
 
 def test_libvirt_before_8_7_gets_no_maxphysaddr_and_reports_qemus_default_width():
@@ -242,7 +244,7 @@ def test_libvirt_before_8_7_gets_no_maxphysaddr_and_reports_qemus_default_width(
     # it would make every run define the domain again.
     spec = runbook_spec(libvirt_version=(8, 6, 0))
     assert dx.build_domain_xml(spec).find("cpu/maxphysaddr") is None
-    width = dx.address_width_for(spec)
+    width = domain_model.address_width_for(spec)
     assert width.bits == address_width.QEMU_DEFAULT_PHYS_BITS
     newer = runbook_spec(libvirt_version=(8, 7, 0))
     assert dx.build_domain_xml(newer).find("cpu/maxphysaddr") is not None
@@ -262,9 +264,9 @@ def test_libvirt_before_8_7_refuses_an_explicit_width(mode, bits):
     spec = runbook_spec(libvirt_version=(7, 0, 0), maxphysaddr_mode=mode,
                         maxphysaddr_bits=bits)
     with pytest.raises(GpuhostError) as err:
-        dx.address_width_for(spec)
+        domain_model.address_width_for(spec)
     assert err.value.field == "maxphysaddr.mode" and "7.0.0" in str(err.value)
-    assert dx.address_width_for(runbook_spec(libvirt_version=(7, 0, 0),
+    assert domain_model.address_width_for(runbook_spec(libvirt_version=(7, 0, 0),
                                              maxphysaddr_mode="none")) is None
 
 
@@ -369,17 +371,17 @@ def qemu_like(wanted):
 def test_normalizer_ignores_what_libvirt_assigns():
     wanted = dx.build_domain_xml(runbook_spec())
     actual = qemu_like(wanted)
-    assert dx.changed_elements(actual, wanted) == []
-    before, after = dx.canonical_form(etree.tostring(actual), wanted)
+    assert domain_canonical.changed_elements(actual, wanted) == []
+    before, after = domain_canonical.canonical_form(etree.tostring(actual), wanted)
     assert before == after
 
 
 def test_normalizer_keeps_a_uuid_the_user_gave():
     wanted = dx.build_domain_xml(runbook_spec(uuid="4dea22b3-1d52-d8f3-2516-782e98ab3fa1"))
-    assert dx.changed_elements(qemu_like(wanted), wanted) == []   # same uuid: no change
+    assert domain_canonical.changed_elements(qemu_like(wanted), wanted) == []   # same uuid: no change
     other = qemu_like(wanted)
     other.find("uuid").text = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
-    assert "uuid" in dx.changed_elements(other, wanted)
+    assert "uuid" in domain_canonical.changed_elements(other, wanted)
 
 
 @pytest.mark.parametrize("mutate, expected", [
@@ -399,7 +401,7 @@ def test_normalizer_reports_what_differs(mutate, expected):
     wanted = dx.build_domain_xml(runbook_spec())
     actual = qemu_like(wanted)
     mutate(actual)
-    assert expected in dx.changed_elements(actual, wanted)
+    assert expected in domain_canonical.changed_elements(actual, wanted)
 
 
 def test_normalizer_reports_unwanted_extra_device_and_missing_memory_backing():
@@ -411,21 +413,21 @@ def test_normalizer_reports_unwanted_extra_device_and_missing_memory_backing():
     source = etree.SubElement(extra, "source")
     etree.SubElement(source, "address", domain="0x0000", bus="0x02", slot="0x00",
                      function="0x0")
-    assert "devices/hostdev 0000:02:00.0" in dx.changed_elements(actual, wanted)
+    assert "devices/hostdev 0000:02:00.0" in domain_canonical.changed_elements(actual, wanted)
     spec.hugepage_size_kib = None
     spec.locked = False
     no_backing = dx.build_domain_xml(spec)
-    assert "memoryBacking" in dx.changed_elements(qemu_like(wanted), no_backing)
+    assert "memoryBacking" in domain_canonical.changed_elements(qemu_like(wanted), no_backing)
 
 
 def test_new_domain_is_one_change():
-    assert dx.changed_elements(None, dx.build_domain_xml(runbook_spec())) == ["domain"]
+    assert domain_canonical.changed_elements(None, dx.build_domain_xml(runbook_spec())) == ["domain"]
 
 
 def test_merge_keeps_uuid_mac_and_addresses_of_the_existing_domain():
     wanted = dx.build_domain_xml(runbook_spec())
     existing = qemu_like(wanted)
-    merged = dx.merge_assigned(wanted, etree.tostring(existing))
+    merged = domain_canonical.merge_assigned(wanted, etree.tostring(existing))
     assert merged.findtext("uuid") == "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
     assert merged.find("devices/interface/mac").get("address") == "52:54:00:12:34:56"
     assert merged.find("devices/disk[@device='disk']/address").get("bus") == "0x02"
@@ -439,7 +441,7 @@ def test_merge_drops_an_old_address_on_a_gpu_root_port():
     wanted = dx.build_domain_xml(runbook_spec())
     existing = qemu_like(wanted)
     existing.find("devices/disk[@device='disk']/address").set("bus", "0x01")
-    merged = dx.merge_assigned(wanted, existing)
+    merged = domain_canonical.merge_assigned(wanted, existing)
     assert merged.find("devices/disk[@device='disk']/address") is None
 
 
@@ -459,7 +461,7 @@ def test_bad_plan_entries_are_refused_with_field(change, field):
     tenant = runbook_tenant()
     change(tenant)
     with pytest.raises(GpuhostError) as err:
-        dx.spec_from_plan(tenant)
+        domain_model.spec_from_plan(tenant)
     assert err.value.field == field
     assert err.value.fix
 
@@ -471,7 +473,7 @@ def test_hostdev_twice_is_refused():
 
 def test_vf_network_without_plan_vf_is_refused():
     with pytest.raises(GpuhostError) as err:
-        dx.spec_from_plan(runbook_tenant(vf=False), network=dx.NetworkSpec(kind="vf"))
+        domain_model.spec_from_plan(runbook_tenant(vf=False), network=domain_model.NetworkSpec(kind="vf"))
     assert err.value.field == "network.type"
 
 
@@ -484,7 +486,7 @@ def test_vcpusched_priority_range_is_checked():
 @pytest.mark.parametrize("text, kib", [("1G", 1048576), ("2M", 2048), ("2MiB", 2048),
                                        ("1048576", 1048576), ("none", None)])
 def test_hugepage_sizes(text, kib):
-    assert dx.hugepage_size_to_kib(text) == kib
+    assert domain_model.hugepage_size_to_kib(text) == kib
 
 
 # -------------------------------------------------------- the plan's VF MAC and VLAN
@@ -494,7 +496,7 @@ VF_MAC = "52:54:00:6c:00:01"
 
 def plan_vf_spec(**vf_keys):
     overrides = {k: vf_keys.pop(k) for k in list(vf_keys) if k in ("network", "domain_type")}
-    return dx.spec_from_plan(runbook_tenant(**vf_keys), disk=None, seed_path=None, **overrides)
+    return domain_model.spec_from_plan(runbook_tenant(**vf_keys), disk=None, seed_path=None, **overrides)
 
 
 def test_plan_vf_mac_and_vlan_go_into_the_interface_and_validate(tmp_path):
@@ -508,7 +510,7 @@ def test_plan_vf_mac_and_vlan_go_into_the_interface_and_validate(tmp_path):
     actual = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
     validate_domain_xml(actual, tmp_path)
     assert "<tag id='100'/>" in actual and VF_MAC in actual
-    assert dx.changed_elements(actual, wanted) == []
+    assert domain_canonical.changed_elements(actual, wanted) == []
 
 
 @pytest.mark.parametrize("vf_keys", [
@@ -535,33 +537,33 @@ def test_the_comparison_treats_mac_and_vlan_as_significant(old, new, expected, t
     before = dx.build_domain_xml(plan_vf_spec(domain_type="test", **old))
     actual = private_connection(tmp_path).defineXML(dx.to_string(before)).XMLDesc(
         libvirt.VIR_DOMAIN_XML_INACTIVE)
-    assert dx.changed_elements(actual, dx.build_domain_xml(
+    assert domain_canonical.changed_elements(actual, dx.build_domain_xml(
         plan_vf_spec(domain_type="test", **new))) == expected
 
 
 def test_network_options_override_the_plan_vf_settings():
     spec = plan_vf_spec(mac=VF_MAC, vlan=100,
-                        network=dx.NetworkSpec(kind="vf", mac="52:54:00:00:00:0a", vlan=0))
+                        network=domain_model.NetworkSpec(kind="vf", mac="52:54:00:00:00:0a", vlan=0))
     assert (spec.network.mac, spec.network.vlan) == ("52:54:00:00:00:0a", None)
-    spec = plan_vf_spec(mac=VF_MAC, vlan=100, network=dx.NetworkSpec(kind="vf", vlan=5))
+    spec = plan_vf_spec(mac=VF_MAC, vlan=100, network=domain_model.NetworkSpec(kind="vf", vlan=5))
     assert (spec.network.mac, spec.network.vlan) == (VF_MAC, 5)
     # Another VF than the plan's: the plan's settings are not its own.
-    spec = plan_vf_spec(mac=VF_MAC, vlan=100, network=dx.NetworkSpec(
+    spec = plan_vf_spec(mac=VF_MAC, vlan=100, network=domain_model.NetworkSpec(
         kind="vf", vf_address="0000:41:00.5"))
     assert (spec.network.mac, spec.network.vlan) == (None, None)
     # A plain hostdev carries neither; sriov_vfs sets them on the VF.
-    spec = plan_vf_spec(mac=VF_MAC, vlan=100, network=dx.NetworkSpec(kind="vf",
+    spec = plan_vf_spec(mac=VF_MAC, vlan=100, network=domain_model.NetworkSpec(kind="vf",
                                                                      vf_mode="hostdev"))
     xml = dx.build_domain_xml(spec)
     assert xml.find("devices/interface") is None and b"vlan" not in etree.tostring(xml)
 
 
 @pytest.mark.parametrize("network, field, words", [
-    (dx.NetworkSpec(kind="bridge", bridge="br0", vlan=10), "network.vlan", "vf_mode interface"),
-    (dx.NetworkSpec(kind="vf", vf_mode="hostdev", vlan=10), "network.vlan", "vf_mode hostdev"),
-    (dx.NetworkSpec(kind="vf", vlan=4095), "network.vlan", "outside 0..4094"),
-    (dx.NetworkSpec(kind="vf", mac="01:00:5e:00:00:01"), "network.mac", "multicast"),
-    (dx.NetworkSpec(kind="vf", mac=VF_MAC + "\n"), "network.mac", "not a MAC"),
+    (domain_model.NetworkSpec(kind="bridge", bridge="br0", vlan=10), "network.vlan", "vf_mode interface"),
+    (domain_model.NetworkSpec(kind="vf", vf_mode="hostdev", vlan=10), "network.vlan", "vf_mode hostdev"),
+    (domain_model.NetworkSpec(kind="vf", vlan=4095), "network.vlan", "outside 0..4094"),
+    (domain_model.NetworkSpec(kind="vf", mac="01:00:5e:00:00:01"), "network.mac", "multicast"),
+    (domain_model.NetworkSpec(kind="vf", mac=VF_MAC + "\n"), "network.mac", "not a MAC"),
 ])
 def test_bad_network_mac_or_vlan_is_refused(network, field, words):
     with pytest.raises(GpuhostError) as excinfo:
@@ -572,11 +574,11 @@ def test_bad_network_mac_or_vlan_is_refused(network, field, words):
 def test_rom_bar_is_written_in_each_named_hostdev_only(tmp_path):
     spec = runbook_spec(rom_bar={RUNBOOK_GPU: "off", RUNBOOK_VF: "on"})
     wanted = dx.build_domain_xml(spec)
-    roms = {dx.pci_source_key(h): [r.get("bar") for r in h.findall("rom")]
+    roms = {domain_canonical.pci_source_key(h): [r.get("bar") for r in h.findall("rom")]
             for h in wanted.findall("devices/hostdev") + wanted.findall("devices/interface")}
     assert roms == {RUNBOOK_GPU: ["off"], RUNBOOK_HDA: [], RUNBOOK_VF: ["on"]}
     gpu = [h for h in wanted.findall("devices/hostdev")
-           if dx.pci_source_key(h) == RUNBOOK_GPU][0]
+           if domain_canonical.pci_source_key(h) == RUNBOOK_GPU][0]
     # libvirt's order: driver, source, rom, then the guest address
     assert [c.tag for c in gpu] == ["driver", "source", "rom", "address"]
     assert "<rom" not in dx.to_string(dx.build_domain_xml(runbook_spec()))
@@ -585,14 +587,14 @@ def test_rom_bar_is_written_in_each_named_hostdev_only(tmp_path):
 
 @pytest.mark.parametrize("call, field", [
     # Before: vcpus 10**400 passed, and the refusal blamed vcpu_pins.
-    (lambda: dx.spec_from_options("small", 10 ** 400, [1, 2], 2), "vcpus"),
-    (lambda: dx.spec_from_options("small", "8193", [0] * 8193, 2), "vcpus"),
+    (lambda: domain_model.spec_from_options("small", 10 ** 400, [1, 2], 2), "vcpus"),
+    (lambda: domain_model.spec_from_options("small", "8193", [0] * 8193, 2), "vcpus"),
     (lambda: small_spec(iothreads=10 ** 400), "iothreads"),
     (lambda: small_spec(guest_topology={"sockets": 10 ** 400, "cores": 1}),
      "guest_topology.sockets"),
-    (lambda: dx.spec_from_plan(dict(name="t", vcpus=2, vcpu_pins=[1, 2], memory_gib=2,
+    (lambda: domain_model.spec_from_plan(dict(name="t", vcpus=2, vcpu_pins=[1, 2], memory_gib=2,
                                     iothreads=65)), "plan.iothreads"),
-    (lambda: dx.spec_from_plan(dict(name="t", vcpus=2, vcpu_pins=[1, 2], memory_gib=2,
+    (lambda: domain_model.spec_from_plan(dict(name="t", vcpus=2, vcpu_pins=[1, 2], memory_gib=2,
                                     gpus=[{"address": "0000:41:00.0",
                                            "bar64_total": 1 << 60}])),
      "plan.gpus[0].bar64_total"),

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from support.helpers import REPO
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import NAME_RE
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.model import NAME_RE
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import TENANT_NAME_RE, tenant_request_from_dict
 

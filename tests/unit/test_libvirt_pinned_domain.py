@@ -459,7 +459,7 @@ def test_every_float_option_goes_through_the_shared_validator(tmp_path, monkeypa
     with patch_module_args(dict(name="x", state="absent")):
         walk(mod.build_module().argument_spec)
     assert floats, "the module has float options"
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import spec as domain_spec
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import argument_spec as domain_spec
     seen = []
     real = domain_spec.finite_number
 

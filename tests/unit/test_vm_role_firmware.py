@@ -15,7 +15,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "vm")
 
@@ -72,7 +72,7 @@ def test_the_defaults_and_the_argument_spec_agree_with_the_module():
     assert DEFAULTS["vm_gpu_firmware"] == "efi" and DEFAULTS["vm_firmware"] == "bios"
     for name in ("vm_gpu_firmware", "vm_firmware"):
         assert SPECS[name]["default"] == DEFAULTS[name]
-        assert SPECS[name]["choices"] == list(dx.FIRMWARE_CHOICES)
+        assert SPECS[name]["choices"] == list(domain_model.FIRMWARE_CHOICES)
 
 
 @pytest.mark.parametrize("family, package", [("Debian", "ovmf"), ("RedHat", "edk2-ovmf")])
@@ -141,11 +141,11 @@ def hide_kvm_defined(definitions, **overrides):
 def test_kvm_stays_visible_by_default_and_the_module_agrees():
     """Hiding KVM was for Windows consumer-GPU drivers (Code 43); a Linux guest would
     lose kvmclock and the paravirtual features with it."""
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.spec import (
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.argument_spec import (
         ARGUMENT_SPEC)
     assert DEFAULTS["vm_hide_kvm"] is False and SPECS["vm_hide_kvm"]["default"] is False
     assert ARGUMENT_SPEC["hide_kvm"]["default"] is False
-    assert dx.DomainSpec(name="t", vcpus=1, vcpu_pins=((1,),), memory_kib=1 << 20) \
+    assert domain_model.DomainSpec(name="t", vcpus=1, vcpu_pins=((1,),), memory_kib=1 << 20) \
         .hide_kvm is False
     assert hide_kvm_defined([{"name": "tenant-a100"}]) is False
 

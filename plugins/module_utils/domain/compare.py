@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import canonical as domain_canonical
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
@@ -75,10 +76,10 @@ def plan_domain_change(existing, spec, state, autostart=True, storage_actions=()
     needs a restart even when the XML stays the same."""
     existing_xml = existing.inactive_xml if existing is not None else None
     wanted = dx.build_domain_xml(spec)
-    to_define = dx.merge_assigned(wanted, existing_xml)
-    changed = dx.changed_elements(existing_xml, wanted)
-    before, after = ("", dx.canonical_form(wanted, wanted)[1]) if existing_xml is None \
-        else dx.canonical_form(existing_xml, wanted)
+    to_define = domain_canonical.merge_assigned(wanted, existing_xml)
+    changed = domain_canonical.changed_elements(existing_xml, wanted)
+    before, after = ("", domain_canonical.canonical_form(wanted, wanted)[1]) if existing_xml is None \
+        else domain_canonical.canonical_form(existing_xml, wanted)
     actions = list(storage_actions)
     if changed:
         actions.append("define")

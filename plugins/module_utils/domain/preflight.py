@@ -23,8 +23,10 @@ from typing import List, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist, parse_cpulist)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import (
-    FIRMWARE_FEATURES, hostdev_origins, pci_source_key, parse_xml)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.canonical import pci_source_key
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.model import (
+    FIRMWARE_FEATURES, hostdev_origins)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import parse_xml
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
     host_refusals, PASS_THROUGH, refusal_fix)

@@ -45,7 +45,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import (
     choose_address_width)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import MAX_IOTHREADS
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.model import MAX_IOTHREADS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fabric
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict

@@ -6,7 +6,8 @@ AnsibleModule checked them) and the host topology. Pure: no libvirt, no file."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.direct_boot import (
     DEFAULT_BOOT_IMAGES_DIR, direct_boot_from_params, serial_log_from_params)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
@@ -142,7 +143,7 @@ def _spec_of_shape(params, topo):
         common["maxphysaddr_mode"] = params["maxphysaddr"]["mode"]
         common["maxphysaddr_bits"] = params["maxphysaddr"]["bits"]
     if params["disk"]:
-        common["disk"] = dx.DiskSpec(
+        common["disk"] = domain_model.DiskSpec(
             path=absolute_path(params["disk"]["path"], "disk.path", "disk image"),
             bus=params["disk"]["bus"])
     if params["cloud_init"]:
@@ -151,7 +152,7 @@ def _spec_of_shape(params, topo):
     common["serial_log"] = serial_log_from_params(params)
     network = params["network"]
     if network:
-        common["network"] = dx.NetworkSpec(
+        common["network"] = domain_model.NetworkSpec(
             kind=network["type"],
             bridge=None if network["bridge"] is None else
             interface_name(network["bridge"], "network.bridge"),
@@ -165,15 +166,15 @@ def _spec_of_shape(params, topo):
             raise GpuhostError(
                 "the plan entry is for %r, not %r" % (plan_name, name), field="plan",
                 fix="pass the plan's tenants entry whose name is %s" % name)
-        return dx.spec_from_plan(params["plan"], **common)
+        return domain_model.spec_from_plan(params["plan"], **common)
     if network and network["type"] == "vf" and not network["vf_address"]:
         raise GpuhostError("network type vf needs vf_address without a plan",
                            field="network.vf_address",
                            fix="give the VF's PCI address, or pass a plan with a VF")
-    return dx.spec_from_options(
+    return domain_model.spec_from_options(
         name, params["vcpus"], params["vcpu_pins"], params["memory_gib"],
         guest_topology=params["guest_topology"],
-        hugepage_size_kib=dx.hugepage_size_to_kib(params["hugepage_size"]),
+        hugepage_size_kib=domain_model.hugepage_size_to_kib(params["hugepage_size"]),
         memory_nodeset=params["memory_nodes"] or (),
         emulator_cpus=params["emulator_cpus"] or (),
         iothreads=params["iothreads"] or 0,
@@ -210,16 +211,16 @@ def gpu_from_option(item, topo, index):
     address = normalize_address(item["address"], field=field)
     functions = item.get("functions")
     bar64 = item.get("bar64_total")
-    sizes = dx.bar64_sizes_of(item.get("bar64_sizes"), field + ".bar64_sizes")
-    slot = dx.PciAddress.parse(address).slot_key
+    sizes = domain_model.bar64_sizes_of(item.get("bar64_sizes"), field + ".bar64_sizes")
+    slot = PciAddress.parse(address).slot_key
     if functions is None and topo is not None:
-        functions = sorted(a for a in topo.pci if dx.PciAddress.parse(a).slot_key == slot)
+        functions = sorted(a for a in topo.pci if PciAddress.parse(a).slot_key == slot)
     if bar64 is None and not sizes and topo is not None:
         sizes = slot_bar64_sizes(topo.pci[a] for a in functions or () if a in topo.pci)
         bar64 = sum(sizes)
-    return dx.GpuSpec(address=address, functions=tuple(functions or (address,)),
+    return domain_model.GpuSpec(address=address, functions=tuple(functions or (address,)),
                       bar64_total=whole_number(bar64 or 0, field + ".bar64_total", 0,
-                                               dx.MAX_BAR_BYTES),
+                                               domain_model.MAX_BAR_BYTES),
                       bar64_sizes=sizes, origin=field)
 
 
@@ -285,7 +286,7 @@ ARGUMENT_SPEC = dict(
         mode=dict(type="str", default="auto",
                   choices=["auto", "emulate", "passthrough", "none"]),
         bits=dict(type="int"))),
-    firmware=dict(type="str", default="bios", choices=list(dx.FIRMWARE_CHOICES)),
+    firmware=dict(type="str", default="bios", choices=list(domain_model.FIRMWARE_CHOICES)),
     cpu_mode=dict(type="str", default="host-passthrough",
                   choices=["host-passthrough", "maximum"]),
     lock_memory=dict(type="bool", default=True),
