@@ -282,7 +282,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts impor
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import (
     libvirt, libvirt_error_text, open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import validate_tenant_name
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import read_file_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
@@ -300,7 +300,7 @@ class HostFacts(object):
         self.module = module
         self.params = module.params
         self.root = self.params["root"]
-        self.live = self.root in ("/", None)
+        self.live = is_live_root(self.root)
         self.facts = {"gathered": list(dict.fromkeys(self.params["gather"])), "root": self.root}
         self.packages = None
         self.iommu = None

@@ -220,7 +220,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.critical import running_tenants
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
     check_slim_services, check_unit_verbs)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     absolute_path, unit_name)
 
@@ -292,7 +292,7 @@ class HostUnits(object):
     def run(self):
         self.check()
         units = self.params["units"]
-        if self.params["root"] not in ("/", None):
+        if not is_live_root(self.params["root"]):
             self.skipped = ["%s: %s (root is not /)" % (unit["name"], unit_core.wanted_text(unit))
                             for unit in units]
             return

@@ -238,7 +238,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args imp
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
     CHANGE_VF_COUNT, check_vf_count_change, read_module_context, running_domain_devices_or_skip)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov_vfs import (
     UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, held_vf_changes, plan_persistence,
     plan_sriov)
@@ -273,7 +273,7 @@ class SriovConfigurator(object):
         self.module = module
         self.params = module.params
         self.writer = writer or HostWriter(self.params["root"])
-        self.live = self.params["root"] in ("/", None)
+        self.live = is_live_root(self.params["root"])
         self.runner = runner or (self._run_command if self.live else None)
         self.plan = None
         self.vfs = []

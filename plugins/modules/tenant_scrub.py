@@ -149,7 +149,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_sta
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     validate_tenant_name)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.tenant_scrub import (
     ScrubPlan, ledger_held_message, plan_scrub, tenant_entry)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
@@ -177,7 +177,7 @@ class TenantScrub(object):
         self.module = module
         self.params = module.params
         self.writer = writer or HostWriter(self.params["root"])
-        self.live = self.params["root"] in ("/", None)
+        self.live = is_live_root(self.params["root"])
         self.runner = runner or (module.run_command if self.live else None)
         self.plan = None
         self.in_ledger = False

@@ -13,8 +13,8 @@ import pytest
 from support.sysfs_sim import (SimulatedKernel, TreeBuilder, build_sim_host, kernel_managed_irqs,
                                run_module, snapshot)
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import (
-    irq_pinning, irq_policy, irqbalance)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import (
+    irqbalance, pinning as irq_pinning, policy as irq_policy)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import parse_cpumask
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs

@@ -29,6 +29,7 @@ from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import absolute_path
 
 
@@ -52,7 +53,7 @@ def host_commands(module, run_command):
     None below another root (nothing may run against a tree that is not the host)."""
     if run_command is not None:
         return run_command
-    if (module.params["root"] or "/").rstrip("/") == "":
+    if is_live_root(module.params["root"]):
         return lambda argv: module.run_command(argv, check_rc=False)
     return None
 

@@ -293,6 +293,13 @@ def run_module(module, worker, changes_host=False):
     module.exit_json(**worker.result)
 
 
+def is_live_root(root):
+    """Whether ``root`` (a module's root option) is the running host itself: only there
+    do commands run, the SSH connection count and libvirt's default URI apply; any other
+    root is a recorded or simulated tree. "//" is the host too; "" is no root at all."""
+    return root is None or (root != "" and root.strip("/") == "")
+
+
 class PlannedChange(object):
     """A worker that decides first and acts second: ``decide()`` returns a plan whose
     ``changes`` is a changeset.ChangeSet; ``run()`` applies it outside check mode (the
@@ -304,6 +311,11 @@ class PlannedChange(object):
         self.module = module
         self.plan = None
         self.applied = False
+
+    @property
+    def live(self):
+        """Whether this run acts on the running host (``is_live_root``)."""
+        return is_live_root(self.module.params.get("root"))
 
     def decide(self):
         raise NotImplementedError

@@ -10,6 +10,7 @@ netlink)."""
 from __future__ import annotations
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import (
     analyse_iommu, parse_gpu_vendor)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection
@@ -45,7 +46,7 @@ def add_vf_settings(module, pf, root):
     pf["vf_settings_error"] = None
     for vf in pf["vfs"]:
         vf["settings"] = None
-    if not pf["vfs"] or root not in ("/", None):
+    if not pf["vfs"] or not is_live_root(root):
         return
     if not pf["netdevs"]:
         pf["vf_settings_error"] = "the PF has no network interface"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import DEFAULT_URI
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import unit_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.critical import (
@@ -257,7 +258,7 @@ def read_module_context(module, root, functions=None, domain_devices=None):
     On the live host (root /) the SSH connection comes from SSH_CONNECTION and the
     addresses from ``ip -j addr``; on a test root neither exists, so neither is read.
     """
-    live = root in ("/", None)
+    live = is_live_root(root)
     ip_addr_json = None
     ip = module.get_bin_path("ip") if live else None
     if ip:
