@@ -44,8 +44,8 @@ if COLLECTIONS not in sys.path:
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import format_cpulist  # noqa: E402
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts, realized  # noqa: E402
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (  # noqa: E402
-    validate_tenant_name)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
+    # noqa: E402     validate_tenant_name)
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation  # noqa: E402
 
 

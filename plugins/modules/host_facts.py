@@ -281,12 +281,11 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu_facts impor
     check_iommu_options, read_iommu_facts)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import (
     libvirt, libvirt_error_text, open_connection)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import validate_tenant_name
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
+    absolute_path, domain_name, unit_name)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import read_file_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
-    absolute_path, unit_name)
 
 JOURNAL_KERNEL_LOG_ARGV = ["journalctl", "--dmesg", "--boot", "--no-pager", "--output=cat"]
 NOT_LIVE = "not read: root is a recorded tree, not the live host"
@@ -328,7 +327,7 @@ class HostFacts(object):
             for number, path in enumerate(unit["inputs"]):
                 absolute_path(path, "units[%d].inputs[%d]" % (index, number))
         for index, name in enumerate(self.params["domains"]):
-            validate_tenant_name(name, "domains[%d]" % index)
+            domain_name(name, "domains[%d]" % index)
 
     def run(self):
         self.check()

@@ -695,9 +695,8 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import canonical as domain_canonical
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import (
+    canonical as domain_canonical, model as domain_model, xml as dx)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import report_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.compare import (
     check_same_machine, plan_domain_change, plan_domain_removal)
@@ -722,6 +721,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import n
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.tenant_scrub import check_reset_methods
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_from_dict)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import domain_name
 
 HOST_SAFETY_OVERRIDES = PASS_THROUGH.overrides   # what host_safety may name here
 
@@ -779,7 +779,7 @@ class PinnedDomain:
     def run(self):
         # Before anything else: the name is also a file name under state_dir, which must
         # be a usable folder before a change is planned that its record would follow.
-        domain_model.validate_domain_name(self.name)
+        domain_name(self.name)
         self.storage.check_state_dir()
         check_float_options(self.module.argument_spec, self.params)
         if self.conn is None:

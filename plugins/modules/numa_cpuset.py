@@ -332,12 +332,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args imp
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
-    EMULATOR_POLICIES,
-    HUGEPAGE_CHECKS,
-    HUGEPAGE_SIZES_KIB,
-    SMT_POLICIES,
-    plan_placement,
-)
+    EMULATOR_POLICIES, HUGEPAGE_CHECKS, HUGEPAGE_SIZES_KIB, plan_placement, SMT_POLICIES)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 

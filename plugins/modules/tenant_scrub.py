@@ -147,15 +147,14 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import
     DEFAULT_LEDGER_PATH, locked, quarantine, read_ledger, write_ledger)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_state, kernel_log
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
-    validate_tenant_name)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
+    absolute_path, domain_name)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.tenant_scrub import (
     ScrubPlan, ledger_held_message, plan_scrub, tenant_entry)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import absolute_path
 
 
 def build_module():
@@ -186,7 +185,7 @@ class TenantScrub(object):
 
     def run(self):
         params = self.params
-        validate_tenant_name(params["name"], field="name")
+        domain_name(params["name"], field="name")
         validate_root(params["root"])
         path = absolute_path(params["ledger_path"], "ledger_path", kind="ledger file")
         # a shared lock: an onboarding writing the ledger now is waited for

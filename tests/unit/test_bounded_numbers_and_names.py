@@ -88,7 +88,8 @@ def test_existing_allocations_of_the_wrong_shape_name_the_option(entry, field):
     # Before: AttributeError ('str' object has no attribute 'get'), a traceback.
     from support import fixturegen
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
+        plan_placement)
     import tempfile
     root = fixturegen.build_runbook_host(tempfile.mkdtemp())
     existing = [dict({"name": "t0", "node": 0, "vcpu_pins": [2]}, **entry)]
@@ -112,7 +113,8 @@ def test_an_existing_tenant_on_node_1024_is_refused_as_every_other_reader_refuse
     collection stops at the kernel's highest node number, 1023 (cpuset.MAX_NODE)."""
     from support.fixturegen import build_eight_gpu_host
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
+        plan_placement)
     build_eight_gpu_host(str(tmp_path))
     topology = read_host_topology(str(tmp_path), with_irqs=False)
     tenant = plan_placement(topology, [{"name": "a", "gpus": 0, "vcpus": 2, "memory_gib": 1,

@@ -237,7 +237,8 @@ def test_topology_option_takes_the_dict_form(tmp_path):
 
 
 def test_runbook_tenant_from_the_real_planner_round_trips(tmp_path):
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
+        plan_placement)
     topo = runbook_topology()
     plan = plan_placement(topo, [{"name": "tenant-a100", "gpus": 1, "vcpus": 30,
                                   "memory_gib": 32, "hugepage_size": "1G", "nic_vf": True,

@@ -13,11 +13,7 @@ from support.sysfs_sim import SimulatedKernel, build_sim_host, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciFunction
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
-    default_housekeeping,
-    plan_placement,
-    resolve_housekeeping,
-    tenant_request_from_dict,
-)
+    default_housekeeping, plan_placement, resolve_housekeeping, tenant_request_from_dict)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs
 from support.hosts import (

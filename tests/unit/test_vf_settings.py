@@ -16,9 +16,7 @@ from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, val
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import validate_tenants
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
-    plan_placement,
-    tenant_request_from_dict,
-)
+    plan_placement, tenant_request_from_dict)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import (
     VfRequest,
     parse_nic_vf,

@@ -22,12 +22,11 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
-    finite_number, hugepage_size_kib, validate_mac, validate_vlan, whole_number)
+    domain_name, finite_number, hugepage_size_kib, validate_mac, validate_vlan, whole_number)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import vf_settings
 
 KIB = 1024
 GIB_KIB = 1024 * 1024
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 # The first PCIe root port this module adds for the GPUs; index 0 is pcie-root.
 FIRST_GPU_ROOT_PORT = 1
 # The guest firmware (the firmware option). efi and efi-secure use libvirt's firmware
@@ -370,18 +369,9 @@ def spec_from_options(name, vcpus, vcpu_pins, memory_gib, **kwargs):
     return spec
 
 
-def validate_domain_name(name):
-    """Refuse a name libvirt would reject or that would escape a state directory."""
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise GpuhostError("%r is not a usable domain name" % (name,), field="name",
-                           fix="use 1-63 characters from A-Z a-z 0-9 _ . -, starting "
-                               "with a letter or digit")
-    return name
-
-
 def validate_spec(spec):
     """Refuse a spec libvirt would reject or that could not be what was meant."""
-    validate_domain_name(spec.name)
+    domain_name(spec.name)
     if spec.vcpus < 1:
         raise GpuhostError("vcpus is %d" % spec.vcpus, field=spec.option("vcpus"),
                            fix="give 1 or more")

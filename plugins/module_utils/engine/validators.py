@@ -121,6 +121,24 @@ def is_count(value, maximum=MAX_COUNT):
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum
 
 
+# -- names ----------------------------------------------------------------------------------
+
+# A tenant's libvirt domain name: what libvirt accepts, and what never escapes the folders
+# named after it (/etc/libvirt/qemu/<name>.xml, the ledger's entries, the state files).
+DOMAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
+
+
+def domain_name(value, field="name"):
+    """``value`` when it is a valid tenant (libvirt domain) name, else a refusal naming
+    ``field``."""
+    if not isinstance(value, str) or not DOMAIN_NAME.fullmatch(value):
+        raise GpuhostError(
+            "%r is not a valid tenant (libvirt domain) name" % (value,), field=field,
+            fix="use 1-63 characters from A-Z a-z 0-9 _ . -, starting with a letter or "
+                "digit and without '/', e.g. tenant-a100")
+    return value
+
+
 # -- shapes -------------------------------------------------------------------------------
 
 def mapping(value, field, fix):

@@ -36,15 +36,11 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import
     planner_request,
     reserve,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
+    domain_name, is_count, positive_int)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
-    _Host as PlannerHost,
-    _as_topology as as_topology,
-    plan_placement,
-    tenant_request_from_dict,
-    validate_tenant_name,
-)
+    _as_topology as as_topology, _Host as PlannerHost, plan_placement, tenant_request_from_dict)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import markdown_text
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import is_count, positive_int
 
 REPORT_FORMAT = "gpuhost.kvm/fleet-report"
 REPORT_VERSION = 1
@@ -118,7 +114,7 @@ def validate_request(request, field="tenant"):
         if key not in keys:
             raise GpuhostError("%s is missing" % key, field="%s.%s" % (field, key),
                                fix="give name, gpus, vcpus and memory_gib")
-    validate_tenant_name(keys["name"], field="%s.name" % field)
+    domain_name(keys["name"], field="%s.name" % field)
     gpus = keys.get("gpus")
     if isinstance(gpus, (list, tuple)) and len(gpus) > MAX_REQUEST["gpus"]:
         raise GpuhostError("%d GPU addresses are more than %d" % (len(gpus), MAX_REQUEST["gpus"]),

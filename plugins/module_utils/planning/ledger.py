@@ -35,15 +35,9 @@ import re
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import FileLock, HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
-    config_path, finite_number)
+    config_path, domain_name, finite_number)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
-    TenantRequest,
-    check_unique_macs,
-    plan_placement,
-    resolve_housekeeping,
-    tenant_request_from_dict,
-    validate_tenant_name,
-)
+    check_unique_macs, plan_placement, resolve_housekeeping, tenant_request_from_dict, TenantRequest)
 
 # A canonical PCI address, as the quarantine keys its GPUs.
 _ADDRESS = re.compile(r"[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
@@ -381,7 +375,7 @@ def validate_tenants(tenants):
 def validate_names(names):
     """Check the tenant names to release before anything is locked or created."""
     for index, name in enumerate(names or []):
-        validate_tenant_name(name, field="names[%d]" % index)
+        domain_name(name, field="names[%d]" % index)
 
 
 def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,

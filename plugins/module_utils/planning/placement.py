@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Dict, List, Tuple, Union
 
@@ -62,10 +61,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     topology_from_dict,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
-    mapping,
-    mapping_list,
-    whole_number,
-)
+    domain_name, mapping, mapping_list, whole_number)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import (
     VfRequest,
     parse_nic_vf,
@@ -82,7 +78,6 @@ GIB_KIB = 1048576
 _READY_VF_DRIVERS = (None, "", "vfio-pci")
 # libvirt domain names become file names (/etc/libvirt/qemu/<name>.xml): no path
 # characters, no leading dot or dash.
-TENANT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 _TENANT_KEYS = ("name", "gpus", "vcpus", "memory_gib", "hugepage_size", "nic_vf",
                 "iothreads", "emulator_policy")
 
@@ -133,16 +128,6 @@ MAX_VFS = 65535
 MAX_HUGEPAGES = MAX_MEMORY_GIB * GIB_KIB // 4   # 4 KiB pages of 64 TiB
 
 
-def validate_tenant_name(name, field="name"):
-    """Refuse names libvirt would reject or that would escape /etc/libvirt/qemu/."""
-    if not isinstance(name, str) or name in (".", "..") or not TENANT_NAME_RE.match(name):
-        raise GpuhostError(
-            "%r is not a valid tenant (libvirt domain) name" % (name,), field=field,
-            fix="use 1-63 characters from A-Z a-z 0-9 _ . -, starting with a letter or "
-                "digit and without '/', e.g. tenant-a100")
-    return name
-
-
 def tenant_request_from_dict(data, field="tenants[0]"):
     """Validate one tenant request (a dict as in docs/plan-format.md)."""
     if isinstance(data, TenantRequest):
@@ -158,7 +143,7 @@ def tenant_request_from_dict(data, field="tenants[0]"):
         if data.get(key) is None:
             raise GpuhostError("%s is missing" % key, field="%s.%s" % (field, key),
                                fix="give name, gpus, vcpus and memory_gib for every tenant")
-    name = validate_tenant_name(data["name"], field="%s.name" % field)
+    name = domain_name(data["name"], field="%s.name" % field)
     gpus = 1 if data.get("gpus") is None else data["gpus"]
     if isinstance(gpus, str) and not gpus.strip().isdigit():
         gpus = [gpus]                       # one address given without a list
@@ -518,7 +503,7 @@ def _load_existing(existing, host, ledger, warnings):
             if key not in entry:
                 raise GpuhostError("%s is missing" % key, field="%s.%s" % (field, key),
                                    fix="pass the tenants list of a previous plan unchanged")
-        name = validate_tenant_name(entry["name"], field="%s.name" % field)
+        name = domain_name(entry["name"], field="%s.name" % field)
         if name in names:
             raise GpuhostError("tenant %s appears twice in the existing allocation" % name,
                                field=field, fix="keep one entry per tenant")

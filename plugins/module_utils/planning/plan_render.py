@@ -22,9 +22,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import gpu_selection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
-    MAX_HUGEPAGES,
-    MAX_MEMORY_GIB,
-)
+    MAX_HUGEPAGES, MAX_MEMORY_GIB)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import whole_number
 
 HOUSEKEEPING = "housekeeping"
