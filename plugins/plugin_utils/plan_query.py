@@ -16,7 +16,8 @@ import re
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.kernel_cmdline import (  # noqa: F401 pylint: disable=unused-import
     cmdline_missing, cstate_limit_args)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import positive_int
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
+    hugepage_size_name, positive_int)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     MAX_NODE,
     format_cpulist,
@@ -242,7 +243,7 @@ def tenant_summary(plan, name):
         if tenant["name"] == name:
             gpus = ", ".join(f for g in tenant.get("gpus") or ()
                              for f in (g.get("functions") or [g["address"]])) or "none"
-            size = "1G" if tenant.get("hugepage_size_kib") == GIGANTIC_KIB else "2M"
+            size = hugepage_size_name(tenant.get("hugepage_size_kib") or 2048)
             return [
                 "tenant %s on NUMA node %s" % (name, tenant["node"]),
                 "GPU functions: %s" % gpus,

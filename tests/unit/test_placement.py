@@ -393,9 +393,9 @@ def test_free_check_counts_pages_of_tenants_planned_before():
                        hugepage_check="free")
     err = excinfo.value
     fails("tenants[1].memory_gib", "tenant two fits on no NUMA node",
-          "node 0: not enough 1 GiB hugepages: needs 64 pages, free 32 pages",
+          "node 0: not enough 1G hugepages: needs 64 pages, free 32 pages",
           "64 taken by tenants planned before",
-          "node 1: not enough 1 GiB hugepages: needs 64 pages, free 0 pages")(err)
+          "node 1: not enough 1G hugepages: needs 64 pages, free 0 pages")(err)
 
 
 def test_free_check_with_nothing_reserved_points_to_the_memory_check():

@@ -35,6 +35,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normal
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import (
     decode_text, read_bytes)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import resolve_dir
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
+    hugepage_size_name)
 
 
 @dataclass
@@ -486,7 +488,7 @@ def check_hugepages(spec, topo, report, current=None):
     if all(v is None for v in free_per_node.values()):
         report.refusals.append(Refusal(
             spec.option("hugepage_size"), "node %s has no %s hugepage pool" % (
-                format_cpulist(nodes), _size_text(size)),
+                format_cpulist(nodes), hugepage_size_name(size)),
             "reserve the pages first (the numa role; 1G pages need hugepagesz=1G "
             "hugepages=<node>:<count> on the kernel command line, which the iommu role "
             "writes from the plan, and a reboot)"))
@@ -501,21 +503,13 @@ def check_hugepages(spec, topo, report, current=None):
         report.refusals.append(Refusal(
             spec.option("memory_gib"),
             "%s needs %d pages of %s on node %s, but only %d are free (%s)%s"
-            % (spec.name, needed, _size_text(size), format_cpulist(nodes), free, per_node,
+            % (spec.name, needed, hugepage_size_name(size), format_cpulist(nodes), free, per_node,
                ", counting the %d this domain holds" % held if held else ""),
             "reserve %d more %s pages on node %s (/sys/devices/system/node/node%d/"
             "hugepages/hugepages-%dkB/nr_hugepages, or the hugepages role), or give the "
-            "tenant less memory" % (needed - free - held, _size_text(size),
+            "tenant less memory" % (needed - free - held, hugepage_size_name(size),
                                     format_cpulist(nodes), nodes[0], size),
             kind="hugepages_short"))
-
-
-def _size_text(size_kib):
-    if size_kib % (1024 * 1024) == 0:
-        return "%dG" % (size_kib // (1024 * 1024))
-    if size_kib % 1024 == 0:
-        return "%dM" % (size_kib // 1024)
-    return "%dK" % size_kib
 
 
 # --------------------------------------------------------------------------------------

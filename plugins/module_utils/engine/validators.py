@@ -169,6 +169,15 @@ HUGEPAGE_MIN_KIB = 64
 HUGEPAGE_MAX_KIB = 16 * 1024 * 1024
 
 
+def hugepage_size_name(size_kib):
+    """A hugepage size in KiB as the inventory writes it: 1G, 2M, 64K."""
+    if size_kib % (1024 * 1024) == 0:
+        return "%dG" % (size_kib // (1024 * 1024))
+    if size_kib % 1024 == 0:
+        return "%dM" % (size_kib // 1024)
+    return "%dK" % size_kib
+
+
 def hugepage_size_kib(value, field="hugepage_size"):
     """A hugepage size (``1G``, ``2M``, ``2048K``, KiB as an int) in KiB, None for none
     (None, "", "none"). A size of 0 (``0M``) is refused, not read as "no hugepages",

@@ -37,14 +37,13 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import
     reserve,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
-    domain_name, is_count, positive_int)
+    domain_name, hugepage_size_name, is_count, positive_int)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     _as_topology as as_topology, _Host as PlannerHost, plan_placement, tenant_request_from_dict)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import markdown_text
 
 REPORT_FORMAT = "gpuhost.kvm/fleet-report"
 REPORT_VERSION = 1
-PAGE_SIZE_NAMES = {2048: "2M", 1048576: "1G"}
 
 
 def as_ledger(ledger):
@@ -164,10 +163,6 @@ def selection_of(data):
                                      bool(data.get("gpu_devices_only")))
 
 
-def _page_name(size_kib):
-    return PAGE_SIZE_NAMES.get(int(size_kib), "%dK" % int(size_kib))
-
-
 def _capacity_from_plan(topo, host, plan):
     taken = set(parse_cpulist(plan["tenant_cpus"])) | set(parse_cpulist(plan["housekeeping_cpus"]))
     held_functions = {}
@@ -188,7 +183,7 @@ def _capacity_from_plan(topo, host, plan):
         pages = {}
         if node is not None:
             for size, pool in sorted(node.hugepages.items()):
-                pages[_page_name(size)] = {"total": pool.nr, "free": pool.free}
+                pages[hugepage_size_name(size)] = {"total": pool.nr, "free": pool.free}
         nodes[node_id] = {
             "cores_total": len(cores),
             "cores_free": len(free_cores),
@@ -224,7 +219,7 @@ def _capacity_from_plan(topo, host, plan):
         "name": t["name"], "node": t.get("node"),
         "gpus": [g["address"] for g in t.get("gpus") or []],
         "vcpus": t.get("vcpus"), "memory_gib": t.get("memory_gib"),
-        "hugepage_size": _page_name(t["hugepage_size_kib"]) if t.get("hugepage_size_kib") else None,
+        "hugepage_size": hugepage_size_name(t["hugepage_size_kib"]) if t.get("hugepage_size_kib") else None,
         "vf": (t.get("vf") or {}).get("address"),
     } for t in plan["tenants"]]
     totals = {key: sum(n[key] for n in nodes.values())
@@ -419,7 +414,7 @@ def _fitting_candidate(topo, plan, added, selection):
         "node %s, GPU %s: IOMMU group %s; %d %s hugepages%s %s; leaves %d stranded "
         "GPU(s), %d partly used core(s), %d whole core(s) free on node %s"
         % (node, ", ".join(gpus) or "none", "clean" if clean else "NOT clean",
-           pages_needed, _page_name(size),
+           pages_needed, hugepage_size_name(size),
            "" if memory_node == node else " of node %s" % memory_node,
            "already free" if candidate["hugepages_ready"] else "to reserve",
            candidate["gpus_stranded"], candidate["cores_partly_used"],

@@ -61,7 +61,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     topology_from_dict,
 )
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
-    domain_name, mapping, mapping_list, whole_number)
+    domain_name, hugepage_size_name, mapping, mapping_list, whole_number)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import (
     VfRequest,
     parse_nic_vf,
@@ -1270,10 +1270,6 @@ def _gib(kib):
     return ("%.1f" % value).rstrip("0").rstrip(".")
 
 
-def _size_text(size_kib):
-    return "1 GiB" if size_kib == GIB_KIB else "%d kB" % size_kib
-
-
 def _check_hugepages(host, ledger, node, memory_node, size_kib, pages, request, mode, field,
                      warnings):
     """The tenant on ``node``'s CPUs gets its pages from ``memory_node`` (the same node
@@ -1285,7 +1281,7 @@ def _check_hugepages(host, ledger, node, memory_node, size_kib, pages, request, 
     taken = ledger.new_pages.get((memory_node, size_kib), 0)
     if mode == "free":
         if taken + pages > free_pages:
-            raise _NoFit(node, "%s hugepages%s" % (_size_text(size_kib), of_node),
+            raise _NoFit(node, "%s hugepages%s" % (hugepage_size_name(size_kib), of_node),
                          "%d pages" % pages,
                          "%d pages (%d on the node, %d taken by tenants planned before)"
                          % (max(free_pages - taken, 0), free_pages, taken),
@@ -1310,9 +1306,9 @@ def _check_hugepages(host, ledger, node, memory_node, size_kib, pages, request, 
     if shortfall > numa.mem_free_kib:
         raise _NoFit(node, "memory for hugepages" + of_node,
                      "%d x %s pages (%s GiB still to reserve)"
-                     % (pages, _size_text(size_kib), _gib(shortfall)),
+                     % (pages, hugepage_size_name(size_kib), _gib(shortfall)),
                      "%s GiB of free memory and %d free %s pages"
-                     % (_gib(numa.mem_free_kib), free_pages, _size_text(size_kib)),
+                     % (_gib(numa.mem_free_kib), free_pages, hugepage_size_name(size_kib)),
                      "%s.memory_gib" % field,
                      "ask for less memory, free memory on node %s, or reserve the pages at "
                      "boot (1G pages: hugepagesz=1G hugepages=<node>:<count> on the kernel "

@@ -23,7 +23,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import gpu_selection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     MAX_HUGEPAGES, MAX_MEMORY_GIB)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import whole_number
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
+    hugepage_size_name, whole_number)
 
 HOUSEKEEPING = "housekeeping"
 FREE = "free"
@@ -32,7 +33,6 @@ TENANT_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E0
                   "#CC79A7", "#8FBC8F", "#B0A0D0", "#F4A582", "#92C5DE", "#C2A5CF")
 HOUSEKEEPING_COLOUR = "#9E9E9E"
 FREE_COLOUR = "#FFFFFF"
-_SIZE_NAMES = {1048576: "1G", 2048: "2M"}
 # A BAR is a power of two below the 64-bit address space.
 _MAX_BAR = 1 << 64
 
@@ -101,8 +101,7 @@ def layout_from_topology(topology, selection=None):
 # ---------------------------------------------------------------------- shared analysis
 
 def _size_name(size_kib):
-    size_kib = _page_size(size_kib)
-    return _SIZE_NAMES.get(size_kib, "%dk" % size_kib)
+    return hugepage_size_name(_page_size(size_kib))
 
 
 def _owners(plan):
