@@ -27,8 +27,7 @@ for path in (os.path.join(REPO, ".collections"), os.path.join(REPO, "tests")):
         sys.path.insert(0, path)
 
 from support import fixturegen  # noqa: E402
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
-    # noqa: E402     plan_placement)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement  # noqa: E402
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (  # noqa: E402
     DEFAULT_GPU_SELECTION,
 )

@@ -43,9 +43,8 @@ if COLLECTIONS not in sys.path:
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import format_cpulist  # noqa: E402
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts, realized  # noqa: E402
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
-    # noqa: E402     validate_tenant_name)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import domain_name  # noqa: E402
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root  # noqa: E402
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation  # noqa: E402
 
 
@@ -118,7 +117,7 @@ def read_host(plan, root="/", names=None):
     validate_root(root)
     names = list(names or [tenant["name"] for tenant in plan.get("tenants") or ()])
     for index, name in enumerate(names):
-        validate_tenant_name(name, "tenant[%d]" % index)
+        domain_name(name, "tenant[%d]" % index)
     return realized.read_domains(names, root), host_facts.read_memory(root)["hugepages"]
 
 

@@ -313,7 +313,7 @@ def test_a_host_without_ovmf_is_refused_with_the_package_to_install(firmware, tm
     refusal = refusals[0]
     assert refusal.kind == "firmware_missing"
     assert "no firmware descriptor in /etc/qemu/firmware or /usr/share/qemu/firmware" \
-        in refusal.msg
+        in refusal.reason
     assert "ovmf on Debian" in refusal.fix and "edk2-ovmf on RHEL" in refusal.fix
     assert "firmware: bios" in refusal.fix
     with pytest.raises(GpuhostError) as err:
@@ -327,15 +327,15 @@ def test_descriptors_whose_code_files_are_missing_are_refused_by_name(tmp_path):
     root = install_debian_ovmf(tmp_path, images=False)
     refusal, = firmware_refusals("efi", root)
     assert "/usr/share/OVMF/OVMF_CODE_4M.fd in /usr/share/qemu/firmware/60-edk2-x86_64.json" \
-        in refusal.msg
+        in refusal.reason
 
 
 def test_only_plain_uefi_on_the_host_refuses_secure_boot(tmp_path):
     root = install_debian_ovmf(tmp_path, ["60-edk2-x86_64.json"])
     assert firmware_refusals("efi", root) == []
     refusal, = firmware_refusals("efi-secure", root)
-    assert "with Secure Boot and enrolled keys" in refusal.msg
-    assert "none of the 1 firmware descriptors offers it" in refusal.msg
+    assert "with Secure Boot and enrolled keys" in refusal.reason
+    assert "none of the 1 firmware descriptors offers it" in refusal.reason
 
 
 def test_an_empty_file_in_etc_hides_the_descriptor_as_for_libvirt(tmp_path):
@@ -345,7 +345,7 @@ def test_an_empty_file_in_etc_hides_the_descriptor_as_for_libvirt(tmp_path):
     open(os.path.join(masks, "60-edk2-x86_64.json"), "w").close()
     assert firmware_refusals("efi-secure", root) == []
     refusal, = firmware_refusals("efi", root)
-    assert "60-edk2-x86_64.json" not in refusal.msg
+    assert "60-edk2-x86_64.json" not in refusal.reason
 
 
 def test_a_code_link_is_followed_inside_the_root_only(tmp_path):
@@ -355,7 +355,7 @@ def test_a_code_link_is_followed_inside_the_root_only(tmp_path):
     os.makedirs(os.path.dirname(code))
     os.symlink("/usr/share/OVMF/real-code.fd", code)
     refusal, = firmware_refusals("efi", root)
-    assert "missing" in refusal.msg
+    assert "missing" in refusal.reason
     with open(os.path.join(root, "usr/share/OVMF/real-code.fd"), "wb") as out:
         out.write(b"\0")
     assert firmware_refusals("efi", root) == []
@@ -384,7 +384,7 @@ def test_a_file_that_is_no_descriptor_is_named_never_a_traceback(content, tmp_pa
     # the good descriptor still counts; a refusal would name the odd file
     assert firmware_refusals("efi", root) == []
     refusal, = firmware_refusals("efi-secure", root)
-    assert "not firmware descriptors: /usr/share/qemu/firmware/10-odd.json" in refusal.msg
+    assert "not firmware descriptors: /usr/share/qemu/firmware/10-odd.json" in refusal.reason
 
 
 def test_a_descriptor_link_is_read_inside_the_root_and_odd_files_never_block(tmp_path):
@@ -422,7 +422,7 @@ def test_descriptors_for_other_machines_or_architectures_do_not_count(tmp_path):
             out.write(descriptor_json("/usr/share/OVMF/OVMF_CODE_4M.fd",
                                       "/usr/share/OVMF/OVMF_VARS_4M.fd", [], targets))
     refusal, = firmware_refusals("efi", str(tmp_path))
-    assert "none of the 2 firmware descriptors offers it" in refusal.msg
+    assert "none of the 2 firmware descriptors offers it" in refusal.reason
 
 
 def test_the_module_reads_descriptors_only_for_uefi_on_a_real_driver(tmp_path):

@@ -35,8 +35,8 @@ def test_the_memory_node_is_refused_when_the_gpu_node_has_memory():
     report = run_preflight(domain_model.spec_from_plan(borrowing_tenant()), runbook_topology(), [])
     [refusal] = report.refusals
     assert refusal.field == "plan.numatune.nodeset"
-    assert "memory nodeset is 1" in refusal.msg
-    assert "memory_node" in refusal.msg and "has memory" in refusal.msg
+    assert "memory nodeset is 1" in refusal.reason
+    assert "memory_node" in refusal.reason and "has memory" in refusal.reason
     assert refusal.override == "allow_cross_node"
 
 

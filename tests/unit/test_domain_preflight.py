@@ -43,7 +43,7 @@ def test_dirty_iommu_group_is_refused_naming_the_usb_controller():
                        "functions": ["0000:01:00.0", "0000:01:00.1"], "bar64_total": 0}]
     report = run_preflight(domain_model.spec_from_plan(tenant), dirty_topology(), [])
     assert refusal_fields(report) == ["plan"]
-    text = report.refusals[0].msg
+    text = report.refusals[0].reason
     assert "IOMMU group 5" in text and "0000:02:00.0" in text and "xhci_hcd" in text
     assert "pcie_acs_override" in report.refusals[0].fix
     with pytest.raises(GpuhostError) as err:
@@ -57,14 +57,14 @@ def test_unknown_hostdev_is_refused():
     del topo.pci[RUNBOOK_VF]
     report = run_preflight(spec(), topo, [])
     assert refusal_fields(report) == ["plan"]
-    assert "does not exist" in report.refusals[0].msg
+    assert "does not exist" in report.refusals[0].reason
 
 
 def test_hostdev_of_another_defined_domain_is_refused():
     other = DefinedDomain(name="tenant-b", hostdevs=(RUNBOOK_HDA,), active=False)
     report = run_preflight(spec(), runbook_topology(), [other])
     assert refusal_fields(report) == ["plan"]
-    assert "0000:65:00.1 already used by domain tenant-b (defined)" in report.refusals[0].msg
+    assert "0000:65:00.1 already used by domain tenant-b (defined)" in report.refusals[0].reason
 
 
 def test_own_previous_definition_does_not_count_as_another_domain():
@@ -76,7 +76,7 @@ def test_own_previous_definition_does_not_count_as_another_domain():
 def test_offline_pins_are_refused_with_the_online_list():
     report = run_preflight(spec(), runbook_topology(offline=(33, 34)), [])
     assert refusal_fields(report) == ["plan.vcpu_pins"]
-    assert "CPUs 33-34 are not online (online: 0-32,35-63)" in report.refusals[0].msg
+    assert "CPUs 33-34 are not online (online: 0-32,35-63)" in report.refusals[0].reason
 
 
 def test_overlapping_pins_refused_unless_allowed():
@@ -84,7 +84,7 @@ def test_overlapping_pins_refused_unless_allowed():
     report = run_preflight(spec(), runbook_topology(), [other])
     assert refusal_fields(report) == ["plan.vcpu_pins"]
     assert report.refusals[0].override == "allow_cpu_overlap"
-    assert "vCPU pins 15,47 overlap the vCPUs of domain tenant-b" in report.refusals[0].msg
+    assert "vCPU pins 15,47 overlap the vCPUs of domain tenant-b" in report.refusals[0].reason
     allowed = run_preflight(spec(), runbook_topology(), [other], allow_cpu_overlap=True)
     assert allowed.refusals == []
     assert "allowed by allow_cpu_overlap" in allowed.warnings[0]
@@ -94,8 +94,8 @@ def test_emulator_on_another_tenants_vcpus_is_an_overlap():
     other = DefinedDomain(name="tenant-b", vcpu_cpus=(0,))
     report = run_preflight(spec(), runbook_topology(), [other])
     assert refusal_fields(report) == ["plan.emulator_cpus", "plan.iothread_cpus"]
-    assert "emulator_cpus 0 overlap the vCPUs of domain tenant-b" in report.refusals[0].msg
-    assert "iothread_cpus 0 overlap the vCPUs of domain tenant-b" in report.refusals[1].msg
+    assert "emulator_cpus 0 overlap the vCPUs of domain tenant-b" in report.refusals[0].reason
+    assert "iothread_cpus 0 overlap the vCPUs of domain tenant-b" in report.refusals[1].reason
 
 
 def test_hugepages_are_counted_per_node_not_host_wide():
@@ -106,7 +106,7 @@ def test_hugepages_are_counted_per_node_not_host_wide():
     refusal = report.refusals[0]
     assert refusal.kind == "hugepages_short"
     assert "needs 32 pages of 1G on node 0, but only 16 are free (node 0: 16 free)" \
-        in refusal.msg
+        in refusal.reason
     assert "reserve 16 more 1G pages on node 0" in refusal.fix
     assert "node0/hugepages/hugepages-1048576kB/nr_hugepages" in refusal.fix
 
@@ -135,7 +135,7 @@ def test_memory_on_another_node_refused_unless_allowed():
     report = run_preflight(changed, runbook_topology(), [])
     assert "plan.numatune.nodeset" in refusal_fields(report)
     refusal = [r for r in report.refusals if r.field == "plan.numatune.nodeset"][0]
-    assert refusal.msg == "the GPU is on node 0 but memory nodeset is 1"
+    assert refusal.reason == "the GPU is on node 0 but memory nodeset is 1"
     assert refusal.override == "allow_cross_node"
     allowed = run_preflight(changed, runbook_topology(), [], allow_cross_node=True)
     assert "plan.numatune.nodeset" not in refusal_fields(allowed)
@@ -146,7 +146,7 @@ def test_vcpus_on_another_node_are_named():
     tenant["vcpu_pins"] = [16, 48] + tenant["vcpu_pins"][2:]
     report = run_preflight(domain_model.spec_from_plan(tenant), runbook_topology(), [])
     assert refusal_fields(report) == ["plan.vcpu_pins"]
-    assert "vCPU pins 16,48 are on node 1" in report.refusals[0].msg
+    assert "vCPU pins 16,48 are on node 1" in report.refusals[0].reason
 
 
 def test_several_refusals_are_reported_together():
@@ -190,7 +190,7 @@ def test_function_of_a_group_another_domain_holds_is_refused():
     report = run_preflight(gpu_only_spec(), runbook_topology(), [other])
     assert refusal_fields(report) == ["plan"]
     refusal = report.refusals[0]
-    assert refusal.msg == ("0000:65:00.0 is in IOMMU group 27, which also holds "
+    assert refusal.reason == ("0000:65:00.0 is in IOMMU group 27, which also holds "
                            "0000:65:00.1 of domain tenant-b (running): one IOMMU group "
                            "goes to one guest")
     assert refusal.override is None
@@ -217,7 +217,7 @@ def test_vcpu_on_the_smt_sibling_of_another_domains_vcpu_is_refused_unless_allow
     report = run_preflight(one_thread_per_core_spec(), runbook_topology(), [other])
     assert refusal_fields(report) == ["plan.vcpu_pins"]
     refusal = report.refusals[0]
-    assert refusal.msg == ("vCPU pins 2 share cores with the vCPUs of domain tenant-b "
+    assert refusal.reason == ("vCPU pins 2 share cores with the vCPUs of domain tenant-b "
                            "(CPU 2 is the SMT sibling of 34): threads of one core share "
                            "its caches, so one tenant can observe the other")
     assert refusal.override == "allow_cpu_overlap"
@@ -233,7 +233,7 @@ def test_vcpu_on_own_emulator_or_iothread_cpu_is_refused_unless_allowed():
     report = run_preflight(domain_model.spec_from_plan(tenant), runbook_topology(), [])
     assert refusal_fields(report) == ["plan.vcpu_pins"]
     refusal = report.refusals[0]
-    assert refusal.msg.startswith("vCPU pins 1,33 are also this domain's emulator_cpus (1) "
+    assert refusal.reason.startswith("vCPU pins 1,33 are also this domain's emulator_cpus (1) "
                                   "and iothread_cpus (33)")
     assert refusal.override == "allow_vcpu_emulator_overlap"
     assert "numa_cpuset plans them on the node's housekeeping CPUs" in refusal.fix
@@ -264,12 +264,12 @@ def test_host_critical_hostdevs_are_refused_with_vfio_binds_words():
     assert [(r.field, r.override) for r in report.refusals] == [
         ("hostdevs", None), ("allow_host_critical", "allow_host_critical")]
     root_disk, nic = report.refusals
-    assert root_disk.msg == ("refusing to pass through: 0000:b1:00.0 holds the root "
+    assert root_disk.reason == ("refusing to pass through: 0000:b1:00.0 holds the root "
                              "filesystem: passing it through to a domain detaches it from "
                              "the host, and the host stops at once (and this module with "
                              "it) (no override)")
     assert root_disk.fix == "remove the device(s) marked 'no override' from hostdevs"
-    assert nic.msg == ("refusing to pass through: 0000:41:00.2 is the NIC of the default "
+    assert nic.reason == ("refusing to pass through: 0000:41:00.2 is the NIC of the default "
                        "route (ens1f0v0): passing it through to a domain detaches it from "
                        "the host, and the host loses that connection (set "
                        "allow_host_critical: true to override)")
@@ -294,7 +294,7 @@ def test_bridge_and_boot_vga_hostdevs_are_refused():
                            hostdev_origins={RUNBOOK_GPU: "gpus", "0000:64:01.0": "hostdevs"})
     assert [(r.field, r.override) for r in report.refusals] == [
         ("allow_boot_vga", "allow_boot_vga"), ("hostdevs", None)]
-    assert "0000:64:01.0 is a PCI bridge" in report.refusals[1].msg
+    assert "0000:64:01.0 is a PCI bridge" in report.refusals[1].reason
 
 
 def test_hostdev_origins_name_the_option_each_device_came_from():
@@ -314,7 +314,7 @@ def test_a_missing_vf_and_a_missing_gpu_are_refusals_of_different_kinds():
     topo = runbook_topology()
     no_vf = domain_model.spec_from_plan(runbook_tenant(address="0000:65:10.7", index=7))
     refusals = run_preflight(no_vf, topo, []).refusals
-    assert [r.kind for r in refusals if "0000:65:10.7" in r.msg] == ["vf_missing"], refusals
+    assert [r.kind for r in refusals if "0000:65:10.7" in r.reason] == ["vf_missing"], refusals
     no_gpu = runbook_tenant()
     no_gpu["gpus"][0].update(address="0000:99:00.0", functions=["0000:99:00.0"])
     kinds = [r.kind for r in run_preflight(domain_model.spec_from_plan(no_gpu), topo, []).refusals]
@@ -356,8 +356,8 @@ def test_interrupt_remapping_read_off_is_refused_with_the_risk_then_allowed(
     refusal = report.refusals[0]
     assert refusal.override == "allow_unsafe_interrupts"
     assert refusal.kind == "no_interrupt_remapping"
-    assert ("interrupt remapping is off (%s)" % evidence) in refusal.msg
-    assert "inject interrupts into the host and into other tenants" in refusal.msg
+    assert ("interrupt remapping is off (%s)" % evidence) in refusal.reason
+    assert "inject interrupts into the host and into other tenants" in refusal.reason
     assert "remove intremap=off" in refusal.fix and "allow_unsafe_interrupts: true" in \
         refusal.fix
     with pytest.raises(GpuhostError) as err:
@@ -376,7 +376,7 @@ def test_interrupt_remapping_off_by_ecap_names_the_dmar_unit(tmp_path):
     report = run_preflight(spec(), _remapping_topology(_iommu_of_tree(root)), [])
     assert refusal_fields(report) == ["allow_unsafe_interrupts"]
     assert "a DMAR unit does not advertise interrupt remapping (ecap bit 3)" in \
-        report.refusals[0].msg
+        report.refusals[0].reason
 
 
 def test_interrupt_remapping_unknown_is_a_warning_not_a_refusal(tmp_path):

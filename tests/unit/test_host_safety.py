@@ -210,10 +210,10 @@ def test_host_refusals_are_vfio_binds_policy_with_its_overrides(root):
         context, ["0000:01:00.0", "0000:03:00.0", "0000:42:00.0", "0000:00:04.0",
                   "0000:41:00.0", "0000:99:00.0"], {"allow_boot_vga": True},
         host_safety.PASS_THROUGH)
-    assert [(r.address, r.option) for r in blocking] == [
+    assert [(r.address, r.override) for r in blocking] == [
         ("0000:01:00.0", None), ("0000:03:00.0", "allow_host_critical"),
         ("0000:00:04.0", None)]
-    assert [(r.address, r.option) for r in allowed] == [("0000:42:00.0", "allow_boot_vga")]
+    assert [(r.address, r.override) for r in allowed] == [("0000:42:00.0", "allow_boot_vga")]
     assert host_safety.refusal_fix(blocking, "hostdevs") == (
         "remove the device(s) marked 'no override' from hostdevs; for the others set "
         "allow_host_critical only if you accept the risk")

@@ -71,7 +71,7 @@ def messages(action, addresses=None):
             for address in chosen:
                 found = host_safety.refusals_for(context, address, {}, action=action)
                 refusals += found if action is BIND else [
-                    r for r in found if r.option == "allow_attached_to_running_domain"]
+                    r for r in found if r.override == "allow_attached_to_running_domain"]
             if action is BIND:
                 refusals += host_safety.check_groups(context, chosen, {})
             try:
@@ -83,7 +83,7 @@ def messages(action, addresses=None):
             spec = SimpleNamespace(hostdev_addresses=lambda chosen=chosen: chosen)
             domain_preflight.check_host_safety(spec, report, context, {},
                                                {a: "hostdevs" for a in chosen})
-            out += [(r.field, r.msg, r.fix) for r in report.refusals]
+            out += [(r.field, r.reason, r.fix) for r in report.refusals]
         else:
             try:
                 host_safety.check_vf_count_change(context, "0000:03:00.0", chosen, 4, {})

@@ -36,10 +36,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.preflight import Refusal
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
-    vfio_group_holders)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import Refusal, vfio_group_holders
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     is_kernel_address, normalize_address, reset_capability, vfio_resets_on_release)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov_vfs import (
@@ -87,10 +85,10 @@ def check_reset_methods(spec, topo, report, allow_no_reset=False):
             report.warnings.append("%s; allowed by %s" % (capability.reason, ALLOW_NO_RESET))
             continue
         report.refusals.append(Refusal(
-            ALLOW_NO_RESET,
-            "refusing to give %s to a tenant: %s, so it cannot be wiped when the tenant "
+            field=ALLOW_NO_RESET,
+            reason="refusing to give %s to a tenant: %s, so it cannot be wiped when the tenant "
             "leaves" % (capability.address, capability.reason),
-            NO_RESET_FIX, override=ALLOW_NO_RESET, kind="no_reset"))
+            fix=NO_RESET_FIX, override=ALLOW_NO_RESET, kind="no_reset"))
 
 
 @dataclass

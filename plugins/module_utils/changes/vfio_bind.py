@@ -408,7 +408,7 @@ def plan_vfio(writer, context, selected, companions, state="bound", options=None
             to_change.append(address)
             refusals += [r for r in refusals_for(context, address, options, False,
                                                  action=UNBIND)
-                         if r.option == "allow_attached_to_running_domain"]
+                         if r.override == "allow_attached_to_running_domain"]
     if state == "bound" and to_change:
         refusals += check_groups(context, selected, options)
     raise_refusals(refusals, options, BIND if state == "bound" else UNBIND)

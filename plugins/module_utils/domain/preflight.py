@@ -29,7 +29,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.model import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.xml import parse_xml
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
-    host_refusals, PASS_THROUGH, refusal_fix)
+    PASS_THROUGH, Refusal, host_refusals, refusal_fix)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import group_members_verdict
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import (
@@ -53,18 +53,6 @@ class DefinedDomain:
 
 
 @dataclass
-class Refusal:
-    field: str
-    msg: str
-    fix: str
-    override: Optional[str] = None
-    # A stable name for the refusals a caller may handle (the vm role's check mode lets
-    # "hugepages_short" and "vf_missing" pass: the earlier stages have not run yet);
-    # callers match it, never the message's wording.
-    kind: Optional[str] = None
-
-
-@dataclass
 class PreflightReport:
     refusals: List[Refusal] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
@@ -74,14 +62,14 @@ class PreflightReport:
             return
         first = self.refusals[0]
         if len(self.refusals) == 1:
-            raise GpuhostError(first.msg, field=first.field, fix=first.fix,
-                               details={"refusals": [r.__dict__ for r in self.refusals]})
+            raise GpuhostError(first.reason, field=first.field, fix=first.fix,
+                               details={"refusals": [r.detail() for r in self.refusals]})
         lines = ["%d preflight refusals:" % len(self.refusals)]
         for number, refusal in enumerate(self.refusals, 1):
             lines.append("(%d) %s: %s. Fix: %s" % (number, refusal.field,
-                                                   refusal.msg.rstrip("."), refusal.fix))
+                                                   refusal.reason.rstrip("."), refusal.fix))
         raise GpuhostError(" ".join(lines), field=first.field,
-                           details={"refusals": [r.__dict__ for r in self.refusals]})
+                           details={"refusals": [r.detail() for r in self.refusals]})
 
 
 def defined_domain_from_xml(xml, active=False):
@@ -147,9 +135,9 @@ def check_hostdevs(spec, topo, report, origins=None):
         missing = [a for a in unit if normalize_address(a) not in topo.pci]
         if missing:
             report.refusals.append(Refusal(
-                origins.get(missing[0], "hostdevs"), "PCI function %s does not exist on this host"
+                field=origins.get(missing[0], "hostdevs"), reason="PCI function %s does not exist on this host"
                 % ", ".join(missing),
-                "check the address with lspci -D; regenerate the plan if the hardware "
+                fix="check the address with lspci -D; regenerate the plan if the hardware "
                 "changed", kind="vf_missing" if unit == vf_unit else "hostdev_missing"))
             continue
         verdict = group_members_verdict(topo, unit)
@@ -160,11 +148,11 @@ def check_hostdevs(spec, topo, report, origins=None):
                                         f.get("driver") or "none")
                 for f in verdict.foreign)
             report.refusals.append(Refusal(
-                origins.get(unit[0], "hostdevs"),
-                "%s is in IOMMU group %s, which also holds %s%s"
+                field=origins.get(unit[0], "hostdevs"),
+                reason="%s is in IOMMU group %s, which also holds %s%s"
                 % (", ".join(unit), verdict.group, foreign or "other devices",
                    ("; " + "; ".join(verdict.reasons)) if verdict.reasons else ""),
-                "move the card to a slot whose IOMMU group holds only it (check "
+                fix="move the card to a slot whose IOMMU group holds only it (check "
                 "/sys/kernel/iommu_groups/%s/devices), or change the BIOS PCIe "
                 "bifurcation; do not use pcie_acs_override" % verdict.group))
 
@@ -208,8 +196,8 @@ def check_interrupt_remapping(spec, topo, report, allow_unsafe_interrupts=False)
         report.warnings.append(text + "; allowed by allow_unsafe_interrupts")
         return
     report.refusals.append(Refusal(
-        "allow_unsafe_interrupts", text,
-        "enable interrupt remapping (VT-d/AMD-Vi with x2APIC in the BIOS) and remove "
+        field="allow_unsafe_interrupts", reason=text,
+        fix="enable interrupt remapping (VT-d/AMD-Vi with x2APIC in the BIOS) and remove "
         "intremap=off from the kernel command line, then reboot; or set "
         "allow_unsafe_interrupts: true to accept the risk (vfio then also needs "
         "vfio_iommu_type1.allow_unsafe_interrupts=1)",
@@ -224,9 +212,9 @@ def check_hostdevs_free(spec, others, report, origins=None):
         clash = sorted(mine & set(other.hostdevs))
         if clash:
             report.refusals.append(Refusal(
-                origins.get(clash[0], "hostdevs"), "%s already used by domain %s (%s)"
+                field=origins.get(clash[0], "hostdevs"), reason="%s already used by domain %s (%s)"
                 % (", ".join(clash), other.name, "running" if other.active else "defined"),
-                "give this tenant another device, or remove the hostdev from %s first "
+                fix="give this tenant another device, or remove the hostdev from %s first "
                 "(virsh edit %s, or state=absent for that tenant)" % (other.name, other.name)))
 
 
@@ -245,13 +233,13 @@ def check_host_safety(spec, report, context, overrides, origins=None):
     blocking, allowed = host_refusals(context, addresses, overrides, PASS_THROUGH)
     for refusal in blocking:
         report.refusals.append(Refusal(
-            refusal.option or origins.get(refusal.address, "hostdevs"),
-            "refusing to %s: %s" % (PASS_THROUGH.verb, refusal.text()),
-            refusal_fix([refusal], origins.get(refusal.address, "the domain's devices")),
-            override=refusal.option))
+            field=refusal.override or origins.get(refusal.address, "hostdevs"),
+            reason="refusing to %s: %s" % (PASS_THROUGH.verb, refusal.text()),
+            fix=refusal_fix([refusal], origins.get(refusal.address, "the domain's devices")),
+            override=refusal.override))
     for refusal in allowed:
         report.warnings.append("%s %s; allowed by %s" % (refusal.address, refusal.reason,
-                                                         refusal.option))
+                                                         refusal.override))
 
 
 def check_groups_unshared(spec, topo, others, report, origins=None):
@@ -278,12 +266,12 @@ def check_groups_unshared(spec, topo, others, report, origins=None):
             shared.setdefault(function.iommu_group, []).append(address)
         for group, theirs in sorted(shared.items()):
             report.refusals.append(Refusal(
-                origins.get(sorted(mine[group])[0], "hostdevs"),
-                "%s is in IOMMU group %s, which also holds %s of domain %s (%s): "
+                field=origins.get(sorted(mine[group])[0], "hostdevs"),
+                reason="%s is in IOMMU group %s, which also holds %s of domain %s (%s): "
                 "one IOMMU group goes to one guest"
                 % (", ".join(sorted(mine[group])), group, ", ".join(sorted(theirs)),
                    other.name, "running" if other.active else "defined"),
-                "give this tenant a device from another IOMMU group, or remove %s from %s "
+                fix="give this tenant a device from another IOMMU group, or remove %s from %s "
                 "first (virsh edit %s, or state=absent for that tenant)"
                 % (", ".join(sorted(theirs)), other.name, other.name)))
 
@@ -296,9 +284,9 @@ def check_cpus_online(spec, topo, report):
         outside = sorted(set(cpus) - online)
         if outside:
             report.refusals.append(Refusal(
-                spec.option(label), "CPUs %s are not online (online: %s)"
+                field=spec.option(label), reason="CPUs %s are not online (online: %s)"
                 % (format_cpulist(outside), format_cpulist(online)),
-                "pin only online CPUs: regenerate the plan with numa_cpuset on this host, "
+                fix="pin only online CPUs: regenerate the plan with numa_cpuset on this host, "
                 "or bring the CPUs online"))
 
 
@@ -338,8 +326,8 @@ def check_cpu_overlap(spec, others, report, allow_cpu_overlap=False, topo=None):
                 report.warnings.append(text + "; allowed by allow_cpu_overlap")
             else:
                 report.refusals.append(Refusal(
-                    spec.option(key), text,
-                    "plan all tenants together with numa_cpuset so their cores are "
+                    field=spec.option(key), reason=text,
+                    fix="plan all tenants together with numa_cpuset so their cores are "
                     "disjoint, or set allow_cpu_overlap: true if sharing is deliberate",
                     override="allow_cpu_overlap"))
 
@@ -367,9 +355,9 @@ def check_vcpu_helper_overlap(spec, report, allow_vcpu_emulator_overlap=False):
         report.warnings.append(text + "; allowed by allow_vcpu_emulator_overlap")
         return
     report.refusals.append(Refusal(
-        spec.option("vcpu_pins"),
-        text + ": the vCPUs and QEMU's own threads would take turns on them",
-        "pin the emulator and iothreads to other cores (numa_cpuset plans them on the "
+        field=spec.option("vcpu_pins"),
+        reason=text + ": the vCPUs and QEMU's own threads would take turns on them",
+        fix="pin the emulator and iothreads to other cores (numa_cpuset plans them on the "
         "node's housekeeping CPUs), or set allow_vcpu_emulator_overlap: true on a host "
         "too small to keep them apart", override="allow_vcpu_emulator_overlap"))
 
@@ -421,8 +409,8 @@ def check_nodes(spec, topo, report, allow_cross_node=False):
         report.warnings.append(text + "; allowed by allow_cross_node")
     else:
         report.refusals.append(Refusal(
-            wrong[0][0], text,
-            "take CPUs, memory and the VF from node %s (numa_cpuset plans it that way), "
+            field=wrong[0][0], reason=text,
+            fix="take CPUs, memory and the VF from node %s (numa_cpuset plans it that way), "
             "or set allow_cross_node: true to accept the cross-node traffic"
             % format_cpulist(gpu_nodes), override="allow_cross_node"))
 
@@ -479,17 +467,17 @@ def check_hugepages(spec, topo, report, current=None):
         node = topo.nodes.get(node_id)
         if node is None:
             report.refusals.append(Refusal(
-                spec.option("memory_nodeset"), "NUMA node %d does not exist (nodes: %s)"
+                field=spec.option("memory_nodeset"), reason="NUMA node %d does not exist (nodes: %s)"
                 % (node_id, format_cpulist(topo.nodes)),
-                "regenerate the plan with numa_cpuset on this host"))
+                fix="regenerate the plan with numa_cpuset on this host"))
             return
         pool = node.hugepages.get(size)
         free_per_node[node_id] = pool.free if pool is not None else None
     if all(v is None for v in free_per_node.values()):
         report.refusals.append(Refusal(
-            spec.option("hugepage_size"), "node %s has no %s hugepage pool" % (
+            field=spec.option("hugepage_size"), reason="node %s has no %s hugepage pool" % (
                 format_cpulist(nodes), hugepage_size_name(size)),
-            "reserve the pages first (the numa role; 1G pages need hugepagesz=1G "
+            fix="reserve the pages first (the numa role; 1G pages need hugepagesz=1G "
             "hugepages=<node>:<count> on the kernel command line, which the iommu role "
             "writes from the plan, and a reboot)"))
         return
@@ -501,11 +489,11 @@ def check_hugepages(spec, topo, report, current=None):
         # lets this kind of refusal pass in check mode, where the numa stage has
         # reserved nothing yet.
         report.refusals.append(Refusal(
-            spec.option("memory_gib"),
-            "%s needs %d pages of %s on node %s, but only %d are free (%s)%s"
+            field=spec.option("memory_gib"),
+            reason="%s needs %d pages of %s on node %s, but only %d are free (%s)%s"
             % (spec.name, needed, hugepage_size_name(size), format_cpulist(nodes), free, per_node,
                ", counting the %d this domain holds" % held if held else ""),
-            "reserve %d more %s pages on node %s (/sys/devices/system/node/node%d/"
+            fix="reserve %d more %s pages on node %s (/sys/devices/system/node/node%d/"
             "hugepages/hugepages-%dkB/nr_hugepages, or the hugepages role), or give the "
             "tenant less memory" % (needed - free - held, hugepage_size_name(size),
                                     format_cpulist(nodes), nodes[0], size),
@@ -653,10 +641,10 @@ def check_firmware(spec, descriptors, report):
     if descriptors.unreadable:
         why += "; not firmware descriptors: %s" % ", ".join(descriptors.unreadable)
     report.refusals.append(Refusal(
-        "firmware", "firmware %s needs OVMF for x86_64 q35%s, but %s" % (
+        field="firmware", reason="firmware %s needs OVMF for x86_64 q35%s, but %s" % (
             spec.firmware, " with Secure Boot and enrolled keys"
             if spec.firmware == "efi-secure" else " without Secure Boot", why),
-        "install the firmware package (%s; the vm role does when a tenant uses efi), "
+        fix="install the firmware package (%s; the vm role does when a tenant uses efi), "
         "or set firmware: bios" % FIRMWARE_PACKAGES, kind="firmware_missing"))
 
 

@@ -129,15 +129,31 @@ ACTIONS = (BIND, UNBIND, PASS_THROUGH, CHANGE_VF_COUNT)
 
 @dataclass
 class Refusal:
-    address: str
-    reason: str                # what the device is to the host
-    option: Optional[str]      # None: nothing overrides it (in the calling module)
-    why: Optional[str] = None  # what the action does to it and what the host loses
+    """One reason not to go ahead, for every module: what it is about (a device's
+    ``address``, or the option a check names, ``field``), what is wrong (``reason``), the
+    override that lets it through in the calling module (``override``; None: none), what
+    the action costs the host (``why``), the way out (``fix``), and a stable ``kind`` that
+    callers match instead of the wording (the vm role's check mode lets "hugepages_short"
+    and "vf_missing" pass: the earlier stages have not run yet)."""
+
+    address: Optional[str] = None
+    reason: str = ""
+    override: Optional[str] = None
+    why: Optional[str] = None
+    field: Optional[str] = None
+    fix: Optional[str] = None
+    kind: Optional[str] = None
 
     def text(self):
-        tail = ("set %s: true to override" % self.option) if self.option else "no override"
+        """A device refusal in one line: what it is to the host, the cost, the override."""
+        tail = ("set %s: true to override" % self.override) if self.override else "no override"
         return "%s %s%s (%s)" % (self.address, self.reason,
                                  ": %s" % self.why if self.why else "", tail)
+
+    def detail(self):
+        """A check's refusal as the modules report it in ``details.refusals``."""
+        return {"field": self.field, "msg": self.reason, "fix": self.fix,
+                "override": self.override, "kind": self.kind}
 
 
 @dataclass
@@ -191,21 +207,21 @@ def refusals_for(context, address, options, changing_driver=True, action=BIND):
 
 
 def raise_refusals(refusals, options, action=BIND):
-    blocking = [r for r in refusals if r.option is None or not options.get(r.option)]
+    blocking = [r for r in refusals if r.override is None or not options.get(r.override)]
     if not blocking:
         return
     first = blocking[0]
-    fixes = sorted(set(r.option for r in blocking if r.option))
-    if any(r.option is None for r in blocking):
+    fixes = sorted(set(r.override for r in blocking if r.override))
+    if any(r.override is None for r in blocking):
         fix = "remove the device(s) marked 'no override' from devices/match"
         if fixes:
             fix += "; for the others set %s only if you accept the risk" % ", ".join(fixes)
     else:
         fix = "set %s only if you accept the risk, or leave the device(s) out" % ", ".join(fixes)
     raise GpuhostError("refusing to %s: " % action.verb + "; ".join(r.text() for r in blocking),
-                       field=first.option or "devices", fix=fix,
+                       field=first.override or "devices", fix=fix,
                        details={"refusals": [{"address": r.address, "reason": r.reason,
-                                              "override": r.option} for r in blocking]})
+                                              "override": r.override} for r in blocking]})
 
 
 def check_iommu(context):
@@ -285,7 +301,7 @@ def host_refusals(context, addresses, options, action):
             continue
         for refusal in refusals_for(context, address, options, changing_driver=False,
                                     action=action):
-            if refusal.option is not None and options.get(refusal.option):
+            if refusal.override is not None and options.get(refusal.override):
                 allowed.append(refusal)
             else:
                 blocking.append(refusal)
@@ -296,8 +312,8 @@ def refusal_fix(refusals, devices_option):
     """The way out of ``refusals``, the same in every module, naming the option the
     devices came from (``devices_option``) and the overrides the refusals carry (only
     the calling module's: see HostAction)."""
-    fixes = sorted(set(r.option for r in refusals if r.option))
-    if any(r.option is None for r in refusals):
+    fixes = sorted(set(r.override for r in refusals if r.override))
+    if any(r.override is None for r in refusals):
         fix = "remove the device(s) marked 'no override' from %s" % devices_option
         if fixes:
             fix += "; for the others set %s only if you accept the risk" % ", ".join(fixes)
@@ -315,17 +331,17 @@ def check_vf_count_change(context, pf, vfs, num_vfs, options, action=CHANGE_VF_C
     blocking, _allowed = host_refusals(context, vfs, options, action)
     if not blocking:
         return
-    fixes = sorted(set(r.option for r in blocking if r.option))
+    fixes = sorted(set(r.override for r in blocking if r.override))
     fix = "keep num_vfs at %d, and move what the VF(s) carry to another device first" % len(vfs)
-    if fixes and all(r.option for r in blocking):
+    if fixes and all(r.override for r in blocking):
         fix += "; set %s only if you accept the risk" % ", ".join(fixes)
     first = blocking[0]
     raise GpuhostError(
         "refusing to %s of %s from %d to %d (the kernel removes every VF first): %s"
         % (action.verb, pf, len(vfs), num_vfs, "; ".join(r.text() for r in blocking)),
-        field=first.option if fixes and all(r.option for r in blocking) else "num_vfs",
+        field=first.override if fixes and all(r.override for r in blocking) else "num_vfs",
         fix=fix, details={"refusals": [{"address": r.address, "reason": r.reason,
-                                        "override": r.option} for r in blocking]})
+                                        "override": r.override} for r in blocking]})
 
 
 # -- host slimming ------------------------------------------------------------------------
