@@ -191,8 +191,8 @@ def test_function_of_a_group_another_domain_holds_is_refused():
     assert refusal_fields(report) == ["plan"]
     refusal = report.refusals[0]
     assert refusal.reason == ("0000:65:00.0 is in IOMMU group 27, which also holds "
-                           "0000:65:00.1 of domain tenant-b (running): one IOMMU group "
-                           "goes to one guest")
+                              "0000:65:00.1 of domain tenant-b (running): one IOMMU group "
+                              "goes to one guest")
     assert refusal.override is None
     assert "give this tenant a device from another IOMMU group" in refusal.fix
     # Nothing overrides it: the CPU override does not touch it.
@@ -218,8 +218,8 @@ def test_vcpu_on_the_smt_sibling_of_another_domains_vcpu_is_refused_unless_allow
     assert refusal_fields(report) == ["plan.vcpu_pins"]
     refusal = report.refusals[0]
     assert refusal.reason == ("vCPU pins 2 share cores with the vCPUs of domain tenant-b "
-                           "(CPU 2 is the SMT sibling of 34): threads of one core share "
-                           "its caches, so one tenant can observe the other")
+                              "(CPU 2 is the SMT sibling of 34): threads of one core share "
+                              "its caches, so one tenant can observe the other")
     assert refusal.override == "allow_cpu_overlap"
     allowed = run_preflight(one_thread_per_core_spec(), runbook_topology(), [other],
                             allow_cpu_overlap=True)
@@ -234,7 +234,7 @@ def test_vcpu_on_own_emulator_or_iothread_cpu_is_refused_unless_allowed():
     assert refusal_fields(report) == ["plan.vcpu_pins"]
     refusal = report.refusals[0]
     assert refusal.reason.startswith("vCPU pins 1,33 are also this domain's emulator_cpus (1) "
-                                  "and iothread_cpus (33)")
+                                     "and iothread_cpus (33)")
     assert refusal.override == "allow_vcpu_emulator_overlap"
     assert "numa_cpuset plans them on the node's housekeeping CPUs" in refusal.fix
     allowed = run_preflight(domain_model.spec_from_plan(tenant), runbook_topology(), [],
@@ -265,14 +265,14 @@ def test_host_critical_hostdevs_are_refused_with_vfio_binds_words():
         ("hostdevs", None), ("allow_host_critical", "allow_host_critical")]
     root_disk, nic = report.refusals
     assert root_disk.reason == ("refusing to pass through: 0000:b1:00.0 holds the root "
-                             "filesystem: passing it through to a domain detaches it from "
-                             "the host, and the host stops at once (and this module with "
-                             "it) (no override)")
+                                "filesystem: passing it through to a domain detaches it from "
+                                "the host, and the host stops at once (and this module with "
+                                "it) (no override)")
     assert root_disk.fix == "remove the device(s) marked 'no override' from hostdevs"
     assert nic.reason == ("refusing to pass through: 0000:41:00.2 is the NIC of the default "
-                       "route (ens1f0v0): passing it through to a domain detaches it from "
-                       "the host, and the host loses that connection (set "
-                       "allow_host_critical: true to override)")
+                          "route (ens1f0v0): passing it through to a domain detaches it from "
+                          "the host, and the host loses that connection (set "
+                          "allow_host_critical: true to override)")
     assert nic.fix == ("set allow_host_critical only if you accept the risk, or leave the "
                        "device(s) out of plan")
     allowed = run_preflight(spec_, topo, [], host_context=context, hostdev_origins=origins,

@@ -32,9 +32,9 @@ VARIANTS = {
     "runbook-vf-interface": {},
     "vf-as-plain-hostdev": {"network": domain_model.NetworkSpec(kind="vf", vf_mode="hostdev")},
     "vf-interface-mac-vlan": {"network": domain_model.NetworkSpec(kind="vf", mac="52:54:00:6C:00:01",
-                                                        vlan=100)},
+                                                                  vlan=100)},
     "bridge-with-mac": {"network": domain_model.NetworkSpec(kind="bridge", bridge="br0",
-                                                  mac="52:54:00:AA:BB:CC")},
+                                                            mac="52:54:00:AA:BB:CC")},
     "no-network": {"network": domain_model.NetworkSpec(kind="none")},
     "vcpusched-fifo": {"vcpusched": {"scheduler": "fifo", "priority": 1}},
     "vcpusched-rr-some": {"vcpusched": {"scheduler": "rr", "priority": 10, "vcpus": "0-3"}},
@@ -50,7 +50,7 @@ VARIANTS = {
                                 "libvirt_version": (7, 0, 0)},
     "no-disk-no-seed": {"disk": None, "seed_path": None},
     "sata-disk-no-iothread": {"disk": domain_model.DiskSpec(path="/srv/a.qcow2", bus="sata",
-                                                  target="sdb", iothread=None)},
+                                                            target="sdb", iothread=None)},
     "extra-hostdev": {"extra_hostdevs": ("0000:41:00.3",)},
     "explicit-uuid": {"uuid": "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"},
     "rom-bar-gpu-off-vf-interface-on": {"rom_bar": {RUNBOOK_GPU: "off", RUNBOOK_HDA: "off",
@@ -267,7 +267,7 @@ def test_libvirt_before_8_7_refuses_an_explicit_width(mode, bits):
         domain_model.address_width_for(spec)
     assert err.value.field == "maxphysaddr.mode" and "7.0.0" in str(err.value)
     assert domain_model.address_width_for(runbook_spec(libvirt_version=(7, 0, 0),
-                                             maxphysaddr_mode="none")) is None
+                                                       maxphysaddr_mode="none")) is None
 
 
 def test_cpu_mode_maximum_before_libvirt_7_1_is_host_model_under_tcg_and_refused_under_kvm():
@@ -553,7 +553,7 @@ def test_network_options_override_the_plan_vf_settings():
     assert (spec.network.mac, spec.network.vlan) == (None, None)
     # A plain hostdev carries neither; sriov_vfs sets them on the VF.
     spec = plan_vf_spec(mac=VF_MAC, vlan=100, network=domain_model.NetworkSpec(kind="vf",
-                                                                     vf_mode="hostdev"))
+                                                                               vf_mode="hostdev"))
     xml = dx.build_domain_xml(spec)
     assert xml.find("devices/interface") is None and b"vlan" not in etree.tostring(xml)
 
@@ -593,10 +593,10 @@ def test_rom_bar_is_written_in_each_named_hostdev_only(tmp_path):
     (lambda: small_spec(guest_topology={"sockets": 10 ** 400, "cores": 1}),
      "guest_topology.sockets"),
     (lambda: domain_model.spec_from_plan(dict(name="t", vcpus=2, vcpu_pins=[1, 2], memory_gib=2,
-                                    iothreads=65)), "plan.iothreads"),
+                                              iothreads=65)), "plan.iothreads"),
     (lambda: domain_model.spec_from_plan(dict(name="t", vcpus=2, vcpu_pins=[1, 2], memory_gib=2,
-                                    gpus=[{"address": "0000:41:00.0",
-                                           "bar64_total": 1 << 60}])),
+                                              gpus=[{"address": "0000:41:00.0",
+                                                     "bar64_total": 1 << 60}])),
      "plan.gpus[0].bar64_total"),
 ])
 def test_every_count_of_a_domain_is_bounded_naming_its_option(call, field):

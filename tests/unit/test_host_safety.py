@@ -182,7 +182,7 @@ def test_vf_under_a_bond_that_carries_the_ssh_session_is_critical(root):
     tree.link("/sys/class/net/bond0", "/sys/devices/virtual/net/bond0")
     ip_json = json.dumps([{"ifname": "bond0", "addr_info": [{"local": "10.0.0.5"}]}])
     critical = host_critical.read_host_critical(root, ssh_connection="10.0.0.9 5 10.0.0.5 22",
-                                              ip_addr_json=ip_json)
+                                                ip_addr_json=ip_json)
     assert critical.network["0000:03:00.2"] == ["the current SSH connection (bond0)"]
 
 

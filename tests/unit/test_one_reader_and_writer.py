@@ -89,7 +89,7 @@ def test_a_link_out_of_root_is_refused_unless_the_caller_reads_sysfs(tmp_path):
         reader.read_bytes(str(root / "etc" / "conf"), root=str(root), field="f")
     assert "leads out of" in info.value.message
     assert reader.read_bytes(str(root / "etc" / "conf"), root=str(root),
-                            links_out_of_root=True) == b"key\n"
+                             links_out_of_root=True) == b"key\n"
     with pytest.raises(GpuhostError):
         reader.read_bytes(str(root / "etc" / ".." / ".." / "outside" / "secret"), root=str(root))
 

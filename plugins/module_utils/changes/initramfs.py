@@ -156,6 +156,6 @@ def initramfs_plan(writer, params, run_command):
     plan.rebuild = bool(plan.changes) or bool(plan.stale) or bool(params.get("force"))
     if plan.rebuild:
         command_step(plan, run_command, argv, "rebuild_argv",
-                 "read the generator's error and run again; the files were put back, so "
-                 "the next run rebuilds from scratch")
+                     "read the generator's error and run again; the files were put back, so "
+                     "the next run rebuilds from scratch")
     return plan

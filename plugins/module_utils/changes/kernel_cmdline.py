@@ -180,6 +180,6 @@ def cmdline_plan(writer, params, run_command):
     plan.missing_next_boot = cmdline_missing(grubby_default_args(out), args)
     if plan.missing_next_boot:
         command_step(plan, run_command, ["grubby", "--update-kernel=ALL",
-                                     "--args=%s" % " ".join(plan.missing_next_boot)],
-                 "args", REGENERATE_FIX)
+                                         "--args=%s" % " ".join(plan.missing_next_boot)],
+                     "args", REGENERATE_FIX)
     return plan

@@ -219,9 +219,9 @@ def gpu_from_option(item, topo, index):
         sizes = slot_bar64_sizes(topo.pci[a] for a in functions or () if a in topo.pci)
         bar64 = sum(sizes)
     return domain_model.GpuSpec(address=address, functions=tuple(functions or (address,)),
-                      bar64_total=whole_number(bar64 or 0, field + ".bar64_total", 0,
-                                               domain_model.MAX_BAR_BYTES),
-                      bar64_sizes=sizes, origin=field)
+                                bar64_total=whole_number(bar64 or 0, field + ".bar64_total", 0,
+                                                         domain_model.MAX_BAR_BYTES),
+                                bar64_sizes=sizes, origin=field)
 
 
 # The module's options (libvirt_pinned_domain's DOCUMENTATION says what each means), next

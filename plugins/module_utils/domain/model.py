@@ -595,6 +595,7 @@ def maxphysaddr_for(spec):
         return ("emulate", int(spec.maxphysaddr_bits))
     return ("emulate", address_width_for(spec).bits)
 
+
 # The machine types libvirt expands a short name to.
 MACHINE_ALIASES = {"q35": re.compile(r"^pc-q35-[\d.]+\Z"),
                    "pc": re.compile(r"^pc-i440fx-[\d.]+\Z")}

@@ -376,7 +376,7 @@ class HostWriter:
         directory, FIFO or device there is refused (reader.read_bytes, naming ``field``)."""
         try:
             return reader.read_bytes(self.path(host_path), no_follow=True, field=field or "path",
-                                    shown=host_path)
+                                     shown=host_path)
         except FileNotFoundError:
             return None
 

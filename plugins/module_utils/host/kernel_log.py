@@ -114,7 +114,7 @@ def read_kernel_log(root="/"):
         for _attempt in range(3):
             try:
                 data = reader.read_bytes(sysfs.path(root, KMSG), root=root, special_ok=True,
-                                        no_follow=True)
+                                         no_follow=True)
                 break
             except OSError as err:
                 # EPIPE: the record the reader stood on was overwritten; read again.

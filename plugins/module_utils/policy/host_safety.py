@@ -33,6 +33,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import VFIO_P
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     CpuState, HostTopology, read_iommu_state)
 
+
 def read_context(root="/", functions=None, ssh_connection=None, ip_addr_json=None,
                  domain_devices=None):
     """Everything vfio_bind's safety checks need, read once from ``root``."""
@@ -122,7 +123,6 @@ PASS_THROUGH = HostAction("libvirt_pinned_domain", "pass through",
 CHANGE_VF_COUNT = HostAction("sriov_vfs", "change the VF count",
                              "changing the VF count destroys it", ("allow_host_critical",))
 ACTIONS = (BIND, UNBIND, PASS_THROUGH, CHANGE_VF_COUNT)
-
 
 
 # -- refusals of a device ---------------------------------------------------------------
