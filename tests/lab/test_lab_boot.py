@@ -1,7 +1,7 @@
 """The lab itself, read from the booted guest's kernel: it boots, its first boot has no
 IOMMU or hugepage arguments, and it has the runbook host's shape in miniature (2 NUMA
 nodes with sibling pairs, two VGA+HDA "GPUs" on different nodes, an SR-IOV PF, a dirty
-IOMMU group), and the iommu role's kernel arguments take effect after a real reboot
+IOMMU group, PCIe switches with and without ACS, a "GPU" with a 64 GiB BAR), and the iommu role's kernel arguments take effect after a real reboot
 through the image's GRUB, a reboot the role never makes without gpuhost_reboot_ok.
 
 These tests run in file order: the first-boot checks come before anything reboots. The
@@ -26,6 +26,17 @@ NVME_PF = "0000:22:00.0"
 NIC_PF = "0000:23:00.0"       # igb (82576): the SR-IOV NIC whose VFs the tenants get
 CONSOLE_VGA = "0000:00:01.0"
 DIRTY_GROUP = ("0000:00:04.0", "0000:01:01.0", "0000:01:02.0")   # bridge, display, xHCI
+# The PCIe switches (lab/up): behind an ACS root port on node 1, the large-BAR "GPU"
+# and a small pci-testdev, each with its downstream port; behind a root port without
+# ACS on node 0, the whole path in one group.
+LARGE_BAR_GPU, SWITCH_DEV = "0000:44:00.0", "0000:45:00.0"
+ACS_SWITCH_GROUPS = (("0000:43:00.0", LARGE_BAR_GPU), ("0000:43:01.0", SWITCH_DEV))
+ACS_ROOT_PORT, NO_ACS_ROOT_PORT = "0000:40:01.0", "0000:20:03.0"
+NO_ACS_GROUP = (NO_ACS_ROOT_PORT, "0000:24:00.0", "0000:25:00.0", "0000:25:01.0",
+                "0000:26:00.0", "0000:27:00.0")   # root, upstream, 2 downstream ports, testdev, xHCI
+LARGE_BAR_SIZE = 64 << 30
+# Linux's IORESOURCE_* flags in sysfs ``resource`` (include/linux/ioport.h)
+IORESOURCE_MEM, IORESOURCE_PREFETCH, IORESOURCE_MEM_64 = 0x200, 0x2000, 0x100000
 PCI = "/sys/bus/pci/devices/"
 
 
@@ -130,6 +141,38 @@ def test_dirty_group_holds_display_usb_and_bridge(lab):
         group = _group(lab, slot + ".0")
         assert lab.listdir("/sys/kernel/iommu_groups/%d/devices" % group) == [
             slot + ".0", slot + ".1"]
+
+
+def test_switch_behind_acs_isolates_each_port_and_the_one_without_acs_groups_its_path(lab):
+    # GPU servers put their GPUs behind PCIe switches: behind a root port with ACS, each
+    # device shares its group only with its own downstream port (a bridge, which vfio
+    # accepts); behind the root port without ACS, the kernel cannot keep the testdev's
+    # DMA from the xHCI beside it and groups the whole path.
+    for members in ACS_SWITCH_GROUPS:
+        group = _group(lab, members[-1])
+        assert lab.listdir("/sys/kernel/iommu_groups/%d/devices" % group) == list(members)
+    group = _group(lab, NO_ACS_ROOT_PORT)
+    assert lab.listdir("/sys/kernel/iommu_groups/%d/devices" % group) == list(NO_ACS_GROUP)
+    acs = {port: "Access Control Services" in lab.ssh("lspci -vvv -s %s" % port).stdout
+           for port in (ACS_ROOT_PORT, NO_ACS_ROOT_PORT)}
+    assert acs == {ACS_ROOT_PORT: True, NO_ACS_ROOT_PORT: False}, acs
+    for address, kind in ((LARGE_BAR_GPU, "0x1b36 0x0005"), ("0000:27:00.0", "0x1b36 0x000d")):
+        assert "%s %s" % (_attr(lab, address, "vendor"), _attr(lab, address, "device")) == kind
+
+
+def test_large_bar_gpu_gets_its_64_gib_bar_from_the_labs_own_firmware_and_kernel(lab):
+    # The lab's SeaBIOS at the lab's 40-bit width places the 64-bit window; the lab's
+    # kernel keeps the 64 GiB BAR there (lab/up says why the width is 40).
+    assert "address sizes\t: 40 bits physical" in lab.read("/proc/cpuinfo")
+    start, end, flags = (int(field, 16) for field in
+                         lab.read(PCI + LARGE_BAR_GPU + "/resource").splitlines()[2].split())
+    wanted = IORESOURCE_MEM | IORESOURCE_PREFETCH | IORESOURCE_MEM_64
+    assert start and end - start + 1 == LARGE_BAR_SIZE and flags & wanted == wanted, \
+        (hex(start), hex(end), hex(flags))
+    assert start % LARGE_BAR_SIZE == 0, hex(start)
+    log = lab.ssh("journalctl -k -b -q --no-pager -o cat | grep -F %s || true" % LARGE_BAR_GPU).stdout
+    assert not re.search(r"BAR 2 .*(can't assign|failed to assign|can't claim)", log), log
+    assert _attr(lab, LARGE_BAR_GPU, "numa_node") == "1"
 
 
 def test_writing_sriov_numvfs_creates_vfs_in_their_own_groups(lab):

@@ -46,6 +46,14 @@ ROOT_DISK = "0000:00:02.0"      # virtio-blk, holds /
 ROUTE_NIC = "0000:00:03.0"      # virtio-net, default route and SSH
 DIRTY_BRIDGE, DIRTY_DISPLAY, DIRTY_USB = "0000:00:04.0", "0000:01:01.0", "0000:01:02.0"
 CONSOLE_VGA = "0000:00:01.0"      # boot_vga=1, fb0 and the framebuffer console on it
+# The PCIe switches (lab/up): the large-BAR "GPU" (pci-testdev, one 64 GiB 64-bit BAR)
+# behind the switch with ACS on node 1; a pci-testdev and an xHCI behind the switch
+# without ACS on node 0, in one group. The two testdevs are GPUs by the inventory's list.
+LARGE_BAR_GPU = "0000:44:00.0"
+LARGE_BAR_SIZE = 64 << 30
+NO_ACS_DEV, NO_ACS_USB = "0000:26:00.0", "0000:27:00.0"
+SWITCH_GPUS = [LARGE_BAR_GPU, NO_ACS_DEV]
+HUGEPAGES_NODE1 = "/sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages"
 PCI = "/sys/bus/pci/devices/"
 TENANT = "tenant-modlab"
 # The stored IRQ pin of that tenant's functions, as the sriov_irq stage names its own.
@@ -212,6 +220,36 @@ def test_vfio_bind_refuses_the_dirty_group_display(lab):
     assert result["changed"] is False
     assert _driver(lab, DIRTY_DISPLAY) == driver
     assert lab.read(PCI + DIRTY_DISPLAY + "/driver_override").strip() == "(null)"
+
+
+def test_iommu_groups_facts_reads_the_switch_gpus_listed_by_the_inventory(lab):
+    facts = _ok(lab, "gpuhost.kvm.iommu_groups_facts",
+                {"gpu_devices": SWITCH_GPUS})["ansible_facts"]["gpuhost_iommu"]
+    gpus = {g["address"]: g for g in facts["gpus"]}
+    large = gpus[LARGE_BAR_GPU]
+    # alone behind its downstream port: the port is a bridge, which vfio accepts
+    assert large["isolated"] is True and large["reasons"] == [] and large["companions"] == [], large
+    assert large["numa_node"] == 1 and large["selected_by"] == "listed as %s" % LARGE_BAR_GPU, large
+    dirty = [d for d in facts["dirty_groups"] if NO_ACS_DEV in d["gpus"]]
+    assert len(dirty) == 1, facts["dirty_groups"]
+    assert [(f["address"], f["class_name"], f["driver"]) for f in dirty[0]["foreign"]] == [
+        (NO_ACS_USB, "USB controller", "xhci_hcd")], dirty
+    assert gpus[NO_ACS_DEV]["isolated"] is False and dirty[0]["group"] == _group(lab, NO_ACS_DEV)
+    # without the list, neither testdev is a GPU (class 0x00ff)
+    plain = _ok(lab, "gpuhost.kvm.iommu_groups_facts", {})["ansible_facts"]["gpuhost_iommu"]
+    assert not {g["address"] for g in plain["gpus"]} & set(SWITCH_GPUS)
+
+
+def test_vfio_bind_refuses_the_device_behind_the_switch_without_acs(lab):
+    group = _group(lab, NO_ACS_DEV)
+    rc, result = lab.module("gpuhost.kvm.vfio_bind", {"devices": [NO_ACS_DEV], "gpu_devices": SWITCH_GPUS})
+    assert rc != 0, _why(lab, "the device behind the switch without ACS was bound", result)
+    assert result["field"] == "allow_dirty_group" and result["changed"] is False, result
+    assert result["msg"].startswith(
+        "allow_dirty_group: refusing to bind: %s shares IOMMU group %d with %s (USB controller, "
+        "driver xhci_hcd)" % (NO_ACS_DEV, group, NO_ACS_USB)), result
+    assert _driver(lab, NO_ACS_DEV) is None and _driver(lab, NO_ACS_USB) == "xhci_hcd"
+    assert lab.read(PCI + NO_ACS_DEV + "/driver_override").strip() == "(null)"
 
 
 def test_vfio_bind_refuses_the_root_disk_and_the_default_route_nic(lab):
@@ -779,6 +817,101 @@ def test_planned_tenant_boots_ovmf_with_firmware_efi_under_tcg(lab):
     if nvram:
         assert lab.ssh("test -e %s" % shlex.quote(nvram), check=False).returncode != 0, \
             _why(lab, "state=absent left the NVRAM %s behind" % nvram)
+
+
+LARGE_BAR_TENANT = "tenant-largebar"
+LARGE_BAR_SERIAL_LOG = "/var/log/libvirt/qemu/%s-serial.log" % LARGE_BAR_TENANT
+# The guest kernel's PCI lines (6.1 as Debian builds it now: "BAR 2 [mem ...]"; older
+# 6.1 builds: "reg 0x18: [mem ...]") for the passed-through testdev, whatever address
+# the guest gives it.
+GUEST_TESTDEV = re.compile(r"pci (\S+): \[1b36:0005\] type 00")
+GUEST_BAR = r"pci %s: (?:BAR 2|reg 0x18):? \[mem (0x[0-9a-f]+)-(0x[0-9a-f]+) 64bit pref\]"
+GUEST_BAR_FAILED = r"pci %s: BAR 2 .*(can't assign|failed to assign|can't claim)"
+GUEST_BOOTED = "Spawning shell within the initramfs"
+
+
+def _guest_bar(serial):
+    """(guest address, (start, end) of BAR 2 or None, failure line or None) of the
+    testdev in the L2 guest's serial log; (None, None, None) before the PCI scan."""
+    found = GUEST_TESTDEV.search(serial)
+    if not found:
+        return None, None, None
+    address = re.escape(found.group(1))
+    bars = re.findall(GUEST_BAR % address, serial)
+    failed = re.search(GUEST_BAR_FAILED % address, serial)
+    bar = (int(bars[-1][0], 16), int(bars[-1][1], 16)) if bars else None
+    return found.group(1), bar, failed.group(0) if failed else None
+
+
+@pytest.mark.acceptance
+def test_uefi_tenant_maps_the_64_gib_bar_of_the_gpu_behind_the_switch(lab):
+    """The runbook's default GPU tenant on a datacentre-shaped host: the large-BAR GPU
+    (one 64 GiB 64-bit BAR, behind the PCIe switch with ACS on node 1, a GPU by the
+    inventory's list) planned, bound to vfio-pci and passed to a UEFI tenant defined
+    with the collection's defaults (firmware efi as vm_gpu_firmware, no <kvm><hidden>,
+    the address width of the one rule), booted (TCG inside the TCG lab) from the lab's
+    kernel and tenant initramfs through Debian's OVMF. The guest kernel's own PCI lines
+    on the serial console must show BAR 2 of the device with its 64 GiB at an address,
+    and no failure to assign it."""
+    lab.ssh("echo 512 > %s" % HUGEPAGES_NODE1)
+    tenant_args = None
+    try:
+        plan = _ok(lab, "gpuhost.kvm.numa_cpuset", {
+            "tenants": [{"name": LARGE_BAR_TENANT, "gpus": [LARGE_BAR_GPU], "vcpus": 2,
+                         "memory_gib": 1, "hugepage_size": "2M"}],
+            "gpu_devices": [LARGE_BAR_GPU], "hugepage_check": "free"})["plan"]
+        tenant = plan["tenants"][0]
+        assert tenant["node"] == 1 and tenant["gpus"] == [LARGE_BAR_GPU], plan
+        _ok(lab, "gpuhost.kvm.vfio_bind", {"devices": [LARGE_BAR_GPU], "gpu_devices": [LARGE_BAR_GPU]})
+        assert _driver(lab, LARGE_BAR_GPU) == "vfio-pci"
+        tenant_args = {"name": LARGE_BAR_TENANT, "plan": tenant, "domain_type": "qemu",
+                       "cpu_mode": "maximum", "autostart": False, "firmware": "efi",
+                       "state": "present", "serial_log": LARGE_BAR_SERIAL_LOG}
+        tenant_args.update(L2_BOOT)
+        planned = _ok(lab, "gpuhost.kvm.libvirt_pinned_domain", tenant_args, check_mode=True)
+        width = planned["address_width"]
+        print("planned address width: %s" % width)
+        window_first, window_last = (int(part, 16) for part in width["window"].split("-"))
+        assert window_last - window_first + 1 >= LARGE_BAR_SIZE, width
+        _ok(lab, "gpuhost.kvm.libvirt_pinned_domain", tenant_args)
+        xml = ET.fromstring(_virsh(lab, "dumpxml", "--inactive", LARGE_BAR_TENANT))
+        assert xml.find("os").get("firmware") == "efi"
+        assert xml.find("features/kvm/hidden") is None, "a default GPU tenant hides KVM"
+        maxphysaddr = xml.find("cpu/maxphysaddr")
+        assert (maxphysaddr.get("mode"), int(maxphysaddr.get("bits"))) == ("emulate", width["bits"])
+
+        t0 = time.monotonic()
+        lab.ssh("virsh start %s" % LARGE_BAR_TENANT, timeout=900)
+        started_s = time.monotonic() - t0
+        serial = ""
+        while time.monotonic() - t0 < 1800:
+            serial = lab.ssh("cat %s 2>/dev/null || true" % LARGE_BAR_SERIAL_LOG, check=False).stdout
+            guest, bar, failed = _guest_bar(serial)
+            if failed or GUEST_BOOTED in serial:
+                break
+            time.sleep(10)
+        waited_s = time.monotonic() - t0
+        guest, bar, failed = _guest_bar(serial)
+        lines = [line for line in serial.splitlines() if guest and guest in line or "root bus resource" in line]
+        print("UEFI tenant with the 64 GiB BAR: virsh start %.0f s, start to the guest's shell %.0f s;"
+              " guest address %s, BAR 2 %s\n%s" % (started_s, waited_s, guest,
+                                                   bar and "%#x-%#x" % bar, "\n".join(lines)))
+        assert guest, _why(lab, "the guest kernel never listed the testdev in %.0f s; serial tail:\n%s"
+                           % (waited_s, serial[-3000:]))
+        assert not failed, _why(lab, "the guest kernel could not map the 64 GiB BAR: %s\n%s"
+                                % (failed, "\n".join(lines)))
+        assert bar and bar[0] and bar[1] - bar[0] + 1 == LARGE_BAR_SIZE, _why(
+            lab, "no 64 GiB BAR 2 at an address in the guest:\n%s" % "\n".join(lines))
+        assert window_first <= bar[0] and bar[1] <= window_last, (width, "%#x-%#x" % bar)
+        assert GUEST_BOOTED in serial, _why(lab, "the guest did not reach its shell:\n%s" % serial[-3000:])
+    finally:
+        lab.ssh("virsh destroy %s" % LARGE_BAR_TENANT, check=False)
+        lab.module("gpuhost.kvm.libvirt_pinned_domain", {"name": LARGE_BAR_TENANT, "state": "absent"})
+        lab.module("gpuhost.kvm.vfio_bind", {"devices": [LARGE_BAR_GPU], "state": "unbound",
+                                            "gpu_devices": [LARGE_BAR_GPU]})
+        lab.ssh("rm -f %s" % LARGE_BAR_SERIAL_LOG, check=False)
+        lab.ssh("echo 0 > %s" % HUGEPAGES_NODE1, check=False)
+    assert _driver(lab, LARGE_BAR_GPU) is None
 
 
 # -- persistence: the one reboot ---------------------------------------------------------
