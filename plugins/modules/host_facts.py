@@ -283,7 +283,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn im
     libvirt, libvirt_error_text, open_connection)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     absolute_path, domain_name, unit_name)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import read_file_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
 

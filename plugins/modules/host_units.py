@@ -220,7 +220,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.critical import running_tenants
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
     check_slim_services, check_unit_verbs)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     absolute_path, unit_name)
 

@@ -293,7 +293,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.p
     known_managed_names, plan_persistence, plan_pins, select_irqs, validate_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.irqbalance import (
     format_for_version, plan_config, read_config)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.mechanisms import LIBVIRT_UNITS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (

@@ -238,7 +238,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args imp
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
     CHANGE_VF_COUNT, check_vf_count_change, read_module_context, running_domain_devices_or_skip)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov_vfs import (
     UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, held_vf_changes, plan_persistence,
     plan_sriov)

@@ -149,7 +149,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_sta
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     absolute_path, domain_name)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.tenant_scrub import (
     ScrubPlan, ledger_held_message, plan_scrub, tenant_entry)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root

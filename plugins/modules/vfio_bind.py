@@ -275,7 +275,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety imp
     read_context, running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     GpuSelection, read_pci_functions)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root, new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio_bind import (
     current_driver, OVERRIDES, plan_vfio, prepend_modprobe, select_devices)

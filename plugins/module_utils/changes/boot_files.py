@@ -29,7 +29,7 @@ from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import absolute_path
 
 

@@ -27,6 +27,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import ROOT_ARGUMENT_SPEC
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import absolute_path
 
 # What ansible-core's own checks raise, before a module's code runs, for a value they
@@ -291,13 +292,6 @@ def run_module(module, worker, changes_host=False):
     if getattr(worker, "failed", False):
         module.fail_json(**worker.result)
     module.exit_json(**worker.result)
-
-
-def is_live_root(root):
-    """Whether ``root`` (a module's root option) is the running host itself: only there
-    do commands run, the SSH connection count and libvirt's default URI apply; any other
-    root is a recorded or simulated tree. "//" is the host too; "" is no root at all."""
-    return root is None or (root != "" and root.strip("/") == "")
 
 
 class PlannedChange(object):

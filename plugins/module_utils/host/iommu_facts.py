@@ -10,7 +10,7 @@ netlink)."""
 from __future__ import annotations
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.iommu import (
     analyse_iommu, parse_gpu_vendor)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import GpuSelection

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import is_live_root
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import DEFAULT_URI
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import unit_name
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.critical import (
