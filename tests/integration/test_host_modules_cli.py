@@ -6,7 +6,7 @@
 A separate ansible process writes plain files, not through the Python simulator, so
 these runs keep to what a prepared tree can answer honestly: ansible-doc, check mode,
 refusals and idempotent no-op runs. The kernel's reactions are tested in-process
-(tests/unit/test_vfio_bind.py, test_sriov_vfs.py, test_irq_affinity.py).
+(tests/unit/changes/test_vfio_bind.py, test_sriov_vfs.py, test_irq_affinity.py).
 """
 
 import json

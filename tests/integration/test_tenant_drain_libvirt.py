@@ -11,7 +11,7 @@ connection wrapper below drops, as a guest without ACPI handling would; everythi
 is the test driver's own behaviour.
 
 The module runs in process with that connection (its state lives in the connection), as
-tests/unit/test_libvirt_pinned_domain.py does; the last test runs ``ansible -m``, which
+tests/unit/domain/test_libvirt_pinned_domain.py does; the last test runs ``ansible -m``, which
 opens the node file afresh. The last ones run the iommu role's reboot tasks
 (roles/iommu/tasks/reboot.yml) with ansible-playbook up to the reboot, which ansible
 refuses on a local connection; the lab proves the reboot itself

@@ -43,7 +43,7 @@ def _record(tmp_path, outcomes):
     return record
 
 
-PASSED_ON_LAB = [("tests/unit/test_placement.py::test_vf_needs_a_pf_on_the_tenant_node", "host", "passed"),
+PASSED_ON_LAB = [("tests/unit/planning/test_placement.py::test_vf_needs_a_pf_on_the_tenant_node", "host", "passed"),
                  ("tests/lab/test_site_on_lab.py::" + CONVERGE.split("::")[1], "lab-site", "passed")]
 
 
@@ -60,7 +60,7 @@ def test_write_then_check_agree_and_the_status_names_the_record(tmp_path):
 @pytest.mark.parametrize("tests, words", [
     ("`test_no_such_file.py`", "cites test_no_such_file.py, which no test file is"),
     ("`test_placement.py::test_no_such_test`", "test_placement.py::test_no_such_test, which "
-                                               "tests/unit/test_placement.py does not define")])
+                                               "tests/unit/planning/test_placement.py does not define")])
 def test_a_citation_of_a_test_that_does_not_exist_is_an_error(tmp_path, tests, words):
     proc = run_tool("--check", "--runbook", str(_page(tmp_path, tests)),
                     "--record", str(_record(tmp_path, PASSED_ON_LAB)))

@@ -19,9 +19,18 @@ import acceptance_record
 pytestmark = gates.ENABLED
 
 
-def _defines_tests(name):
-    with open(os.path.join(REPO, "tests", "unit", name), encoding="utf-8") as handle:
-        return re.search(r"^\s*def test_", handle.read(), re.MULTILINE) is not None
+def _unit_test_files():
+    """tests/unit/<layer>/test_*.py that define tests, relative to the repository."""
+    found = set()
+    for folder, subfolders, names in os.walk(os.path.join(REPO, "tests", "unit")):
+        subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+        for name in names:
+            if name.startswith("test_") and name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8") as handle:
+                    if re.search(r"^\s*def test_", handle.read(), re.MULTILINE):
+                        found.add(os.path.relpath(path, REPO))
+    return found
 
 
 def test_ansible_test_units_passes_and_runs_the_unit_tests(request, tmp_path):
@@ -40,8 +49,7 @@ def test_ansible_test_units_passes_and_runs_the_unit_tests(request, tmp_path):
     assert not not_passed, not_passed[:20]
     # Not a silent no-op: every unit test file that defines tests ran, with at least one
     # passing test.
-    unit_files = {os.path.join("tests", "unit", name) for name in os.listdir(os.path.join(REPO, "tests", "unit"))
-                  if name.startswith("test_") and name.endswith(".py") and _defines_tests(name)}
+    unit_files = _unit_test_files()
     ran = {case["nodeid"].split("::", 1)[0] for case in cases if case["outcome"] == "passed"}
     assert unit_files <= ran, "unit test files with no passing test under ansible-test: %s" % sorted(unit_files - ran)
 

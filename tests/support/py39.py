@@ -8,7 +8,7 @@ runs a module CLI test once with the test's usual interpreter and once with this
 
 ``RUNS`` names, for every module in plugins/modules, the test whose Python 3.9 run
 executes it; that run checks that it did (the wrapper's log of the AnsiballZ files it
-started), and tests/unit/test_py39_coverage.py that no module is missing."""
+started), and tests/unit/modules/test_py39_coverage.py that no module is missing."""
 
 import os
 import subprocess

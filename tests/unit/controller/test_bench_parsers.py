@@ -12,8 +12,9 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_parsers
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from support import TESTS
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "bench")
+BENCH = os.path.join(TESTS, "fixtures", "bench")
 
 
 def fixture(name):

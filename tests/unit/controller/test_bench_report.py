@@ -12,8 +12,9 @@ import xml.dom.minidom
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_parsers, bench_report
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest.kserve_loadgen import histogram
+from support import TESTS
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "bench")
+BENCH = os.path.join(TESTS, "fixtures", "bench")
 
 
 def builtin_result(p95=7.2, p99=8.1, throughput=4400.0, failed=0, complete=True):
@@ -104,7 +105,7 @@ def test_jitter_ceiling():
     assert bench_report.evaluate_jitter("t", parsed, 2000, "0-1")["passed"]
 
 
-PUBLISHED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "published")
+PUBLISHED = os.path.join(TESTS, "fixtures", "published")
 
 
 def gpu_health_result(name, **limits):

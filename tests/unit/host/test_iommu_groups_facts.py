@@ -12,7 +12,6 @@ from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from support import fixturegen  # noqa: E402
 
 

@@ -13,7 +13,6 @@ from support import realtrees
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import iommu, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from support import fixturegen  # noqa: E402
 
 

@@ -16,8 +16,9 @@ import yaml
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import initramfs as initramfs_core, vfio_bind as vfio
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
 from support.helpers import role_tasks
+from support import REPO
 
-ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "iommu")
+ROLE = os.path.join(REPO, "roles", "iommu")
 
 
 def _settings(tool, family):
@@ -79,7 +80,7 @@ _SINGLE_QUOTED_ESCAPE = re.compile(r"""(?:^|[\s:\-])'[^']*\{[{%][^']*\\[ntr][^']
 
 
 def test_no_role_writes_a_backslash_escape_into_jinja_through_a_single_quoted_scalar():
-    roles = os.path.join(os.path.dirname(__file__), "..", "..", "roles")
+    roles = os.path.join(REPO, "roles")
     offenders = []
     for path in glob.glob(os.path.join(roles, "*", "*", "*.yml")):
         with open(path, encoding="utf-8") as handle:

@@ -19,6 +19,7 @@ from ansible_collections.gpuhost.kvm.plugins.modules import sriov_vfs
 from support.hosts import (
     GIB_KIB, VF_DEFAULTS, build_host, fails, gpu, hda, lab_host, runbook_host, sriov_pf,
     tenant, two_node_gpu_host)
+from support import TESTS
 
 
 # ---------------------------------------------------------------- the runbook tenant
@@ -723,7 +724,7 @@ def test_lab_tenant_gets_the_same_nic_vf_before_and_after_the_vfs_exist():
     VF offset 128, stride 2), and from the NIC, not from the SR-IOV NVMe PF that comes
     first on the same node."""
     import os
-    recording = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures",
+    recording = os.path.join(TESTS, "fixtures",
                              "lab-recording")
     lab_tenant = {"name": "tenant-lab0", "gpus": ["0000:21:00.0"], "vcpus": 2,
                   "memory_gib": 1, "hugepage_size": "2M", "nic_vf": True}

@@ -14,8 +14,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from support.helpers import role_tasks
+from support import REPO, TESTS
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
+FIXTURES = os.path.join(TESTS, "fixtures",
                         "boot-config")
 ARGS = ["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1"]
 BLACKLIST = "/etc/modprobe.d/gpuhost-blacklist-gpu.conf"
@@ -161,8 +162,7 @@ def _render_iommu_kernel_args(**variables):
     import jinja2
     import yaml
     from ansible.plugins.filter.core import FilterModule as CoreFilters
-    role = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "roles", "iommu")
+    role = os.path.join(REPO, "roles", "iommu")
     with open(os.path.join(role, "defaults", "main.yml"), encoding="utf-8") as handle:
         values = yaml.safe_load(handle)
     expression = role_tasks("iommu")[0]["vars"]["__iommu_kernel_args"]

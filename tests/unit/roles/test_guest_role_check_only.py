@@ -16,8 +16,9 @@ import jinja2
 import yaml
 
 from ansible.plugins.filter.core import FilterModule as CoreFilters
+from support import REPO, TESTS
 
-ROLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles", "guest")
+ROLE = os.path.join(REPO, "roles", "guest")
 
 
 def load(path):
@@ -211,7 +212,7 @@ def test_mocked_gpu_health_result_renders_into_gpuhost_guest_results_for_validat
     published T4 report (no GPU here), is what validate's gpu_health check reads."""
     from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import gpu_health
     from ansible_collections.gpuhost.kvm.plugins.plugin_utils import validation
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "published",
+    with open(os.path.join(TESTS, "fixtures", "published",
                            "nvidia_smi_q_x_tesla_t4_passthrough_515_105_01.xml")) as handle:
         health = gpu_health.parse_nvidia_smi_xml(handle.read())
     findings = gpu_health.health_findings(health, max_temperature_c=85, max_uncorrected_ecc=0,

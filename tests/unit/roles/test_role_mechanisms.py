@@ -19,8 +19,9 @@ from support.mechanism_trees import debian12, debian12_with_dracut, rhel9
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
 from support.helpers import role_tasks
+from support import REPO
 
-ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "roles")
+ROLES = os.path.join(REPO, "roles")
 
 
 def _yaml(*parts):

@@ -15,8 +15,9 @@ from support.fakes import fake_dmesg, fake_nvidia_smi
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.modules import gpu_health as gpu_health_module
+from support import TESTS
 
-PUBLISHED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "published")
+PUBLISHED = os.path.join(TESTS, "fixtures", "published")
 A100_MIG = os.path.join(PUBLISHED, "nvidia_smi_q_x_a100_sxm4_mig_535_54_03.xml")
 T4 = os.path.join(PUBLISHED, "nvidia_smi_q_x_tesla_t4_passthrough_515_105_01.xml")
 # What nvidia-smi prints (on stdout, rc 9) when the kernel module is not loaded.

@@ -22,8 +22,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import r
 from ansible_collections.gpuhost.kvm.plugins.modules import (
     gpu_health, initramfs, kernel_cmdline, kserve_loadgen, libvirt_pinned_domain, sriov_vfs,
     vfio_bind)
+from support import REPO
 
-MODULES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+MODULES = os.path.join(REPO,
                        "plugins", "modules")
 
 

@@ -29,10 +29,11 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import G
 
 from support.domain_xml import (private_connection, runbook_tenant, runbook_topology,
                                 validate_domain_xml)
+from support import TESTS
 
 libvirt = pytest.importorskip("libvirt", reason="libvirt-python is in requirements.txt")
 
-DEBIAN_OVMF = os.path.join(os.path.dirname(__file__), "..", "fixtures", "firmware",
+DEBIAN_OVMF = os.path.join(TESTS, "fixtures", "firmware",
                            "debian-12-ovmf")
 DEBIAN_DESCRIPTORS = ("40-edk2-x86_64-secure-enrolled.json", "50-edk2-x86_64-secure.json",
                       "60-edk2-x86_64.json")

@@ -15,8 +15,9 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import gpu_health
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from support import TESTS
 
-PUBLISHED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "published")
+PUBLISHED = os.path.join(TESTS, "fixtures", "published")
 A100_MIG = "nvidia_smi_q_x_a100_sxm4_mig_535_54_03.xml"
 T4 = "nvidia_smi_q_x_tesla_t4_passthrough_515_105_01.xml"
 A10G = "nvidia_smi_q_x_a10g_passthrough_515_105_01.xml"

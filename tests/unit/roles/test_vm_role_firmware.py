@@ -16,8 +16,9 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
+from support import REPO
 
-ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "vm")
+ROLE = os.path.join(REPO, "roles", "vm")
 
 
 def _yaml(*parts):

@@ -24,8 +24,9 @@ from ansible_collections.gpuhost.kvm.plugins.modules import host_facts as host_f
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 
 from support import fixturegen
+from support import TESTS
 
-STATUS_FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+STATUS_FIXTURE = os.path.join(TESTS,
                               "fixtures", "dpkg", "status")
 
 

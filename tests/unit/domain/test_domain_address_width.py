@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_width as aw
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from support import TESTS
 
 GIB = 1 << 30
 TIB = 1 << 40
@@ -19,7 +20,7 @@ A100_80GB = (128 * GIB, 32 * MIB)
 H100 = (128 * GIB, 32 * MIB)
 H200 = (256 * GIB, 32 * MIB)
 INTEL, AMD = aw.INTEL, aw.AMD
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+FIXTURES = os.path.join(TESTS,
                         "fixtures", "topologies")
 
 

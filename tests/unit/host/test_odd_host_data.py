@@ -21,7 +21,6 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from support import fixturegen  # noqa: E402
 
 GPU = "0000:65:00.0"

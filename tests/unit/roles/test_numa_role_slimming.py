@@ -14,8 +14,9 @@ from support.helpers import role_tasks
 
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from support import REPO
 
-ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "roles")
+ROLES = os.path.join(REPO, "roles")
 
 
 def _tasks():

@@ -16,7 +16,6 @@ from support.realtrees import tree
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import pci
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from support import fixturegen  # noqa: E402
 
 
