@@ -6,7 +6,6 @@ and the module: options checked first, one fact out, commands only on the live h
 
 import json
 import os
-import sys
 
 import libvirt
 import pytest
@@ -18,8 +17,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import host_facts as host_facts_module
 
-from support import fixturegen  # noqa: E402
-from support import realtrees  # noqa: E402
+from support import fixturegen
+from support import realtrees
 
 
 # ---------------------------------------------------------------- helpers

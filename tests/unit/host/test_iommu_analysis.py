@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU verdicts, dirty groups, SR-IOV listing and security findings."""
 
-import os
-import sys
 
 import pytest
 
@@ -13,7 +11,7 @@ from support import realtrees
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import iommu, topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
-from support import fixturegen  # noqa: E402
+from support import fixturegen
 
 
 def _report(root, **kwargs):

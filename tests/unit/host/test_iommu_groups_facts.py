@@ -5,14 +5,13 @@
 
 import json
 import os
-import sys
 
 import pytest
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 
-from support import fixturegen  # noqa: E402
+from support import fixturegen
 
 
 def _run(capsys, **args):

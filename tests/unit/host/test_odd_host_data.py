@@ -11,7 +11,6 @@ like any other, never an error about an option the module does not have.
 
 import json
 import os
-import sys
 
 import pytest
 from support.module_args import patch_module_args
@@ -21,7 +20,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import iommu_groups_facts
 
-from support import fixturegen  # noqa: E402
+from support import fixturegen
 
 GPU = "0000:65:00.0"
 NODE0 = "sys/devices/system/node/node0"

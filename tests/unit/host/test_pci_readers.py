@@ -3,9 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """PCI function readers on real trees (against hwloc's answers) and synthetic ones."""
 
-import os
 import re
-import sys
 from xml.etree import ElementTree
 
 import pytest
@@ -16,7 +14,7 @@ from support.realtrees import tree
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import pci
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
-from support import fixturegen  # noqa: E402
+from support import fixturegen
 
 
 def _hwloc_xml_pci_nodes(path):

@@ -8,7 +8,6 @@ import bz2
 import json
 import os
 import re
-import sys
 
 import pytest
 
@@ -19,7 +18,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host import topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
-from support import fixturegen  # noqa: E402
+from support import fixturegen
 
 
 @pytest.mark.parametrize("name, console", [
