@@ -6,7 +6,7 @@ plan_render, so the roles ask the plan the same questions the Python tests check
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import plan_render
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_render
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, validation
 
 

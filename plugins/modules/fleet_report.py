@@ -96,8 +96,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import (
-    fleet_report, render_markdown, render_svg)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import fleet_report
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet_render import render_markdown, render_svg
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import (
     HostWriter, describe_os_error)

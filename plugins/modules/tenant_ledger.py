@@ -256,7 +256,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import G
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
     check_devices_free)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import layout_from_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_layout import layout_from_topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 

@@ -23,7 +23,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist,
     parse_cpulist,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import iothread_text
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils.plan_render import iothread_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import vf_settings
 
 GIGANTIC_KIB = 1048576

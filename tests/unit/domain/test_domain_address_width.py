@@ -311,7 +311,7 @@ def test_module_refuses_a_tenant_wider_than_the_host(tmp_path):
 
 
 def test_plan_report_lists_each_gpu_tenant_width_and_window():
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import plan_render
+    from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_render
     from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
         plan_placement)
     from support.domain_xml import RUNBOOK_GPU, runbook_topology

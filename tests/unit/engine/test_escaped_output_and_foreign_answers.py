@@ -15,8 +15,8 @@ import pytest
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest import kserve_loadgen as lg
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import vf_address
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import markdown_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet_render
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.markdown import markdown_text
 
 MARKUP = '0"><script>alert(1)</script>|[x](javascript:y)'
 
@@ -37,14 +37,14 @@ def _report(node_id=MARKUP, host="h<1>", tenant="t|1"):
 
 def test_the_fleet_svg_escapes_a_node_id_with_markup():
     # Before: the node id went into the SVG as it is (a <script> element).
-    svg = fleet.render_svg(_report())
+    svg = fleet_render.render_svg(_report())
     document = xml.dom.minidom.parseString(svg)          # still well-formed XML
     assert not document.getElementsByTagName("script")
     assert "&lt;script&gt;" in svg
 
 
 def test_the_fleet_markdown_escapes_every_cell():
-    text = fleet.render_markdown(_report())
+    text = fleet_render.render_markdown(_report())
     assert "<script>" not in text and "<b>" not in text and "<i>" not in text
     assert "&lt;script&gt;" in text and "t\\|1" in text and "\\[x\\](javascript:y)" in text
     for line in text.splitlines():

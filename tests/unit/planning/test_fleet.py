@@ -16,7 +16,7 @@ from support.fixturegen import (
     build_runbook_host,
 )
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet, ledger
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fleet, fleet_render, ledger
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology,
@@ -165,11 +165,11 @@ def test_report_totals_and_hosts_without_data(topologies):
 def test_markdown_and_svg_show_every_host_and_node(topologies):
     report = fleet.fleet_report({"gpu-1": host_data(topologies["runbook"]),
                                  "gpu-2": host_data(topologies["dirty"]), "gpu-3": None})
-    markdown = fleet.render_markdown(report)
+    markdown = fleet_render.render_markdown(report)
     assert "| gpu-1 | 0 | 1 (1) | 15/16 | 2M 1024/1024, 1G 32/64 | 8/8 |" in markdown
     assert "| gpu-2 | 0 | 2 (1) | 7/8 |" in markdown
     assert "| gpu-3 | - | no data:" in markdown
-    svg = ElementTree.fromstring(fleet.render_svg(report))
+    svg = ElementTree.fromstring(fleet_render.render_svg(report))
     ns = "{http://www.w3.org/2000/svg}"
     colours = [r.get("fill") for r in svg.iter(ns + "rect")]
     # GPUs: one clean free (runbook), one amber (dirty group) and one clean free (desktop).
@@ -263,8 +263,8 @@ def test_odd_hosts_are_listed_without_data_and_the_report_still_renders(topologi
         assert set(report["hosts"][name]) == {"error"}, name
     assert report["hosts"]["a-string"]["error"] == "its data is a str, not a capacity fact"
     assert "has no totals of whole numbers" in report["hosts"]["c-totals-text"]["error"]
-    assert "| z-good | 0 | 1 (1) |" in fleet.render_markdown(report)
-    ElementTree.fromstring(fleet.render_svg(report))
+    assert "| z-good | 0 | 1 (1) |" in fleet_render.render_markdown(report)
+    ElementTree.fromstring(fleet_render.render_svg(report))
     json.dumps(report)
 
 

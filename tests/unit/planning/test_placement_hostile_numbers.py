@@ -11,7 +11,7 @@ import pytest
 
 from support.hosts import runbook_host, tenant
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import plan_render
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_render
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     plan_placement, tenant_request_from_dict)

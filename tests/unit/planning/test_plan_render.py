@@ -7,7 +7,8 @@ import pytest
 
 from support.fixturegen import build_runbook_host
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import plan_render
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_layout import layout_from_topology
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_render
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
@@ -23,7 +24,7 @@ def runbook(tmp_path_factory):
     topo = read_host_topology(root, with_irqs=False)
     plan = plan_placement(topo, [TENANT, {"name": "tenant-b", "gpus": 0, "vcpus": 4,
                                           "memory_gib": 8, "hugepage_size": "2M"}])
-    return plan, plan_render.layout_from_topology(topo)
+    return plan, layout_from_topology(topo)
 
 
 def test_layout_lists_nodes_cores_gpus_pfs_and_irq_devices(runbook):
@@ -104,7 +105,7 @@ def test_markdown_and_summary_say_where_iothreads_run(runbook, tmp_path):
     build_runbook_host(root)
     topo = read_host_topology(root, with_irqs=False)
     spare = plan_placement(topo, [dict(TENANT, vcpus=28)])
-    text = plan_render.render_markdown(spare, plan_render.layout_from_topology(topo))
+    text = plan_render.render_markdown(spare, layout_from_topology(topo))
     assert "| 2 on 15,47 (a core of their own) |" in text
     assert "| 15 | 15,47 | tenant-a100 | 15: iothreads, 47: iothreads |" in text
     assert "iothreads: 2 on 15,47 (a core of their own)" in "\n".join(

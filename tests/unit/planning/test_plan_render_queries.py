@@ -9,7 +9,7 @@ from support.fixturegen import build_runbook_host
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, validation
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
-from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_render import layout_from_topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_layout import layout_from_topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 TENANT = {"name": "tenant-a100", "gpus": ["0000:65:00.0"], "vcpus": 30, "memory_gib": 64,

@@ -5,13 +5,13 @@
 
 Pure functions: ``render_markdown(plan, layout)``, ``render_svg(plan, layout)`` and
 ``render_html(plan, layout)`` take the plan (docs/plan-format.md) and the host layout
-(``layout_from_topology()``: nodes with their cores, GPUs and SR-IOV PFs) and return
-text. The same input always gives the same bytes, so a rendered plan can be diffed.
+(planning.plan_layout's ``layout_from_topology()``: nodes with their cores, GPUs and
+SR-IOV PFs) and return text. Only the controller draws them (the plan filters), so they
+live in plugin_utils. The same input always gives the same bytes, so a rendered plan can be diffed.
 """
 
 from __future__ import annotations
 
-import re
 from xml.sax.saxutils import escape
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import report_text
@@ -20,9 +20,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist,
     parse_cpulist,
 )
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import gpu_selection
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import (
     MAX_HUGEPAGES, MAX_MEMORY_GIB)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.markdown import markdown_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     hugepage_size_name, whole_number)
 
@@ -45,57 +45,6 @@ def _cpu(value, field):
 
 def _page_size(value, field="hugepage_size_kib"):
     return whole_number(value, field, 1, MAX_MEMORY_GIB * 1048576)
-
-
-# ------------------------------------------------------------------------------ layout
-
-def layout_from_topology(topology, selection=None):
-    """The parts of a HostTopology that the pictures need, as plain data; ``selection``
-    tells the GPUs (pci.GpuSelection; None: the default classes)."""
-    online = set(topology.cpus.online)
-    gpu_addresses = set(gpu_selection(selection).gpus(topology.pci))
-    nodes = {}
-    for node_id in sorted(topology.nodes):
-        node = topology.nodes[node_id]
-        seen = set()
-        cores = []
-        for cpu_id in sorted(c for c in node.cpus if c in online):
-            if cpu_id in seen:
-                continue
-            cpu = topology.cpus.cpus.get(cpu_id)
-            siblings = sorted(s for s in (cpu.thread_siblings if cpu else ()) if s in online)
-            if cpu_id not in siblings:
-                siblings = [cpu_id]
-            siblings = [s for s in siblings if s not in seen]
-            seen.update(siblings)
-            cores.append(siblings)
-        nodes[str(node_id)] = {
-            "cpus": format_cpulist(node.cpus),
-            "cores": cores,
-            "mem_total_kib": node.mem_total_kib,
-            "hugepages": {str(size): {"nr": pool.nr, "free": pool.free}
-                          for size, pool in sorted(node.hugepages.items())},
-        }
-    gpus = []
-    pfs = []
-    irq_devices = []
-    for address in sorted(topology.pci):
-        function = topology.pci[address]
-        # Host NICs and NVMe controllers: their IRQs belong on housekeeping CPUs.
-        if (function.class_code >> 16 == 0x02 or function.class_code >> 8 == 0x0108) \
-                and not function.is_vf and function.driver not in (None, "vfio-pci"):
-            irq_devices.append({"address": address, "node": function.numa_node,
-                                "driver": function.driver})
-        if address in gpu_addresses:
-            gpus.append({"address": address, "node": function.numa_node,
-                         "driver": function.driver, "iommu_group": function.iommu_group})
-        if function.is_sriov_pf:
-            pfs.append({"address": address, "node": function.numa_node,
-                        "driver": function.driver, "netdevs": list(function.netdevs),
-                        "sriov_numvfs": function.sriov_numvfs,
-                        "sriov_totalvfs": function.sriov_totalvfs})
-    return {"cpu_vendor": topology.cpus.vendor, "nodes": nodes, "gpus": gpus, "pfs": pfs,
-            "irq_devices": irq_devices}
 
 
 # ---------------------------------------------------------------------- shared analysis
@@ -234,16 +183,6 @@ def _core_rows(plan, layout, node):
 
 
 # ---------------------------------------------------------------------------- markdown
-
-def markdown_text(text):
-    """Any value as inert Markdown text, in a table cell or a line: the one escaper of
-    the Markdown renderers. HTML that Markdown would pass through (<, >, &) becomes
-    entities, a link's or code span's marks are backslash-escaped, and a line break or
-    '|' cannot end the cell or the line."""
-    text = " ".join(str(text).splitlines()) if text is not None else ""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return re.sub(r"([\\`\[\]|])", r"\\\1", text)
-
 
 _md_cell = markdown_text
 
