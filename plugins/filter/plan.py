@@ -15,6 +15,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "plan_tenants": plan_query.tenants_in_scope,
+            "plan_tenant_firmwares": plan_query.tenant_firmwares,
             "plan_hugepages_total": plan_query.hugepages_total,
             "plan_hugepages_per_node": plan_query.hugepages_per_node,
             "plan_isolated_cpus": plan_query.isolated_cpus,

@@ -54,6 +54,19 @@ def tenants_in_scope(plan, scope=None):
     return [t for t in tenants if t["name"] in wanted]
 
 
+def tenant_firmwares(tenants, definitions, gpu_firmware, firmware):
+    """{name: firmware} for the plan's ``tenants``: the inventory's ``firmware`` key of
+    the tenant's definition (``definitions``: gpuhost_tenants) when set, else
+    ``gpu_firmware`` for a tenant with a GPU and ``firmware`` for one without. The vm
+    role's install and define tasks both ask this, so they never disagree."""
+    chosen = {}
+    for definition in definitions or ():
+        if isinstance(definition, dict) and definition.get("firmware"):
+            chosen.setdefault(definition.get("name"), definition["firmware"])
+    return {tenant["name"]: chosen.get(tenant["name"]) or (gpu_firmware if tenant.get("gpus") else firmware)
+            for tenant in tenants or ()}
+
+
 def hugepages_total(plan, size_kib):
     """Pages of ``size_kib`` the plan needs on all nodes together."""
     return sum(int(sizes.get(str(int(size_kib)), 0))

@@ -4,19 +4,17 @@
 """The vm role's firmware choice: UEFI by default for a tenant with a GPU, the
 inventory's firmware key per tenant over it, and the OVMF package of the OS family
 installed only when a tenant in scope boots UEFI. The role's own expressions, read from
-roles/vm, are rendered with ansible-core's Templar, so this is the role's text, not a
-copy of it; no play runs (the plan, the host and libvirt are not needed for the choice)."""
+roles/vm, are rendered with ansible-core's Templar and the collection's filters
+(support.role_templar), so this is the role's text, not a copy of it; no play runs (the plan, the host and libvirt are not needed for the choice)."""
 
 import os
 
 import pytest
 import yaml
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import model as domain_model
 from support import REPO
+from support.role_templar import render
 
 ROLE = os.path.join(REPO, "roles", "vm")
 
@@ -35,13 +33,10 @@ SPECS = _yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
 GPU = [{"address": "0000:65:00.0", "functions": ["0000:65:00.0", "0000:65:00.1"]}]
 
 
-def _templar(variables):
-    return Templar(loader=DataLoader(), variables=variables)
-
-
 def role_vars(family, tenants, definitions, installed=(), **overrides):
     """The variables the role's tasks see: its defaults, the family's vars file, the
-    plan's tenants in scope (``tenants``) and the inventory's (``definitions``)."""
+    plan's tenants in scope (``tenants``) and the inventory's (``definitions``); and the
+    names of the install task's own vars, which are rendered where they are used."""
     variables = dict(DEFAULTS)
     variables.update(_yaml("vars", "%s.yml" % family))
     variables.update(gpuhost_tenants=definitions, __vm_tenants=tenants,
@@ -50,23 +45,24 @@ def role_vars(family, tenants, definitions, installed=(), **overrides):
     variables.update(overrides)
     # The install task's own vars, less the ones pinned above: the tenants in scope and
     # the missing base packages stand for what the plan and the package list give.
-    for name, expression in INSTALL["vars"].items():
-        variables.setdefault(name, trust_as_template(expression))
-    return variables
+    templated = [name for name in INSTALL["vars"] if name not in variables]
+    for name in templated:
+        variables[name] = INSTALL["vars"][name]
+    return variables, templated
 
 
 def packages_installed(family, tenants, definitions, **kwargs):
-    variables = role_vars(family, tenants, definitions, **kwargs)
-    return _templar(variables).template(trust_as_template("{{ __vm_install }}"))
+    variables, templated = role_vars(family, tenants, definitions, **kwargs)
+    return render(["{{ __vm_install }}"], variables, templated)[0]
 
 
 def firmware_defined(family, tenant, definitions, **kwargs):
     """The firmware option the define task passes for ``tenant``."""
-    variables = role_vars(family, [tenant], definitions, **kwargs)
+    variables, templated = role_vars(family, [tenant], definitions, **kwargs)
     definition = next((d for d in definitions if d["name"] == tenant["name"]), {})
     variables.update(item=tenant, __vm_def=definition)
     expression = DEFINE["gpuhost.kvm.libvirt_pinned_domain"]["firmware"]
-    return _templar(variables).template(trust_as_template(expression))
+    return render([expression], variables, templated)[0]
 
 
 def test_the_defaults_and_the_argument_spec_agree_with_the_module():
@@ -133,10 +129,10 @@ def test_only_tenants_in_scope_decide_the_install():
 def hide_kvm_defined(definitions, **overrides):
     """The hide_kvm option the define task passes for the first tenant."""
     tenant = {"name": "tenant-a100", "gpus": GPU}
-    variables = role_vars("Debian", [tenant], definitions, **overrides)
+    variables, templated = role_vars("Debian", [tenant], definitions, **overrides)
     variables.update(item=tenant, __vm_def=definitions[0])
     expression = DEFINE["gpuhost.kvm.libvirt_pinned_domain"]["hide_kvm"]
-    return _templar(variables).template(trust_as_template(expression))
+    return render([expression], variables, templated)[0]
 
 
 def test_kvm_stays_visible_by_default_and_the_module_agrees():
