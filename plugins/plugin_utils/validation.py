@@ -504,6 +504,35 @@ def report(host, checks, restart_required=None):
             "restart_required": list(restart_required or ())}
 
 
+def checklist(plan, host, iommu, facts, irqs=None, managed_irqs=(), absent_functions=(),
+              allow_without_evidence=False, guest_results=None, benchmark_results=None,
+              restart_required=None):
+    """The runbook's section 14 checklist for one host, as the validate role asks it:
+    every check above on what the role read (``facts``: host_facts' fact, with its
+    ``libvirt`` subset; ``irqs``: irq_affinity's check-mode result), in the report's
+    order, then ``report``."""
+    libvirt = facts["libvirt"]
+    irqs = irqs or {}
+    managed = list(managed_irqs or ())
+    guest_results = guest_results or {}
+    benchmark_results = benchmark_results or {}
+    checks = [
+        check_iommu(iommu),
+        check_vfio(plan, iommu),
+        check_vf_settings(plan, iommu),
+        check_numa(plan, facts["devices"], libvirt["vcpu_pins"], libvirt.get("error")),
+        check_gpu_state(plan, facts["devices"]),
+        check_hugepages(plan, facts["memory"]["hugepages"], facts["memory"]["meminfo"], libvirt["running"]),
+        check_realized(plan, facts["realized"], allow_without_evidence),
+        check_irqs(irqs.get("changed_irqs") or [], managed, absent_functions),
+        check_irqbalance(plan, facts["irqbalance"], managed + list(irqs.get("skipped_managed") or [])),
+        check_evidence("guest", "Guest sees its GPU (nvidia-smi)", guest_results),
+        check_evidence("benchmark", "Benchmark met its targets (P95/P99)", benchmark_results),
+        check_gpu_health(guest_results, benchmark_results),
+    ]
+    return report(host, checks, restart_required)
+
+
 def _cell(text):
     return str(text).replace("|", "\\|")
 

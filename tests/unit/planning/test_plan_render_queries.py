@@ -134,6 +134,41 @@ def test_validation_passes_on_matching_evidence_and_fails_naming_the_fault(runbo
     assert "| Devices on vfio-pci | FAIL |" in markdown
 
 
+def test_the_checklist_is_every_check_in_the_reports_order(runbook):
+    """validate_checklist, the validate role's one call, asks every check with what the
+    role read and gathers them as ``report`` does, in the report's order."""
+    plan = runbook[0]
+    a100 = plan["tenants"][0]
+    functions = ("0000:65:00.0", "0000:65:00.1", a100["vf"]["address"])
+    iommu = {"enabled": True, "vendor": "intel", "mode": "identity", "cmdline": {"intel_iommu": "on", "iommu": "pt"},
+             "groups": [{"group": n, "devices": [{"address": a, "driver": "vfio-pci"}]} for n, a in enumerate(functions)]}
+    pins = {t["name"]: _libvirt_pins(t["vcpu_pins"]) for t in plan["tenants"]}
+    facts = {"devices": {a: {"present": True, "numa_node": 0} for a in functions},
+             "memory": {"hugepages": {"0": {"1048576": {"nr": 64, "free": 0}}, "1": {"2048": {"nr": 4096, "free": 0}}},
+                        "meminfo": {"HugePages_Total": 64, "HugePages_Free": 0, "Hugepagesize": 2048}},
+             "realized": {}, "irqbalance": {},
+             "libvirt": {"vcpu_pins": pins, "running": ["tenant-a100", "tenant-b"]}}
+    irqs = {"changed_irqs": [120], "skipped_managed": [121]}
+    waiting = [{"tenant": "tenant-b", "stage": "vm", "changed": ["vcpus"]}]
+    report = validation.checklist(plan, "hk-gpu-01", iommu, facts, irqs, managed_irqs=[7],
+                                  guest_results={}, restart_required=waiting)
+    expected = validation.report("hk-gpu-01", [
+        validation.check_iommu(iommu), validation.check_vfio(plan, iommu), validation.check_vf_settings(plan, iommu),
+        validation.check_numa(plan, facts["devices"], pins), validation.check_gpu_state(plan, facts["devices"]),
+        validation.check_hugepages(plan, facts["memory"]["hugepages"], facts["memory"]["meminfo"],
+                                   facts["libvirt"]["running"]),
+        validation.check_realized(plan, {}), validation.check_irqs([120], [7], ()),
+        validation.check_irqbalance(plan, {}, [7, 121]),
+        validation.check_evidence("guest", "Guest sees its GPU (nvidia-smi)", {}),
+        validation.check_evidence("benchmark", "Benchmark met its targets (P95/P99)", {}),
+        validation.check_gpu_health({}, {})], waiting)
+    assert report == expected
+    assert len(report["checks"]) == 12
+    # IRQ 120 would move (7 and 121 are kernel-managed); no running tenant was read as realized
+    assert report["passed"] is False and report["failed"] == ["realized", "irq"], report["failed"]
+    assert report["restart_required"] == waiting
+
+
 # Two nodes' 1G needs, as the planner writes them (string keys, as JSON keeps them).
 TWO_NODES_1G = {"hugepages": {"1": {"1048576": 16}, "0": {"1048576": 64}, "2": {"2048": 512}}}
 
