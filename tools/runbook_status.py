@@ -124,7 +124,7 @@ def status_of(title, fields, record_name, by_file, files):
         if name and name not in test_names(paths[0]):
             errors.append("%s: cites %s::%s, which %s does not define" % (title, base, name, paths[0]))
             continue
-        found = [e for e in by_file.get(paths[0], ())
+        found = [e for e in by_file.get(base, ())
                  if name is None or e["nodeid"].split("::")[-1].split("[")[0] == name]
         entries.append(("%s::%s" % (base, name) if name else base, found))
     if not cited:
@@ -156,9 +156,11 @@ def status_of(title, fields, record_name, by_file, files):
 def compute(text, record_path, record):
     record_name = os.path.basename(record_path)[:-len(".json")]
     record_name = "%s (%s)" % (record_name, (record.get("commit") or "?")[:7])
+    # By file name, as the page cites them: a test file that moved to another folder
+    # since the record is the same file (a name two files share is refused above).
     by_file = {}
     for entry in record["tests"]:
-        by_file.setdefault(entry["nodeid"].split("::")[0], []).append(entry)
+        by_file.setdefault(os.path.basename(entry["nodeid"].split("::")[0]), []).append(entry)
     files = test_files()
     results, errors = [], []
     for title, fields, start, end in sections(text):
