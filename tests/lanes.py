@@ -29,7 +29,7 @@ in between. So a tier is split into lanes that share nothing and run at the same
   lane, on the main .venv. The matrix lanes run one after another (their own queue),
   beside the other lanes.
 
-The two labs are two QEMU processes (5 GiB each) from the one cached image (lab/build
+The two labs are two QEMU processes (6 GiB each) from the one cached image (lab/build
 takes a lock, so a cold run builds it once), each searching its own range of SSH ports
 (GPUHOST_LAB_PORTS), so that two boots never race for one port. Each lane is a separate pytest process, so each lab
 fixture, deadline and record plugin works as in a single run. The tier's marker
