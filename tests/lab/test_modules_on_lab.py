@@ -635,12 +635,14 @@ def _lab_tenant_boot():
 
 L2_BOOT = _lab_tenant_boot()
 L2_SERIAL_LOG = "/var/log/libvirt/qemu/%s-serial.log" % TENANT
+MSI_WAIT_S = 1800
 
 
-def _wait_for_vfio_msi_lines(lab, functions, timeout_s):
+def _wait_for_vfio_msi_lines(lab, functions, timeout_s, domain):
     """Polls /proc/interrupts until each of ``functions`` that has an MSI or MSI-X
-    capability shows a vfio-msi/vfio-msix line: {function: [(irq, affinity)]},
-    seconds waited. One ssh call per round."""
+    capability shows a vfio-msi/vfio-msix line, or ``domain`` stops running, or
+    ``timeout_s`` passes: {function: [(irq, affinity)]}, seconds waited. One ssh call
+    per round for the lines, one for the domain's state."""
     script = ("grep -E 'vfio-msix?\\[[0-9]+\\]\\((%s)\\)' /proc/interrupts | while read n rest; do"
               " n=${n%%:}; echo $n $(cat /proc/irq/$n/smp_affinity_list) "
               "$(echo \"$rest\" | grep -oE 'vfio-msix?\\[[0-9]+\\]\\([^)]+\\)'); done"
@@ -658,6 +660,9 @@ def _wait_for_vfio_msi_lines(lab, functions, timeout_s):
             lines.setdefault(name.split("(")[1].rstrip(")"), []).append((irq, affinity, name))
         waited = time.monotonic() - t0
         if all(f in lines for f in capable) or waited > timeout_s:
+            return lines, capable, waited
+        # A tenant that died (crashed, or killed for memory) enables nothing more.
+        if lab.ssh("virsh domstate %s" % domain, check=False).stdout.strip() != "running":
             return lines, capable, waited
         time.sleep(5)
 
@@ -699,7 +704,11 @@ def test_planned_tenant_l2_kernel_enables_msi_and_the_hook_pins_it(lab):
         t0 = time.monotonic()
         lab.ssh("virsh start %s" % TENANT, timeout=600)
         costs["start_s"] = round(time.monotonic() - t0, 1)
-        lines, capable, waited = _wait_for_vfio_msi_lines(lab, functions, timeout_s=900)
+        # TCG inside the TCG lab: 456 s to the lines alone on 2026-12-03, and more than
+        # 900 s in two acceptance runs of 2026-12-05 while the other lanes held both
+        # cores; the wait ends early when the tenant dies.
+        lines, capable, waited = _wait_for_vfio_msi_lines(lab, functions, timeout_s=MSI_WAIT_S,
+                                                          domain=TENANT)
         costs["start_to_msi_lines_s"] = round(costs["start_s"] + waited, 1)
         # The hook re-applies every 2 s: give its next round the chance to pin lines
         # that appeared a moment ago.
@@ -709,8 +718,10 @@ def test_planned_tenant_l2_kernel_enables_msi_and_the_hook_pins_it(lab):
         print("L2 direct kernel boot costs %s; MSI(-X)-capable functions %s; vfio MSI lines %s;"
               " all vfio IRQs %s\nL2 serial tail:\n%s" % (costs, capable, lines, pinned["irqs"], serial))
         assert capable and all(f in lines for f in capable), _why(
-            lab, "no vfio-msi/vfio-msix line within 900 s for %s (found %s); L2 serial:\n%s"
-            % ([f for f in capable if f not in lines], lines, serial))
+            lab, "no vfio-msi/vfio-msix line within %.0f s for %s (found %s; the tenant is %s);"
+            " L2 serial:\n%s" % (waited, [f for f in capable if f not in lines], lines,
+                                  lab.ssh("virsh domstate %s" % TENANT, check=False).stdout.strip(),
+                                  serial))
         unpinned = [row for rows in lines.values() for row in rows if pinned["irqs"].get(row[0]) != wanted]
         assert not unpinned, _why(lab, "vfio MSI lines not allowed on exactly %s: %s (now %s)"
                                   % (wanted, unpinned, pinned["irqs"]))
