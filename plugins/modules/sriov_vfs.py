@@ -238,8 +238,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args imp
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
     CHANGE_VF_COUNT, check_vf_count_change, read_module_context, running_domain_devices_or_skip)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
+    PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov_vfs import (
     UNIT_FILE, VF_DRIVERS, current_vfs, describe_vfs, held_vf_changes, plan_persistence,
     plan_sriov)
@@ -267,16 +267,14 @@ def build_module():
     return new_module(AnsibleModule, argument_spec=spec, supports_check_mode=True)
 
 
-class SriovConfigurator(object):
+class SriovConfigurator(PlannedChange):
     """Plans and applies one sriov_vfs task."""
 
     def __init__(self, module, writer=None, runner=None):
-        self.module = module
+        super(SriovConfigurator, self).__init__(module)
         self.params = module.params
         self.writer = writer or HostWriter(self.params["root"])
-        self.live = is_live_root(self.params["root"])
         self.runner = runner or (self._run_command if self.live else None)
-        self.plan = None
         self.vfs = []
         self.skipped = []
         self.domain_devices = None
@@ -297,33 +295,33 @@ class SriovConfigurator(object):
     def _systemctl(self, *args):
         systemctl(self.module, *args)
 
-    def _check_destroyed_vfs(self):
+    def _check_destroyed_vfs(self, plan):
         """A different count destroys every VF there is; none may carry the host."""
-        existing = current_vfs(self.writer, self.plan.pf)
+        existing = current_vfs(self.writer, plan.pf)
         if not existing or len(existing) == self.params["num_vfs"]:
             return
         check_vf_count_change(
-            read_module_context(self.module, self.params["root"]), self.plan.pf,
+            read_module_context(self.module, self.params["root"]), plan.pf,
             [existing[i] for i in sorted(existing)], self.params["num_vfs"],
             {o: self.params[o] for o in CHANGE_VF_COUNT.overrides}, CHANGE_VF_COUNT)
 
-    def run(self):
+    def decide(self):
         params = self.params
         self.domain_devices = self._domain_devices()
-        self.plan = plan_sriov(self.writer, params["pf"], params["num_vfs"],
-                               params["vf_driver"], params["force"], params["vfs"],
-                               self.runner, self.domain_devices)
-        self._check_destroyed_vfs()
-        changes = self.plan.changes
-        self.skipped.extend(self.plan.skipped)
-        if self.plan.needs_modprobe and changes:
+        plan = plan_sriov(self.writer, params["pf"], params["num_vfs"],
+                          params["vf_driver"], params["force"], params["vfs"],
+                          self.runner, self.domain_devices)
+        self._check_destroyed_vfs(plan)
+        changes = plan.changes
+        self.skipped.extend(plan.skipped)
+        if plan.needs_modprobe and changes:
             if self.live:
-                prepend_modprobe(self.plan, self._modprobe)
+                prepend_modprobe(plan, self._modprobe)
             else:
                 self.skipped.append("modprobe vfio-pci (root is not /)")
         if params["persistent"]:
             files_before = len(changes.files)
-            plan_persistence(changes, self.writer, self.plan, params["num_vfs"],
+            plan_persistence(changes, self.writer, plan, params["num_vfs"],
                              params["vf_driver"], params["vfs"], sys.executable)
             unit_changed = any(f.path == UNIT_FILE for f in changes.files[files_before:])
             if unit_changed and self.live:
@@ -334,28 +332,27 @@ class SriovConfigurator(object):
                             lambda: self._systemctl("disable", "gpuhost-sriov.service"))
             elif unit_changed:
                 self.skipped.append("systemctl enable gpuhost-sriov.service (root is not /)")
-        if self.module.check_mode or not changes:
+        return plan
+
+    def run(self):
+        super(SriovConfigurator, self).run()
+        if self.plan.changes and not self.applied:
+            # check mode: the VFs to be, of which the kernel knows nothing yet
             self.vfs = [dict(vf, iommu_group=None, numa_node=None, driver=None)
-                        for vf in self.plan.vfs] if changes else \
-                describe_vfs(self.writer, self.plan.pf)
-            return
-        changes.apply()
-        self.vfs = describe_vfs(self.writer, self.plan.pf)
+                        for vf in self.plan.vfs]
+        else:
+            self.vfs = describe_vfs(self.writer, self.plan.pf)
 
     @property
     def result(self):
         plan = self.plan
-        result = {"changed": bool(plan and plan.changes),
-                  "pf": plan.pf if plan else None,
-                  "netdev": plan.netdev if plan else None,
-                  "vfs": self.vfs,
-                  "created": list(plan.created) if plan else [],
-                  "running_domain_vfs": held_vf_changes(plan, self.domain_devices) if plan else [],
-                  "steps": plan.changes.descriptions if plan else [],
-                  "skipped_actions": self.skipped}
-        if plan and self.module._diff:
-            result["diff"] = plan.changes.diff()
-        return result
+        return self.change_result(
+            pf=plan.pf if plan else None,
+            netdev=plan.netdev if plan else None,
+            vfs=self.vfs,
+            created=list(plan.created) if plan else [],
+            running_domain_vfs=held_vf_changes(plan, self.domain_devices) if plan else [],
+            skipped_actions=self.skipped)
 
 
 def main():

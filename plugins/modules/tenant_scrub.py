@@ -149,8 +149,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host import device_sta
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     absolute_path, domain_name)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
+    PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.tenant_scrub import (
     ScrubPlan, ledger_held_message, plan_scrub, tenant_entry)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import validate_root
@@ -170,21 +170,19 @@ def build_module():
     )
 
 
-class TenantScrub(object):
+class TenantScrub(PlannedChange):
     """Decides the scrub of one tenant, then applies it outside check mode."""
 
     def __init__(self, module, writer=None, runner=None):
-        self.module = module
+        super(TenantScrub, self).__init__(module)
         self.params = module.params
         self.writer = writer or HostWriter(self.params["root"])
-        self.live = is_live_root(self.params["root"])
         self.runner = runner or (module.run_command if self.live else None)
-        self.plan = None
         self.in_ledger = False
-        self.applied = False
+        self.ledger = None
         self.unfit = {}
 
-    def run(self):
+    def decide(self):
         params = self.params
         domain_name(params["name"], field="name")
         validate_root(params["root"])
@@ -195,18 +193,20 @@ class TenantScrub(object):
         entry = tenant_entry(data, params["name"])
         self.in_ledger = entry is not None
         if entry is None:
-            self.plan = ScrubPlan(params["name"], ChangeSet())
-            return
+            return ScrubPlan(params["name"], ChangeSet())
+        self.ledger = (path, entry)
         held = {function for gpu in data.quarantine.values()
                 for function in gpu.get("functions") or () if not gpu.get("wiped", True)}
-        self.plan = plan_scrub(self.writer, read_pci_functions(params["root"]), entry,
-                               params["allow_no_reset"], self.runner, quarantined=held)
-        if self.module.check_mode or not self.plan.changes:
-            return
+        return plan_scrub(self.writer, read_pci_functions(params["root"]), entry,
+                          params["allow_no_reset"], self.runner, quarantined=held)
+
+    def apply(self):
+        params = self.params
+        path, entry = self.ledger
         # The kernel log's position before the resets: what it says after it, it says of them.
         before = kernel_log.read_kernel_log(params["root"])
         try:
-            self.plan.changes.apply()
+            super(TenantScrub, self).apply()
         except GpuhostError as err:
             details = dict(err.details or {}, reset=list(self.plan.reset))
             message = ledger_held_message(params["name"], err)
@@ -220,7 +220,6 @@ class TenantScrub(object):
                        "again; then bring the GPU back and wipe it with tenant_ledger's recover "
                        "and recover_action reset" % gpu)
             raise GpuhostError(message, field=err.field, fix=fix, details=details)
-        self.applied = True
         log = kernel_log.read_kernel_log(params["root"]) if before is not None else None
         for gpu in entry.get("gpus") or ():
             address = gpu.get("address") if isinstance(gpu, dict) else None
@@ -251,21 +250,21 @@ class TenantScrub(object):
         return gpu
 
     @property
+    def done(self):
+        """A reset done before a failure cannot be rolled back: it counts as a change."""
+        return super(TenantScrub, self).done or bool(self.plan and self.plan.reset)
+
+    @property
     def result(self):
         plan = self.plan
-        done = self.applied or self.module.check_mode or bool(plan and plan.reset)
-        result = {"changed": bool(plan and plan.changes and done),
-                  "tenant": self.params["name"], "in_ledger": self.in_ledger,
-                  "devices": list(plan.devices) if plan else [],
-                  "reset": list(plan.reset) if plan else [],
-                  "vf": plan.vf if plan else None,
-                  "steps": plan.changes.descriptions if plan else [],
-                  "warnings_scrub": list(plan.warnings) if plan else [],
-                  "unfit": dict(self.unfit),
-                  "skipped_actions": list(plan.skipped) if plan else []}
-        if plan and self.module._diff:  # pylint: disable=protected-access
-            result["diff"] = plan.changes.diff()
-        return result
+        return self.change_result(
+            tenant=self.params["name"], in_ledger=self.in_ledger,
+            devices=list(plan.devices) if plan else [],
+            reset=list(plan.reset) if plan else [],
+            vf=plan.vf if plan else None,
+            warnings_scrub=list(plan.warnings) if plan else [],
+            unfit=dict(self.unfit),
+            skipped_actions=list(plan.skipped) if plan else [])
 
 
 def main():

@@ -275,8 +275,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety imp
     read_context, running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     GpuSelection, read_pci_functions)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
+    PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio_bind import (
     current_driver, OVERRIDES, plan_vfio, prepend_modprobe, select_devices)
@@ -305,16 +305,13 @@ def build_module():
                       required_one_of=[("devices", "match")])
 
 
-class VfioBinder(object):
+class VfioBinder(PlannedChange):
     """Plans and applies one vfio_bind task; ``result`` is the same on success and failure."""
 
     def __init__(self, module, writer=None):
-        self.module = module
+        super(VfioBinder, self).__init__(module)
         self.params = module.params
         self.writer = writer or HostWriter(self.params["root"])
-        self.live = is_live_root(self.params["root"])
-        self.plan = None
-        self.applied = []
         self.skipped = []
 
     def _domain_devices(self):
@@ -334,7 +331,7 @@ class VfioBinder(object):
             raise GpuhostError("modprobe vfio-pci failed: %s" % (err or out).strip(),
                                field="devices", fix="install the kernel's vfio modules")
 
-    def run(self):
+    def decide(self):
         params = self.params
         selection = GpuSelection.from_options(params["gpu_devices"], params["gpu_devices_only"])
         functions = read_pci_functions(params["root"])
@@ -344,33 +341,30 @@ class VfioBinder(object):
             params["root"], functions,
             ssh_connection=os.environ.get("SSH_CONNECTION") if self.live else None,
             ip_addr_json=self._ip_addr_json(), domain_devices=self._domain_devices())
-        self.plan = plan_vfio(self.writer, context, selected, companions, params["state"],
-                              {o: params[o] for o in OVERRIDES}, params["persistent"],
-                              params["persistence"], params["initramfs"], selection)
-        if self.plan.needs_modprobe:
+        plan = plan_vfio(self.writer, context, selected, companions, params["state"],
+                         {o: params[o] for o in OVERRIDES}, params["persistent"],
+                         params["persistence"], params["initramfs"], selection)
+        if plan.needs_modprobe:
             if self.live:
-                prepend_modprobe(self.plan, self._modprobe)
+                prepend_modprobe(plan, self._modprobe)
             else:
                 self.skipped.append("modprobe vfio-pci (root is not /)")
-        if self.module.check_mode or not self.plan.changes:
-            return
-        self.applied = self.plan.changes.apply()
+        return plan
+
+    def apply(self):
+        super(VfioBinder, self).apply()
         for device in self.plan.devices:
             device.driver_after = current_driver(self.writer, device.address)
 
     @property
     def result(self):
         plan = self.plan
-        result = {"changed": bool(plan and plan.changes),
-                  "devices": [d.as_dict() for d in plan.devices] if plan else [],
-                  "steps": plan.changes.descriptions if plan else [],
-                  "persistence": plan.persistence if plan else None,
-                  "initramfs_rebuild_required": bool(plan and plan.initramfs_changed),
-                  "initramfs_files": list(plan.initramfs_files) if plan else [],
-                  "skipped_actions": self.skipped}
-        if plan and self.module._diff:
-            result["diff"] = plan.changes.diff()
-        return result
+        return self.change_result(
+            devices=[d.as_dict() for d in plan.devices] if plan else [],
+            persistence=plan.persistence if plan else None,
+            initramfs_rebuild_required=bool(plan and plan.initramfs_changed),
+            initramfs_files=list(plan.initramfs_files) if plan else [],
+            skipped_actions=self.skipped)
 
 
 def main():

@@ -296,8 +296,8 @@ def run_module(module, worker, changes_host=False):
 
 class PlannedChange(object):
     """A worker that decides first and acts second: ``decide()`` returns a plan whose
-    ``changes`` is a changeset.ChangeSet; ``run()`` applies it outside check mode (the
-    change set rolls itself back when a step fails). ``change_result(**fields)`` is the
+    ``changes`` is a changeset.ChangeSet; ``run()`` applies it outside check mode through
+    ``apply()`` (the change set rolls itself back when a step fails). ``change_result(**fields)`` is the
     result every such module reports: ``changed`` (what was applied, or would be in check
     mode), ``steps``, the module's own fields and, with --diff, the change set's diff."""
 
@@ -317,8 +317,12 @@ class PlannedChange(object):
     def run(self):
         self.plan = self.decide()
         if self.plan.changes and not self.module.check_mode:
-            self.plan.changes.apply()
+            self.apply()
             self.applied = True
+
+    def apply(self):
+        """Applies the plan; a module that reads the host again afterwards extends this."""
+        self.plan.changes.apply()
 
     @property
     def done(self):
