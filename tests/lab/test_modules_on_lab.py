@@ -556,7 +556,7 @@ def test_planned_tenant_starts_with_its_devices_on_vfio_under_tcg(lab):
         t0 = time.monotonic()
         rc, result = lab.module("gpuhost.kvm.libvirt_pinned_domain", args, timeout=600)
         started_s = round(time.monotonic() - t0, 1)
-        state = lab.ssh("virsh domstate %s" % TENANT, check=False).stdout.strip()
+        state = _domstate(lab, TENANT)
         pid = lab.ssh("cat /run/libvirt/qemu/%s.pid" % TENANT, check=False).stdout.strip()
         fds = lab.ssh("ls -l /proc/%s/fd | grep -c /dev/vfio/" % pid, check=False).stdout.strip() \
             if pid else ""
@@ -638,6 +638,11 @@ L2_SERIAL_LOG = "/var/log/libvirt/qemu/%s-serial.log" % TENANT
 MSI_WAIT_S = 1800
 
 
+def _domstate(lab, name):
+    """What virsh says of the domain: running, shut off, crashed, or "" when it is gone."""
+    return lab.ssh("virsh domstate %s" % name, check=False).stdout.strip()
+
+
 def _wait_for_vfio_msi_lines(lab, functions, timeout_s, domain):
     """Polls /proc/interrupts until each of ``functions`` that has an MSI or MSI-X
     capability shows a vfio-msi/vfio-msix line, or ``domain`` stops running, or
@@ -662,7 +667,7 @@ def _wait_for_vfio_msi_lines(lab, functions, timeout_s, domain):
         if all(f in lines for f in capable) or waited > timeout_s:
             return lines, capable, waited
         # A tenant that died (crashed, or killed for memory) enables nothing more.
-        if lab.ssh("virsh domstate %s" % domain, check=False).stdout.strip() != "running":
+        if _domstate(lab, domain) != "running":
             return lines, capable, waited
         time.sleep(5)
 
@@ -719,7 +724,7 @@ def test_planned_tenant_l2_kernel_enables_msi_and_the_hook_pins_it(lab):
         print("L2 direct kernel boot costs %s; MSI(-X)-capable functions %s; vfio MSI lines %s;"
               " all vfio IRQs %s\nL2 serial tail:\n%s" % (costs, capable, lines, pinned["irqs"], serial))
         missing = [f for f in capable if f not in lines]
-        state = lab.ssh("virsh domstate %s" % TENANT, check=False).stdout.strip()
+        state = _domstate(lab, TENANT)
         assert capable and not missing, _why(
             lab, "no vfio-msi/vfio-msix line within %.0f s for %s (found %s; the tenant is %s);"
             " L2 serial:\n%s" % (waited, missing, lines, state, serial))
@@ -787,7 +792,7 @@ def test_planned_tenant_boots_ovmf_with_firmware_efi_under_tcg(lab):
     nvram = None
     try:
         rc, result = lab.module("gpuhost.kvm.libvirt_pinned_domain", args, timeout=600)
-        state = lab.ssh("virsh domstate %s" % TENANT, check=False).stdout.strip()
+        state = _domstate(lab, TENANT)
         log = lab.ssh("tail -n 20 /var/log/libvirt/qemu/%s.log" % TENANT, check=False).stdout
         assert rc == 0 and state == "running", _why(
             lab, "UEFI tenant did not start (%s):\n%s" % (state, log), result)
@@ -910,7 +915,7 @@ def test_uefi_tenant_maps_the_64_gib_bar_of_the_gpu_behind_the_switch(lab):
             if failed or GUEST_BOOTED in serial:
                 break
             # A tenant that died (crashed, or killed for memory) boots no further.
-            state = lab.ssh("virsh domstate %s" % LARGE_BAR_TENANT, check=False).stdout.strip()
+            state = _domstate(lab, LARGE_BAR_TENANT)
             if state != "running":
                 break
             time.sleep(10)

@@ -297,9 +297,10 @@ def run_module(module, worker, changes_host=False):
 class PlannedChange(object):
     """A worker that decides first and acts second: ``decide()`` returns a plan whose
     ``changes`` is a changeset.ChangeSet; ``run()`` applies it outside check mode through
-    ``apply()`` (the change set rolls itself back when a step fails). ``change_result(**fields)`` is the
-    result every such module reports: ``changed`` (what was applied, or would be in check
-    mode), ``steps``, the module's own fields and, with --diff, the change set's diff."""
+    ``apply()`` (the change set rolls itself back when a step fails).
+    ``change_result(**fields)`` is the result every such module reports: ``changed``
+    (what was applied, or would be in check mode), ``steps``, the module's own fields
+    and, with --diff, the change set's diff."""
 
     def __init__(self, module):
         self.module = module
