@@ -171,10 +171,13 @@ class AddressWidth:
         return self.window_base + self.window_size
 
     def report(self):
-        """The result and plan form: ``{bits, window, size_gib, firmware, vendor}``."""
+        """The result and plan form: ``{bits, window, size_gib, firmware, vendor}``;
+        ``window`` is ``none`` when the firmware opens no 64-bit window (SeaBIOS for a
+        tenant without 64-bit BARs), not an inverted range."""
         return {
             "bits": self.bits,
-            "window": "0x%x-0x%x" % (self.window_base, self.window_end - 1),
+            "window": ("0x%x-0x%x" % (self.window_base, self.window_end - 1)
+                       if self.window_size else "none"),
             "size_gib": self.window_size // GIB,
             "firmware": self.firmware,
             "vendor": self.vendor,

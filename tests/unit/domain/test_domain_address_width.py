@@ -146,6 +146,15 @@ def test_runbook_tenant_a100_80gb_64g_uefi_intel():
     assert_window_holds(result, [A100_80GB], 64 * GIB)
 
 
+def test_a_bios_tenant_without_64bit_bars_reports_no_window_not_an_inverted_range():
+    # SeaBIOS opens no 64-bit window for a tenant whose GPUs have none (the lab's
+    # emulated VGA GPUs): the report says so instead of "0x140000000-0x13fffffff".
+    result = width([], memory=1 * GIB, firmware="bios", vendor=None)
+    assert result.window_size == 0
+    assert result.report()["window"] == "none"
+    assert "window none (0 GiB" in aw.report_text(result.report())
+
+
 def test_eight_h200_with_2t_ram_on_intel_uefi():
     result = width([H200] * 8, memory=2 * TIB, firmware="efi", vendor=INTEL)
     assert result.bits == 45 and result.window_size == 4 * TIB
