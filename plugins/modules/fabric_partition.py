@@ -84,26 +84,24 @@ import shlex
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import ROOT_ARGUMENT_SPEC, argument_spec
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address, read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
     vfio_group_holders)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fabric
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
+    PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import unix_socket_path
 
 
-class FabricPartitionWorker(object):
+class FabricPartitionWorker(PlannedChange):
     """Reads the partitions, decides the one command, runs it outside check mode."""
 
     def __init__(self, module):
-        self.module = module
+        super(FabricPartitionWorker, self).__init__(module)
         self.params = module.params
-        self.partitions = ()
-        self.chosen = None
-        self.changes = ChangeSet()
+        self.tool = None
 
     def fmpm(self, *args):
         argv = [self.tool] + (["--unix-domain-socket", self.params["socket"]] if self.params["socket"] else []) \
@@ -116,7 +114,7 @@ class FabricPartitionWorker(object):
                                                  "(FABRIC_MODE=1) and that the tool reaches it")
         return out
 
-    def run(self):
+    def decide(self):
         params = self.params
         if params["socket"]:
             params["socket"] = unix_socket_path(params["socket"], "socket", params["root"])
@@ -135,56 +133,52 @@ class FabricPartitionWorker(object):
             raise GpuhostError("Fabric Manager's partition tool %s is not on this host" % params["fmpm"],
                                field="fmpm", fix="install it (NVIDIA/Fabric-Manager-Client builds fmpm) "
                                                  "or give its path")
-        self.partitions = fabric.parse_fmpm_list(self.fmpm("-l"))
+        plan = fabric.PartitionPlan(partitions=fabric.parse_fmpm_list(self.fmpm("-l")))
         if params["state"] == "read":
-            return
+            return plan
         if wanted_gpus is not None:
-            self.chosen = fabric.partition_of(wanted_gpus, self.partitions)
-            if self.chosen is None:
+            plan.chosen = fabric.partition_of(wanted_gpus, plan.partitions)
+            if plan.chosen is None:
                 raise GpuhostError("no partition holds exactly %s" % ", ".join(sorted(wanted_gpus)),
                                    field="gpus", fix="give the GPUs of one partition: %s" % fabric.partition_sets(
-                                       len(wanted_gpus), self.partitions))
+                                       len(wanted_gpus), plan.partitions))
         else:
-            self.chosen = next((p for p in self.partitions if p.id == params["partition"]), None)
-            if self.chosen is None:
+            plan.chosen = next((p for p in plan.partitions if p.id == params["partition"]), None)
+            if plan.chosen is None:
                 raise GpuhostError("Fabric Manager lists no partition %d" % params["partition"],
                                    field="partition", fix="give an id of: %s" % ", ".join(
-                                       str(p.id) for p in self.partitions))
+                                       str(p.id) for p in plan.partitions))
         want_active = params["state"] == "active"
-        if self.chosen.active == want_active:
-            return
-        self.refuse_held()
+        if plan.chosen.active == want_active:
+            return plan
+        self.refuse_held(plan.chosen)
         flag, undo = ("-a", "-d") if want_active else ("-d", "-a")
-        pid = str(self.chosen.id)
-        self.changes.value_changes.append(("fabric partition %s" % pid, "active" if self.chosen.active else "inactive",
-                                           params["state"]))
-        self.changes.add("fmpm %s %s" % (flag, pid), lambda: self.fmpm(flag, pid), lambda: self.fmpm(undo, pid))
-        if not self.module.check_mode:
-            self.changes.apply()
+        pid = str(plan.chosen.id)
+        plan.changes.value_changes.append(("fabric partition %s" % pid, "active" if plan.chosen.active
+                                           else "inactive", params["state"]))
+        plan.changes.add("fmpm %s %s" % (flag, pid), lambda: self.fmpm(flag, pid), lambda: self.fmpm(undo, pid))
+        return plan
 
-    def refuse_held(self):
+    def refuse_held(self, chosen):
         """Fabric Manager resets the partition's GPUs: refuse while one is held open."""
         functions = read_pci_functions(self.params["root"])
         holders = vfio_group_holders(self.params["root"], [
-            functions[gpu].iommu_group for gpu in self.chosen.gpus if gpu in functions])
+            functions[gpu].iommu_group for gpu in chosen.gpus if gpu in functions])
         if holders:
             raise GpuhostError(
                 "refusing to %s partition %d: Fabric Manager resets its GPUs, and %s" % (
-                    "activate" if self.params["state"] == "active" else "deactivate", self.chosen.id,
+                    "activate" if self.params["state"] == "active" else "deactivate", chosen.id,
                     "; ".join(holders)),
                 field="state", fix="stop the tenant's domain first (activate before it starts, "
                                    "deactivate after it is gone)")
 
     @property
     def result(self):
-        result = {"changed": bool(self.changes), "partitions": [p.as_dict() for p in self.partitions],
-                  "steps": list(self.changes.descriptions)}
-        if self.chosen is not None:
-            after = dict(self.chosen.as_dict(), active=self.params["state"] == "active")
-            result["partition"] = after
-        if self.module._diff and self.changes:
-            result["diff"] = self.changes.diff()
-        return result
+        plan = self.plan
+        fields = {"partitions": [p.as_dict() for p in plan.partitions] if plan else []}
+        if plan and plan.chosen is not None:
+            fields["partition"] = dict(plan.chosen.as_dict(), active=self.params["state"] == "active")
+        return self.change_result(**fields)
 
 
 def build_module():

@@ -21,9 +21,10 @@ PCI bus IDs in NVML's form (00000000:18:00.0). Pure: the module runs the tool.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Tuple
+from dataclasses import dataclass, field as dataclass_field
+from typing import Optional, Tuple
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
 
@@ -43,6 +44,16 @@ class FabricPartition:
 
     def as_dict(self):
         return {"id": self.id, "gpus": list(self.gpus), "active": self.active}
+
+
+@dataclass
+class PartitionPlan:
+    """What one fabric_partition task does: the partitions Fabric Manager lists, the one
+    the task names (None for state read) and the fmpm command that changes it, if any."""
+
+    partitions: Tuple[FabricPartition, ...] = ()
+    chosen: Optional[FabricPartition] = None
+    changes: ChangeSet = dataclass_field(default_factory=ChangeSet)
 
 
 def _refuse(what, field):
