@@ -289,12 +289,12 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning import (
-    LIBVIRT_HOOK, POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, add_managed_record, build_rule,
+    LIBVIRT_HOOK, POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, AffinityPlan, add_managed_record, build_rule,
     known_managed_names, plan_persistence, plan_pins, select_irqs, validate_cpus)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.irqbalance import (
     format_for_version, plan_config, read_config)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
+    PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.mechanisms import LIBVIRT_UNITS
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
@@ -430,18 +430,15 @@ def parse_groups(params):
     return groups
 
 
-class IrqPinner(object):
+class IrqPinner(PlannedChange):
     """Plans and applies one irq_affinity task: every group in one change set."""
 
     def __init__(self, module, writer=None):
-        self.module = module
+        super(IrqPinner, self).__init__(module)
         self.params = module.params
         self.writer = writer or HostWriter(self.params["root"])
-        self.live = is_live_root(self.params["root"])
         self.groups = []
-        self.changes = None
         self.recorded_managed = []
-        self.setup_steps = 0
         self.banned = None
         self.irqbalance_changed = False
         self.restarted = False
@@ -513,7 +510,7 @@ class IrqPinner(object):
         changes.add("systemctl reload %s" % " ".join(running), reload_daemons,
                     reload_daemons, undo_last=True)
 
-    def run(self):
+    def decide(self):
         params = self.params
         root = params["root"]
         check = self.module.check_mode
@@ -556,7 +553,7 @@ class IrqPinner(object):
         # irqbalance's config, the stored pins and its restart come before the pins: a
         # pin written while the old irqbalance still runs can be moved again before the
         # restart makes it ask the policy script.
-        changes = self.changes = ChangeSet()
+        changes = ChangeSet()
         if banned_wanted is not None:
             wanted = banned_wanted
             pinned_cpus = set(cpu for group in present for cpu in group.rule.cpus)
@@ -595,16 +592,14 @@ class IrqPinner(object):
                 self.skipped.append("systemctl try-restart irqbalance (root is not /)")
         # After irqbalance's restart, so that a rollback restarts irqbalance last.
         self._plan_libvirt_reload(changes, hook_changed)
-        self.setup_steps = len(changes)
+        setup_steps = len(changes)
         plans = [group.pins for group in present]
         for plan in plans:
             changes.extend(plan.changes)
         if params["persistent"] and any(plan.to_change for plan in plans) and not check:
             self.recorded_managed = add_managed_record(changes, self.writer, plans, irqs)
-        if check or not changes:
-            return
         # All or nothing: a failure in any group undoes every group's pins and files.
-        changes.apply()
+        return AffinityPlan(changes=changes, setup_steps=setup_steps)
 
     @property
     def result(self):
@@ -615,9 +610,10 @@ class IrqPinner(object):
         for group in self.groups:
             if group.pins:
                 previous.update(group.pins.previous)
-        changes = self.changes
+        changes = self.plan.changes if self.plan else None
+        setup_steps = self.plan.setup_steps if self.plan else 0
         # A pin step can end as a kernel-managed IRQ, left alone: not a change.
-        result = {"changed": bool(changed_irqs or self.setup_steps or self.recorded_managed),
+        result = {"changed": bool(changed_irqs or setup_steps or self.recorded_managed),
                   "selected": sorted(n for group in groups for n in group["selected"]),
                   "changed_irqs": changed_irqs,
                   "skipped_managed": sorted(n for group in groups

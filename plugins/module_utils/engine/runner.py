@@ -306,11 +306,19 @@ class PlannedChange(object):
         self.module = module
         self.plan = None
         self.applied = False
+        self._live = None
 
     @property
     def live(self):
-        """Whether this run acts on the running host (``is_live_root``)."""
+        """Whether this run acts on the running host (``is_live_root``), unless set: a
+        simulated tree that stands for / (the tests' simulator) sets it to True."""
+        if self._live is not None:
+            return self._live
         return is_live_root(self.module.params.get("root"))
+
+    @live.setter
+    def live(self, value):
+        self._live = bool(value)
 
     def decide(self):
         raise NotImplementedError

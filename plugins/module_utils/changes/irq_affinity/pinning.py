@@ -222,6 +222,14 @@ class PinPlan:
     previous: dict = field(default_factory=dict)
 
 
+@dataclass
+class AffinityPlan:
+    """One irq_affinity task: every group's pins and the files, restarts and reloads
+    they need, in one change set; the first ``setup_steps`` steps are not pins."""
+    changes: ChangeSet
+    setup_steps: int = 0
+
+
 def plan_pins(writer, irqs, numbers, cpus, known_managed=()):
     """One step per IRQ not in place; EIO (kernel-managed) is recorded, not raised.
 
