@@ -87,8 +87,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import ROOT_ARGUMENT_SPEC, argument_spec
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address, read_pci_functions
-from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
-    vfio_group_holders)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.safety_context import vfio_group_holders
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fabric
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
     PlannedChange, new_module, run_module)

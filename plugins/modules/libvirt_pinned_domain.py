@@ -712,8 +712,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.argument_spec i
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.storage import DomainStorage
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSetError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
-    PASS_THROUGH, read_module_context)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import PASS_THROUGH
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.safety_context import read_module_context
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import (
     HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, daemon_version, libvirt,
     libvirt_error_text, open_connection)

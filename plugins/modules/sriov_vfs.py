@@ -236,8 +236,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
-    CHANGE_VF_COUNT, check_vf_count_change, read_module_context, running_domain_devices_or_skip)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import CHANGE_VF_COUNT, check_vf_count_change
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.safety_context import (
+    read_module_context, running_domain_devices_or_skip)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
     PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov_vfs import (

@@ -18,7 +18,7 @@ import harness
 from support.helpers import REPO
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import read_context
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.safety_context import read_context
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio_bind import (
     OVERRIDES, plan_vfio, select_devices)

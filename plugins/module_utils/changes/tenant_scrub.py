@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import Refusal, vfio_group_holders
+from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import Refusal
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.safety_context import vfio_group_holders
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import (
     is_kernel_address, normalize_address, reset_capability, vfio_resets_on_release)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.sriov_vfs import (

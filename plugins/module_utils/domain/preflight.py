@@ -4,7 +4,7 @@
 """Refusals checked before a tenant domain is defined.
 
 Pure functions over a HostTopology, the XML of the other defined domains and the
-host-safety context (host_safety.read_context), so tests feed them literal topologies
+host-safety context (safety_context.read_context), so tests feed them literal topologies
 and XML. Every refusal gives the numbers and the way out; those that are sometimes
 deliberate have named overrides (``allow_cpu_overlap``, ``allow_cross_node``,
 ``allow_vcpu_emulator_overlap``, ``allow_unsafe_interrupts``, and the host-safety
@@ -652,7 +652,7 @@ def run_preflight(spec, topo, defined, allow_cpu_overlap=False, allow_cross_node
                   allow_vcpu_emulator_overlap=False, host_context=None, host_overrides=None,
                   hostdev_origins=None, allow_unsafe_interrupts=False, firmware_descriptors=None):
     """All checks; ``defined`` lists every domain libvirt has (this one included, if
-    defined). ``host_context`` (host_safety.read_context) turns on the host-safety
+    defined). ``host_context`` (safety_context.read_context) turns on the host-safety
     policy, with ``host_overrides`` ({allow_host_critical: bool, ...}) and
     ``hostdev_origins`` (address -> option, for the refusals). ``allow_unsafe_interrupts``
     accepts host devices on a host whose interrupt remapping is off.

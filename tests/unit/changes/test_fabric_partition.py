@@ -19,7 +19,7 @@ from support.fakes import HGX_GPUS as GPUS, HGX_PARTITION_SETS as SETS, active_p
 from support.fixturegen import build_hgx_h100_host
 from support.module_args import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.policy import host_safety
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import safety_context
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import fabric
@@ -167,7 +167,7 @@ def test_a_socket_that_is_no_unix_socket_is_refused_before_fmpm_runs(hgx, tmp_pa
 def test_a_partition_whose_gpu_a_process_holds_is_not_touched(hgx, tmp_path, monkeypatch):
     root, _topology = hgx
     fmpm, state = stub_fmpm(tmp_path)
-    monkeypatch.setattr(host_safety, "open_users", lambda r, nodes: {4242: ("qemu-system-x86", set(nodes))})
+    monkeypatch.setattr(safety_context, "open_users", lambda r, nodes: {4242: ("qemu-system-x86", set(nodes))})
     with pytest.raises(GpuhostError) as refused:
         run(root, fmpm, state="active", partition=3)
     assert "Fabric Manager resets its GPUs" in refused.value.msg and "PID 4242" in refused.value.msg

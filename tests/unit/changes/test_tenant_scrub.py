@@ -523,8 +523,8 @@ def test_a_gpu_found_again_on_a_host_driver_is_named_and_not_reset(env):
 def test_a_rescan_of_a_gpu_a_process_holds_is_refused_before_any_write(env, monkeypatch):
     sim, path = env
     data = _quarantined(sim, path)
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.policy import host_safety
-    monkeypatch.setattr(host_safety, "open_users", lambda root, nodes: {4242: ("qemu-system-x86", nodes)})
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host import safety_context
+    monkeypatch.setattr(safety_context, "open_users", lambda root, nodes: {4242: ("qemu-system-x86", nodes)})
     sim.writes.clear()
     with pytest.raises(GpuhostError) as info:
         ledger_worker(sim, path).rescan_quarantined(data, [GPU])

@@ -14,7 +14,7 @@ from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_
 from support.domain_xml import write_libvirt_test_node
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import read_context
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.safety_context import read_context
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.vfio_bind import (
     plan_vfio, select_devices)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions

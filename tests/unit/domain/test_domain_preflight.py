@@ -243,11 +243,11 @@ def test_vcpu_on_own_emulator_or_iothread_cpu_is_refused_unless_allowed():
 
 
 def literal_context(topo, **critical):
-    """The host-safety context of a literal topology: what host_safety.read_context
+    """The host-safety context of a literal topology: what safety_context.read_context
     would find, given as HostCriticalDevices fields."""
     from ansible_collections.gpuhost.kvm.plugins.module_utils.host.critical import (
         HostCriticalDevices)
-    from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import HostContext
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.safety_context import HostContext
     return HostContext(functions=topo.pci, iommu_enabled=True,
                        critical=HostCriticalDevices(**critical))
 

@@ -10,6 +10,7 @@ import pytest
 from support.sysfs_sim import TreeBuilder, build_sim_host
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import critical as host_critical
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import safety_context
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy import host_safety
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import read_pci_functions
@@ -189,7 +190,7 @@ def test_vf_under_a_bond_that_carries_the_ssh_session_is_critical(root):
 def test_vf_count_change_refused_when_it_destroys_the_default_route_vf(root):
     vf_with_netdev(root)
     only_default_route(root, "eno1v0")
-    context = host_safety.read_context(root)
+    context = safety_context.read_context(root)
     with pytest.raises(GpuhostError) as err:
         host_safety.check_vf_count_change(context, "0000:03:00.0",
                                           ["0000:03:00.2", "0000:03:00.3"], 0, {})
@@ -205,7 +206,7 @@ def test_vf_count_change_refused_when_it_destroys_the_default_route_vf(root):
 
 
 def test_host_refusals_are_vfio_binds_policy_with_its_overrides(root):
-    context = host_safety.read_context(root)
+    context = safety_context.read_context(root)
     blocking, allowed = host_safety.host_refusals(
         context, ["0000:01:00.0", "0000:03:00.0", "0000:42:00.0", "0000:00:04.0",
                   "0000:41:00.0", "0000:99:00.0"], {"allow_boot_vga": True},

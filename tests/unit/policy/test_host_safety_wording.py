@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import safety_context
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy import host_safety
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import preflight as domain_preflight
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import vfio_bind as vfio
@@ -38,7 +39,7 @@ def every_kind_context():
         root_fs={ROOT: ["/"]}, storage={ROOT: ["/"], DATA: ["/srv"]},
         network={NIC: ["the default route (eno1)"]},
         console={VGA: "boot VGA with an active console (VGA text console; vtconsole x)"})
-    return host_safety.HostContext(
+    return safety_context.HostContext(
         functions=functions, iommu_enabled=True, critical=critical,
         domain_devices={GUEST: ["tenant-b"]}, acs_override="downstream",
         group_verdict=lambda members: SimpleNamespace(clean=False, foreign=[], reasons=["x"]),
