@@ -17,6 +17,8 @@ import json
 
 from xml.sax.saxutils import escape
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.markdown import markdown_text
+
 REPORT_VERSION = 1
 
 _FIGURES = (
@@ -173,7 +175,7 @@ def report_json(report):
 def _cell(value):
     if value is None:
         return "-"
-    return _num(value).replace("|", "\\|")
+    return markdown_text(_num(value))
 
 
 def report_markdown(report):
@@ -183,11 +185,13 @@ def report_markdown(report):
     status = "PASS" if gate["passed"] else "FAIL"
     if not result.get("complete", True):
         status += " (PARTIAL RUN)"
-    lines = ["# Benchmark of %s on %s: %s" % (report["tenant"], report["host"], status), "",
-             "Run at %s with the %s runner." % (report["run_at"], report["runner"]), ""]
+    lines = ["# Benchmark of %s on %s: %s" % (markdown_text(report["tenant"]), markdown_text(report["host"]),
+                                              status), "",
+             "Run at %s with the %s runner." % (markdown_text(report["run_at"]), markdown_text(report["runner"])),
+             ""]
     if not result.get("complete", True):
         lines += ["**The run did not complete:** %s. The figures below cover only what was "
-                  "measured before it stopped." % result.get("aborted"), ""]
+                  "measured before it stopped." % markdown_text(result.get("aborted")), ""]
     lines += ["| Figure | Value |", "|---|---|"]
     for key, label in (("p50_ms", "P50 (ms)"), ("p90_ms", "P90 (ms)"), ("p95_ms", "P95 (ms)"),
                        ("p99_ms", "P99 (ms)"), ("mean_ms", "mean (ms)"), ("min_ms", "min (ms)"),
@@ -202,7 +206,8 @@ def report_markdown(report):
             lines.append("| %s | %s |" % (label, _cell(result[key])))
     if result.get("errors"):
         lines += ["", "Failed requests by kind: " + ", ".join(
-            "%s x%d (%s)" % (kind, count, (result.get("error_examples") or {}).get(kind, ""))
+            "%s x%d (%s)" % (markdown_text(kind), count,
+                             markdown_text((result.get("error_examples") or {}).get(kind, "")))
             for kind, count in sorted(result["errors"].items()))]
     if result.get("percentile_method"):
         lines += ["", "Percentiles: %s." % result["percentile_method"]]
@@ -215,13 +220,13 @@ def report_markdown(report):
         lines.append("| (no limit set) | - | - | - |")
     for failure in gate["failures"]:
         lines.append("")
-        lines.append("- " + failure)
+        lines.append("- " + markdown_text(failure))
     lines += _health_markdown(report.get("gpu_health"))
     comparison = report.get("comparison")
     lines += ["", "## Compared with the previous run", ""]
     if comparison:
         lines += ["Previous run at %s (%s runner, gate %s)." % (
-            comparison["previous_run_at"], comparison["previous_runner"],
+            markdown_text(comparison["previous_run_at"]), markdown_text(comparison["previous_runner"]),
             "passed" if comparison["previous_passed"] else "failed"), "",
             "| Figure | Before | After | Change |", "|---|---|---|---|"]
         for row in comparison["figures"]:
@@ -245,8 +250,8 @@ def _health_markdown(section):
         return []
     lines = ["", "## GPU health after the load", ""]
     if not section["read"]:
-        return lines + ["Not read: %s" % str(section["error"]).replace("|", "\\|")]
-    lines += ["Driver %s." % (section["driver_version"] or "version not reported"), "",
+        return lines + ["Not read: %s" % markdown_text(section["error"])]
+    lines += ["Driver %s." % markdown_text(section["driver_version"] or "version not reported"), "",
               "| GPU | Temperature (C) | Power (W) | Uncorrected ECC (volatile/aggregate) | MIG | Persistence |",
               "|---|---|---|---|---|---|"]
     for gpu in section["gpus"]:
@@ -254,7 +259,7 @@ def _health_markdown(section):
         ecc = ("off" if gpu["ecc_enabled"] is False else
                "%s / %s" % (_cell(gpu["ecc_volatile_uncorrected"]), _cell(gpu["ecc_aggregate_uncorrected"])))
         lines.append("| %s %s | %s | %s | %s | %s | %s |" % (
-            _cell(gpu["pci_bus_id"]), str(gpu["name"] or "").replace("|", "\\|"), _cell(gpu["temperature_c"]),
+            _cell(gpu["pci_bus_id"]), markdown_text(gpu["name"] or ""), _cell(gpu["temperature_c"]),
             power, ecc, _mode_cell(gpu["mig_enabled"], gpu["mig_pending_enabled"]),
             _mode_cell(gpu["persistence_enabled"])))
     return lines

@@ -20,6 +20,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils.plan_query import (
     passthrough_functions,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.markdown import markdown_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.realized import realized_items, realized_ratio
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import (
     setting_mismatches,
@@ -533,23 +534,19 @@ def checklist(plan, host, iommu, facts, irqs=None, managed_irqs=(), absent_funct
     return report(host, checks, restart_required)
 
 
-def _cell(text):
-    return str(text).replace("|", "\\|")
-
-
 def report_markdown(data):
     waiting = data.get("restart_required") or []
-    lines = ["# Validation of %s: %s; %s" % (data["host"], "PASS" if data["passed"] else "FAIL",
+    lines = ["# Validation of %s: %s; %s" % (markdown_text(data["host"]), "PASS" if data["passed"] else "FAIL",
                                              restart_summary(waiting)),
              "", "| Check | Status | Detail |", "|---|---|---|"]
     for check in data["checks"]:
-        lines.append("| %s | %s | %s |" % (check["title"], check["status"].upper(), _cell(check["detail"])))
+        lines.append("| %s | %s | %s |" % (check["title"], check["status"].upper(), markdown_text(check["detail"])))
     lines += ["", "## Tenants waiting for a restart", ""]
     if waiting:
         lines += ["| Tenant | Stage | Changed | Why |", "|---|---|---|---|"]
         lines += ["| %s | %s | %s | %s |" % (
-            _cell(e["tenant"]), _cell(e["stage"]), _cell(", ".join(e.get("changed") or ())),
-            _cell(e.get("why", ""))) for e in waiting]
+            markdown_text(e["tenant"]), markdown_text(e["stage"]), markdown_text(", ".join(e.get("changed") or ())),
+            markdown_text(e.get("why", ""))) for e in waiting]
     else:
         lines.append("None: no stage of this run changed what a running tenant sees at its next start.")
     return "\n".join(lines) + "\n"

@@ -86,6 +86,23 @@ def test_markdown_and_svg_reports():
     assert "P95 latency max 8" in svg and ">P95 9<" in svg
 
 
+def test_foreign_text_in_the_markdown_report_stays_inert_text():
+    # The error examples come from the inference server, the aborted reason and the GPU
+    # health from the guest: none may end a table cell or a line, or become HTML.
+    result = builtin_result(failed=2, complete=False)
+    result["aborted"] = "server said <b>bye</b>\n# not a heading"
+    result["errors"] = {"http_500": 2}
+    result["error_examples"] = {"http_500": "bad | request\n<script>x</script>"}
+    gate = bench_report.evaluate_gate("tenant-a100", result, p95_ms_max=8.0)
+    report = bench_report.build_report("tenant-a100", "hk-gpu-01", result, gate, "2026-02-02T00:00:00Z")
+    report["gpu_health"] = {"read": False, "error": "nvidia-smi: <no device> | gone"}
+    markdown = bench_report.report_markdown(report)
+    assert "<" not in markdown and ">" not in markdown
+    assert "\n# not a heading" not in markdown and "# not a heading" in markdown
+    assert "bad \\| request &lt;script&gt;x&lt;/script&gt;" in markdown
+    assert "Not read: nvidia-smi: &lt;no device&gt; \\| gone" in markdown
+
+
 def test_svg_without_samples_draws_percentile_bars():
     with open(os.path.join(BENCH, "perf_analyzer_inception_graphdef.csv")) as handle:
         result = bench_parsers.perf_analyzer_result(bench_parsers.parse_perf_analyzer_csv(handle.read()), 1)

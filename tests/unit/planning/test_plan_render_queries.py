@@ -134,6 +134,16 @@ def test_validation_passes_on_matching_evidence_and_fails_naming_the_fault(runbo
     assert "| Devices on vfio-pci | FAIL |" in markdown
 
 
+def test_the_validation_report_keeps_a_read_value_inert_in_its_table():
+    # A check's detail quotes what the host said (a device name, an error): it may not
+    # end the table cell or the line, or become HTML, in the report an SRE reads.
+    check = {"id": "vfio", "title": "Devices on vfio-pci", "status": "fail",
+             "detail": "0000:41:00.0 on <nvidia> | held\nby Xorg"}
+    markdown = validation.report_markdown(validation.report("hk-gpu-01", [check]))
+    row = [line for line in markdown.splitlines() if line.startswith("| Devices on vfio-pci")]
+    assert row == ["| Devices on vfio-pci | FAIL | 0000:41:00.0 on &lt;nvidia&gt; \\| held by Xorg |"]
+
+
 def test_the_checklist_is_every_check_in_the_reports_order(runbook):
     """validate_checklist, the validate role's one call, asks every check with what the
     role read and gathers them as ``report`` does, in the report's order."""
