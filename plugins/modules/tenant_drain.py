@@ -240,7 +240,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.ledger import
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import (
     DEFAULT_URI, HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, libvirt,
     libvirt_error_text, open_connection)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
+    PlannedChange, StepPlan, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import (
     ChangeSet, ChangeSetError)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
@@ -321,13 +322,13 @@ class LibvirtDomains:
         return self._call(name, "start", start)
 
 
-class TenantDrain:
+class TenantDrain(PlannedChange):
     """One tenant_drain call: read the domains, decide, then (outside check mode) act.
     ``result`` is the same on success and failure."""
 
     def __init__(self, module, conn=None, clock=time.monotonic, sleep=time.sleep,
                  status_dir=core.QEMU_STATUS_DIR):
-        self.module = module
+        super(TenantDrain, self).__init__(module)
         self.params = module.params
         self.conn = conn
         self.clock = clock
@@ -344,6 +345,9 @@ class TenantDrain:
         self.to_stop, self.stopped, self.destroyed, self.late, self.restarted = [], [], [], [], []
         self.to_start, self.started, self.already_running = [], [], []
         self.pending = []
+        self.pending_before = []    # what a rolled-back drain leaves pending
+        self.timeout = None         # the drain's timeout, checked
+        self.missing = []           # recorded domains that libvirt no longer defines
         self.domain_diff = None
 
     # ------------------------------------------------------------------ reading
@@ -385,7 +389,7 @@ class TenantDrain:
 
     # ------------------------------------------------------------------ run
 
-    def run(self):
+    def decide(self):
         params = self.params
         core.check_path(params["ledger_path"], "ledger_path")
         core.check_path(params["record_path"], "record_path")
@@ -396,7 +400,7 @@ class TenantDrain:
         self.record = self.spec.read(self.writer)
         self.pending = core.recorded(self.record, params["uri"])
         if params["state"] == "restored" and not self.pending:
-            return                           # nothing recorded: no need for libvirt
+            return StepPlan(self.changes)    # nothing recorded: no need for libvirt
         self.libvirt = LibvirtDomains(self.connect())
         self.domains = self.libvirt.read(self.tenants())
         if params["state"] == "checked":
@@ -404,18 +408,44 @@ class TenantDrain:
             if running and params["fail_when_running"]:
                 raise core.reboot_refusal(running)
         elif params["state"] == "drained":
-            self.drain()
+            self.plan_drain()
         else:
             if self.libvirt.conn is None:
                 raise GpuhostError(
                     "%s lists %s to start again, but libvirt at %s cannot be reached"
                     % (params["record_path"], ", ".join(self.pending), params["uri"]),
                     field="uri", fix="start libvirt (systemctl start libvirtd) and run again")
-            self.restore()
+            self.plan_restore()
+        return StepPlan(self.changes)
 
-    def drain(self):
+    def run(self):
+        super(TenantDrain, self).run()
+        if self.missing:
+            raise core.missing_error(self.missing, self.params["record_path"])
+
+    def apply(self):
+        try:
+            super(TenantDrain, self).apply()
+        except ChangeSetError as err:
+            if self.params["state"] == "drained":
+                # Rolled back: the domains that went off are running again and the
+                # record is as it was, so the host is as the run found it.
+                self.changed = bool(err.details.get("rollback_failed"))
+                if not self.changed:
+                    self.pending = self.pending_before
+                if self.late and not self.changed:
+                    raise core.timeout_error(self.late, self.timeout, self.restarted)
+            else:
+                # The record step is last: it did not run, so the record still holds
+                # every name; the domains started before the failure stay up.
+                self.changed = bool(self.started)
+                self.pending = core.recorded(self.record, self.params["uri"])
+            raise
+
+    def plan_drain(self):
         params = self.params
         plan = core.plan_drain(self.domains, params["timeout"], params["on_timeout"])
+        self.timeout = plan.timeout
         self.to_stop = list(plan.order)
         if not plan:
             return
@@ -433,22 +463,9 @@ class TenantDrain:
                          functools.partial(self._wait, plan, requested_at))
         self.domain_diff = self._diff_states(plan.order, "shut off")
         self.changed = True
-        before = self.pending
+        self.pending_before = self.pending
         self.pending = core.recorded(core.record_with(self.record, plan, params["uri"]),
                                      params["uri"])
-        if self.module.check_mode:
-            return
-        try:
-            self.changes.apply()
-        except ChangeSetError as err:
-            # Rolled back: the domains that went off are running again and the record
-            # is as it was, so the host is as the run found it.
-            self.changed = bool(err.details.get("rollback_failed"))
-            if not self.changed:
-                self.pending = before
-            if self.late and not self.changed:
-                raise core.timeout_error(self.late, plan.timeout, self.restarted)
-            raise
 
     def _request(self, name, requested_at):
         requested_at[name] = self.clock()
@@ -474,7 +491,7 @@ class TenantDrain:
         self.module.warn("forced off after %s s without powering off (on_timeout=destroy): %s"
                          % (core.seconds_text(plan.timeout), ", ".join(self.destroyed)))
 
-    def restore(self):
+    def plan_restore(self):
         params = self.params
         plan = core.plan_restore(self.record, self.domains, params["uri"])
         self.to_start = list(plan.start)
@@ -488,17 +505,7 @@ class TenantDrain:
         self.domain_diff = self._diff_states(plan.start, "running")
         self.changed = bool(self.changes)
         self.pending = list(plan.missing)
-        if not self.module.check_mode and self.changes:
-            try:
-                self.changes.apply()
-            except ChangeSetError:
-                # The record step is last: it did not run, so the record still holds
-                # every name; the domains started before the failure stay up.
-                self.changed = bool(self.started)
-                self.pending = core.recorded(self.record, params["uri"])
-                raise
-        if plan.missing:
-            raise core.missing_error(plan.missing, params["record_path"])
+        self.missing = list(plan.missing)
 
     def _start(self, name):
         if self.libvirt.start_if_off(name):

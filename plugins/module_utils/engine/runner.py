@@ -21,10 +21,12 @@ from __future__ import annotations
 import copy
 import os
 import traceback
+from dataclasses import dataclass, field
 
 from ansible.module_utils import basic
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import ROOT_ARGUMENT_SPEC
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
@@ -292,6 +294,12 @@ def run_module(module, worker, changes_host=False):
     if getattr(worker, "failed", False):
         module.fail_json(**worker.result)
     module.exit_json(**worker.result)
+
+
+@dataclass
+class StepPlan:
+    """The plan of a worker that keeps what it found on itself: its change set alone."""
+    changes: ChangeSet = field(default_factory=ChangeSet)
 
 
 class PlannedChange(object):
