@@ -220,8 +220,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.critical import running_tenants
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import (
     check_slim_services, check_unit_verbs)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
+    PlannedChange, StepPlan, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     absolute_path, unit_name)
 
@@ -236,16 +236,13 @@ def _requested_verbs(unit):
         ["stop"] if unit.get("state") == "stopped" else [])
 
 
-class HostUnits(object):
+class HostUnits(PlannedChange):
     """Reads every unit once, decides the whole change set, then applies it."""
 
     def __init__(self, module):
-        self.module = module
+        super(HostUnits, self).__init__(module)
         self.params = module.params
         self.plans = {}
-        self.steps = []
-        self.done = []
-        self.diff = None
         self.changed_paths = set()
         self.slim = []
         self.skipped = []
@@ -290,56 +287,31 @@ class HostUnits(object):
                                field="units", fix="journalctl -u UNIT on the host shows why")
         return out
 
-    def run(self):
+    def _run_step(self, step):
+        self.systemctl(unit_core.systemctl_step_argv(step))
+
+    def decide(self):
         self.check()
         units = self.params["units"]
-        if not is_live_root(self.params["root"]):
+        keep = [unit["name"] for unit in units if not unit["undo"]]
+        if not self.live:
             self.skipped = ["%s: %s (root is not /)" % (unit["name"], unit_core.wanted_text(unit))
                             for unit in units]
-            return
+            return StepPlan(unit_core.UnitSteps([], self._run_step, keep))
         names = [unit["name"] for unit in units]
         properties = unit_core.parse_show_blocks(self.systemctl(unit_core.show_argv(names)), len(names))
         mtimes = [dict(input_mtimes(unit["inputs"], self.params["root"]),
                        **{path: CHANGED_NOW for path in unit["inputs"] if path in self.changed_paths})
                   for unit in units]
-        self.plans, self.steps = unit_core.plan_units(units, properties, mtimes)
+        self.plans, steps = unit_core.plan_units(units, properties, mtimes)
         # a restart on changed inputs is decided only now, still before any step
         self.check_verbs([(index, unit["name"], self.plans[unit["name"]]["actions"])
                           for index, unit in enumerate(units)])
+        diff = None
         if self.module._diff:
-            self.diff = {"before": unit_core.state_lines(units, self.plans),
-                         "after": unit_core.state_lines(units, self.plans, after=True)}
-        if self.module.check_mode:
-            return
-        for step in self.steps:
-            try:
-                self.systemctl(unit_core.systemctl_step_argv(step))
-            except GpuhostError as err:
-                raise self.undo(step, err) from None
-            self.done.append(step)
-
-    def undo(self, failed, err):
-        """Undo the done steps in reverse; the error to raise says what was and was not."""
-        undone, not_undone, undo_failed = [], [], []
-        keep = {unit["name"] for unit in self.params["units"] if not unit["undo"]}
-        for step in reversed(self.done):
-            verb, name = step
-            if verb not in unit_core.UNDO or name in keep:
-                not_undone.append(unit_core.step_text(step))
-                continue
-            back = (unit_core.UNDO[verb], name)
-            try:
-                self.systemctl(unit_core.systemctl_step_argv(back))
-                undone.append(unit_core.step_text(step))
-            except GpuhostError as undo_err:
-                undo_failed.append("%s (%s)" % (unit_core.step_text(step), undo_err.msg))
-        details = {"failed_step": unit_core.step_text(failed), "undone": undone,
-                   "not_undone": not_undone, "undo_failed": undo_failed,
-                   "rollback_failed": bool(not_undone or undo_failed)}
-        summary = "undone: %s" % (", ".join(undone) or "nothing")
-        if not_undone or undo_failed:
-            summary += "; not undone: %s" % ", ".join(not_undone + undo_failed)
-        return GpuhostError("%s (%s)" % (err.msg, summary), field=err.field, fix=err.fix, details=details)
+            diff = {"before": unit_core.state_lines(units, self.plans),
+                    "after": unit_core.state_lines(units, self.plans, after=True)}
+        return StepPlan(unit_core.UnitSteps(steps, self._run_step, keep, diff))
 
     def slimmed(self, done):
         """What became of each unit of ``disable``: the report host slimming asks for."""
@@ -362,15 +334,16 @@ class HostUnits(object):
 
     @property
     def result(self):
-        done = self.steps if self.module.check_mode else self.done
+        steps = self.plan.changes if self.plan else unit_core.UnitSteps([], None)
+        done = steps.steps if self.module.check_mode else steps.done
         result = {"changed": bool(done),
                   "steps": [unit_core.step_text(step) for step in done],
                   "restarted": [name for verb, name in done if verb == "restart"],
                   "units": self.plans,
                   "slimmed": self.slimmed(done),
                   "skipped_actions": self.skipped}
-        if self.diff is not None:
-            result["diff"] = self.diff
+        if steps.diff() is not None:
+            result["diff"] = steps.diff()
         return result
 
 

@@ -227,3 +227,61 @@ def systemctl_step_argv(step):
     """A step's argv: ``systemctl VERB -- UNIT`` (``daemon-reload`` takes no unit)."""
     verb, name = step
     return ["systemctl", verb] + (["--", name] if name else [])
+
+
+class UnitSteps:
+    """host_units' steps in the change set's protocol (truth, ``descriptions``,
+    ``diff()``, ``apply()``): each (verb, unit) runs through ``run``; on a failure the
+    done steps are undone newest first by their UNDO verb, and a step without one (a
+    restart, a daemon-reload) or of a unit listed in ``keep`` (its entry's undo: false)
+    is reported as not undone, which leaves the rollback incomplete. ``done``: the
+    steps that ran."""
+
+    def __init__(self, steps, run, keep=(), diff=None):
+        self.steps = list(steps)
+        self.run = run
+        self.keep = set(keep)
+        self.done = []
+        self._diff = diff
+
+    def __bool__(self):
+        return bool(self.steps)
+
+    def __len__(self):
+        return len(self.steps)
+
+    @property
+    def descriptions(self):
+        return [step_text(step) for step in self.steps]
+
+    def diff(self):
+        return self._diff
+
+    def apply(self):
+        for step in self.steps:
+            try:
+                self.run(step)
+            except GpuhostError as err:
+                raise self.undo(step, err) from None
+            self.done.append(step)
+
+    def undo(self, failed, err):
+        """Undo the done steps in reverse; the error to raise says what was and was not."""
+        undone, not_undone, undo_failed = [], [], []
+        for step in reversed(self.done):
+            verb, name = step
+            if verb not in UNDO or name in self.keep:
+                not_undone.append(step_text(step))
+                continue
+            try:
+                self.run((UNDO[verb], name))
+                undone.append(step_text(step))
+            except GpuhostError as undo_err:
+                undo_failed.append("%s (%s)" % (step_text(step), undo_err.msg))
+        details = {"failed_step": step_text(failed), "undone": undone,
+                   "not_undone": not_undone, "undo_failed": undo_failed,
+                   "rollback_failed": bool(not_undone or undo_failed)}
+        summary = "undone: %s" % (", ".join(undone) or "nothing")
+        if not_undone or undo_failed:
+            summary += "; not undone: %s" % ", ".join(not_undone + undo_failed)
+        return GpuhostError("%s (%s)" % (err.msg, summary), field=err.field, fix=err.fix, details=details)
