@@ -238,6 +238,7 @@ ledger:
 """
 
 import datetime
+import functools
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -257,7 +258,9 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety imp
     check_devices_free)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning import ledger as ledger_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_layout import layout_from_topology
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
+    PlannedChange, StepPlan, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
 
 
@@ -316,11 +319,14 @@ def _summary(data):
             for t in data.tenants}
 
 
-class TenantLedger:
-    """One call: lock, read, plan, write (unless check mode), unlock."""
+class TenantLedger(PlannedChange):
+    """One call: lock, read, plan, write (unless check mode), unlock. A recovery acts
+    before the plan is made (a quarantined GPU is rescanned or reset, then read again),
+    since what it finds decides which GPUs the plan may give; the ledger's write is the
+    plan's one step."""
 
     def __init__(self, module, writer=None):
-        self.module = module
+        super(TenantLedger, self).__init__(module)
         self.params = module.params
         self.writer = writer or HostWriter(module.params["root"])
         self.recovery_steps = []
@@ -328,8 +334,11 @@ class TenantLedger:
         # An OSError the ledger code did not name (a disk that fills up mid-write).
         self.os_error_message = "cannot update the allocation ledger %s: %%s" % module.params["path"]
         self.changed = False
-        self.plan = {}
+        self.placement = {}
         self.layout = {}
+        self.selection = None
+        self.recover = []
+        self.topology = None
         self.allocated = []
         self.released = []
         self.before = None
@@ -352,79 +361,96 @@ class TenantLedger:
             ledger_core.validate_tenants(params["tenants"])
         else:
             ledger_core.validate_names(params["names"])
-        recover = [normalize_address(address, field="recover[%d]" % index)
-                   for index, address in enumerate(params["recover"] or ())]
-        topology = read_host_topology(params["root"], with_irqs=False)
-        self.layout = layout_from_topology(topology, selection)
+        self.recover = [normalize_address(address, field="recover[%d]" % index)
+                        for index, address in enumerate(params["recover"] or ())]
+        self.selection = selection
+        self.topology = read_host_topology(params["root"], with_irqs=False)
+        self.layout = layout_from_topology(self.topology, selection)
         with ledger_core.locked(params["path"], timeout=params["lock_timeout"],
                                 read_only=self.module.check_mode) as lock:
-            current = ledger_core.read_ledger(params["path"])
-            # what the file holds: a recovery below replaces ``current`` with its lifts
-            on_disk = current
-            self.before = _summary(current)
-            now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            if recover:
-                # Read again first: a GPU the host finds sound leaves the quarantine before
-                # the tenants of this same call are placed, and may be given to one. The
-                # fatal AER errors counted when it was quarantined are not held again.
-                self.check_quarantined(current, recover)
-                off_vfio = {}
-                if params["recover_action"] == "rescan":
-                    off_vfio = self.rescan_quarantined(current, recover)
-                reset_done = self.reset_quarantined(
-                    current, [address for address in recover if address not in off_vfio]) \
-                    if params["recover_action"] in ("reset", "rescan") else ()
-                log = kernel_log.read_kernel_log(params["root"])
-                reads = {address: self.read(address, log, current.quarantine.get(address, {})
-                                            .get("kernel_log_mark"))
-                         for address in recover}
-                current, self.lifted, self.still_unfit = ledger_core.lift_quarantine(
-                    current, {address: self.unfit(address, read, current.quarantine.get(address, {})
-                                                  .get("fatal_aer", 0)) + off_vfio.get(address, [])
-                              for address, read in reads.items()},
-                    {address: device_state.fatal_count(read) for address, read in reads.items()
-                     if not isinstance(read, GpuhostError)}, reset_done,
-                    log_marks=_marks(log, reads))
-            if params["state"] == "present" and params["tenants"]:
-                new, self.plan, self.allocated = ledger_core.reserve(
-                    current, topology, params["tenants"], smt_policy=params["smt_policy"],
-                    housekeeping=params["housekeeping"],
-                    hugepage_check=params["hugepage_check"],
-                    allow_acs_override=params["allow_acs_override"],
-                    vf_count=params["vf_count"], gpu_selection=selection,
-                    fabric_partitions=params["fabric_partitions"])
-            elif params["state"] == "present":
-                new, self.plan = current, ledger_core.release(
-                    current, topology, [], gpu_selection=selection)[1]
-            else:
-                self.refuse_held(current, topology)
-                new, self.plan, self.released = ledger_core.release(
-                    current, topology, params["names"], gpu_selection=selection)
-                # A GPU the tenant left broken (off the bus, fatal AER errors, a narrower
-                # link) is released into the quarantine, in the same write.
-                log = kernel_log.read_kernel_log(params["root"]) if self.released else None
-                for name in self.released:
-                    reads = {address: self.read(address, log, current.kernel_log_marks.get(address))
-                             for address in _gpu_addresses(tenant_entry(current, name))}
-                    unfit = {address: self.unfit(address, read, current.aer_baseline.get(address, 0))
-                             for address, read in reads.items()}
-                    unfit = {address: reasons for address, reasons in unfit.items() if reasons}
-                    self.quarantined.update(unfit)
-                    new = ledger_core.quarantine(new, unfit, name, now, {
-                        address: device_state.fatal_count(read) for address, read in reads.items()
-                        if address in unfit and not isinstance(read, GpuhostError)},
-                        functions=_gpu_functions(tenant_entry(current, name)),
-                        log_marks=_marks(log, {a: r for a, r in reads.items() if a in unfit}))
-            self.quarantine = dict(new.quarantine)
-            self.after = _summary(new)
-            file_missing = not os.path.exists(params["path"])
-            self.changed = (new.body() != on_disk.body()) or (
-                file_missing and params["state"] == "present")
-            self.serial = current.serial
-            if self.changed and not self.module.check_mode:
-                self.serial = ledger_core.write_ledger(params["path"], new).serial
-            elif not os.path.exists(params["path"]):
+            super(TenantLedger, self).run()
+            if not os.path.exists(params["path"]):
                 lock.discard()     # no ledger written: no folder, no lock file either
+
+    def decide(self):
+        params, selection, recover, topology = self.params, self.selection, self.recover, self.topology
+        current = ledger_core.read_ledger(params["path"])
+        # what the file holds: a recovery below replaces ``current`` with its lifts
+        on_disk = current
+        self.before = _summary(current)
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if recover:
+            # Read again first: a GPU the host finds sound leaves the quarantine before
+            # the tenants of this same call are placed, and may be given to one. The
+            # fatal AER errors counted when it was quarantined are not held again.
+            self.check_quarantined(current, recover)
+            off_vfio = {}
+            if params["recover_action"] == "rescan":
+                off_vfio = self.rescan_quarantined(current, recover)
+            reset_done = self.reset_quarantined(
+                current, [address for address in recover if address not in off_vfio]) \
+                if params["recover_action"] in ("reset", "rescan") else ()
+            log = kernel_log.read_kernel_log(params["root"])
+            reads = {address: self.read(address, log, current.quarantine.get(address, {})
+                                        .get("kernel_log_mark"))
+                     for address in recover}
+            current, self.lifted, self.still_unfit = ledger_core.lift_quarantine(
+                current, {address: self.unfit(address, read, current.quarantine.get(address, {})
+                                              .get("fatal_aer", 0)) + off_vfio.get(address, [])
+                          for address, read in reads.items()},
+                {address: device_state.fatal_count(read) for address, read in reads.items()
+                 if not isinstance(read, GpuhostError)}, reset_done,
+                log_marks=_marks(log, reads))
+        if params["state"] == "present" and params["tenants"]:
+            new, self.placement, self.allocated = ledger_core.reserve(
+                current, topology, params["tenants"], smt_policy=params["smt_policy"],
+                housekeeping=params["housekeeping"],
+                hugepage_check=params["hugepage_check"],
+                allow_acs_override=params["allow_acs_override"],
+                vf_count=params["vf_count"], gpu_selection=selection,
+                fabric_partitions=params["fabric_partitions"])
+        elif params["state"] == "present":
+            new, self.placement = current, ledger_core.release(
+                current, topology, [], gpu_selection=selection)[1]
+        else:
+            self.refuse_held(current, topology)
+            new, self.placement, self.released = ledger_core.release(
+                current, topology, params["names"], gpu_selection=selection)
+            # A GPU the tenant left broken (off the bus, fatal AER errors, a narrower
+            # link) is released into the quarantine, in the same write.
+            log = kernel_log.read_kernel_log(params["root"]) if self.released else None
+            for name in self.released:
+                reads = {address: self.read(address, log, current.kernel_log_marks.get(address))
+                         for address in _gpu_addresses(tenant_entry(current, name))}
+                unfit = {address: self.unfit(address, read, current.aer_baseline.get(address, 0))
+                         for address, read in reads.items()}
+                unfit = {address: reasons for address, reasons in unfit.items() if reasons}
+                self.quarantined.update(unfit)
+                new = ledger_core.quarantine(new, unfit, name, now, {
+                    address: device_state.fatal_count(read) for address, read in reads.items()
+                    if address in unfit and not isinstance(read, GpuhostError)},
+                    functions=_gpu_functions(tenant_entry(current, name)),
+                    log_marks=_marks(log, {a: r for a, r in reads.items() if a in unfit}))
+        self.quarantine = dict(new.quarantine)
+        self.after = _summary(new)
+        file_missing = not os.path.exists(params["path"])
+        self.changed = (new.body() != on_disk.body()) or (
+            file_missing and params["state"] == "present")
+        self.serial = current.serial
+        changes = ChangeSet()
+        if self.changed:
+            changes.add("write the allocation ledger %s" % params["path"],
+                        functools.partial(self.write, new))
+        return StepPlan(changes)
+
+    def apply(self):
+        # The one step runs as itself, not through ChangeSet.apply: a failed write (a
+        # full disk) is reported as the ledger's, and there is nothing before it to undo.
+        for step in self.plan.changes.steps:
+            step.apply()
+
+    def write(self, new):
+        self.serial = ledger_core.write_ledger(self.params["path"], new).serial
 
     @staticmethod
     def check_quarantined(current, recover):
@@ -512,7 +538,7 @@ class TenantLedger:
     def result(self):
         result = {
             "changed": self.changed,
-            "plan": self.plan,
+            "plan": self.placement,
             "layout": self.layout,
             "allocated": self.allocated,
             "released": self.released,
