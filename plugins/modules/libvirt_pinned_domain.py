@@ -699,7 +699,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import (
     canonical as domain_canonical, model as domain_model, xml as dx)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import report_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.compare import (
-    check_same_machine, plan_domain_change, plan_domain_removal)
+    DomainPlan, check_same_machine, plan_domain_change, plan_domain_removal)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.direct_boot import (
     check_boot_files)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.lifecycle import (
@@ -717,7 +717,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.host.safety_context im
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.libvirt_conn import (
     HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, LIBVIRT_REQUIREMENT, daemon_version, libvirt,
     libvirt_error_text, open_connection)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
+    PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.tenant_scrub import check_reset_methods
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_host_topology, topology_from_dict)
@@ -731,12 +732,14 @@ def build_module():
                       **copy.deepcopy(MODULE_RULES))
 
 
-class PinnedDomain:
+class PinnedDomain(PlannedChange):
     """One run of the module: decide the change (domain.compare), then carry it out
-    unless in check mode; a refused define takes the new storage back."""
+    unless in check mode; a refused define takes the new storage back. The run state
+    and autostart are set after the change set, outside it: a domain that fails to
+    start keeps its definition and the storage it references."""
 
     def __init__(self, module, conn=None, topology=None):
-        self.module = module
+        super(PinnedDomain, self).__init__(module)
         self.params = params = module.params
         self.name = params["name"]
         self.conn = conn
@@ -744,16 +747,16 @@ class PinnedDomain:
         self.storage = DomainStorage(module, self.name, params["state_dir"],
                                      disk=params["disk"], cloud_init=params["cloud_init"])
         self.changed = self.restart_required = False
-        self.changes, self.actions, self.warnings = [], [], []
+        self.changed_elements, self.actions, self.warnings = [], [], []
         self.created_files, self.removed_files = [], []
         self.xml, self.uuid, self.run_state = None, "", "absent"
-        self.diff = {"before": "", "after": ""}
+        self.domain_diff = {"before": "", "after": ""}
         self.address_width = None
 
     @property
     def result(self):
         result = dict(changed=self.changed, name=self.name, uuid=self.uuid,
-                      changed_elements=self.changes, restart_required=self.restart_required,
+                      changed_elements=self.changed_elements, restart_required=self.restart_required,
                       actions=self.actions, created_files=self.created_files,
                       warnings_preflight=self.warnings, state=self.run_state)
         if self.params["state"] == "absent":
@@ -763,7 +766,7 @@ class PinnedDomain:
             if self.xml is not None:
                 result["xml"] = self.xml
         if self.module._diff:
-            result["diff"] = self.diff
+            result["diff"] = self.domain_diff
         return result
 
     def preflight(self, spec, topo):
@@ -776,7 +779,10 @@ class PinnedDomain:
         self.warnings = report.warnings
         report.raise_if_refused()
 
-    def run(self):
+    def pending(self):
+        return self.changed
+
+    def decide(self):
         # Before anything else: the name is also a file name under state_dir, which must
         # be a usable folder before a change is planned that its record would follow.
         domain_name(self.name)
@@ -787,7 +793,7 @@ class PinnedDomain:
         domain = lookup_domain(self.conn, self.name)
         existing = existing_domain(domain)
         if self.params["state"] == "absent":
-            return self.run_absent(domain, existing)
+            return self.plan_absent(domain, existing)
         check_same_machine(existing, self.params["uuid"], self.name)
         topo = self._topology if self._topology is not None else (
             topology_from_dict(self.params["topology"]) if self.params["topology"] is not None
@@ -804,7 +810,7 @@ class PinnedDomain:
         except GpuhostError:
             # the failed result still shows what the XML would change (and nothing done)
             xml_only = plan_domain_change(existing, spec, target, autostart)
-            self.changes, self.diff = xml_only.changed_elements, xml_only.diff
+            self.changed_elements, self.domain_diff = xml_only.changed_elements, xml_only.diff
             raise
         change = plan_domain_change(
             existing, spec, target, autostart, [s.label for s in storage_steps],
@@ -813,24 +819,28 @@ class PinnedDomain:
         self.created_files = self.storage.files_after(storage_steps)
         self.uuid = existing.uuid if existing is not None else ""
         self.run_state = state_name(domain)
-        if self.module.check_mode or not self.changed:
-            if existing is not None and not change.define:
-                self.xml = existing.inactive_xml
-            return
-        self.apply(change, storage_steps, domain)
+        if (self.module.check_mode or not self.changed) and existing is not None and not change.define:
+            self.xml = existing.inactive_xml
+        return DomainPlan(change=change, domain=domain, storage_steps=storage_steps)
+
+    def apply(self):
+        if self.params["state"] == "absent":
+            self.apply_absent(self.plan.domain, self.plan.to_remove)
+        else:
+            self.apply_define(self.plan.change, self.plan.storage_steps, self.plan.domain)
 
     def report(self, change):
-        self.changes, self.actions, self.diff = change.changed_elements, change.actions, change.diff
+        self.changed_elements, self.actions, self.domain_diff = change.changed_elements, change.actions, change.diff
         if self.address_width:
-            self.diff = dict(self.diff, after_header="%s: %s" % (
+            self.domain_diff = dict(self.domain_diff, after_header="%s: %s" % (
                 self.name, report_text(self.address_width)))
         self.restart_required, self.changed = change.restart_required, bool(change.actions)
         self.xml = change.xml_to_define
 
-    def apply(self, change, storage_steps, domain):
+    def apply_define(self, change, storage_steps, domain):
         """The storage steps and the define as one change set: a define libvirt refuses
         undoes the overlay, the seed and the record made before it."""
-        changes = self.storage.changes(storage_steps)
+        changes = self.plan.changes = self.storage.changes(storage_steps)
         newly_created = [s.path for s in storage_steps if s.path not in self.storage.record()["created"]]
         defined = [domain]
         if change.define:
@@ -851,7 +861,7 @@ class PinnedDomain:
         self.xml = inactive_xml(domain)
         self.uuid, self.run_state = domain.UUIDString(), state_name(domain)
         if change.define:
-            self.diff["after"] = domain_canonical.canonical_form(self.xml, change.wanted)[0]
+            self.domain_diff["after"] = domain_canonical.canonical_form(self.xml, change.wanted)[0]
 
     def _define(self, xml):
         try:
@@ -861,16 +871,18 @@ class PinnedDomain:
                                field="name", fix="see the message; the XML is in the "
                                                  "result's xml key") from exc
 
-    def run_absent(self, domain, existing):
+    def plan_absent(self, domain, existing):
         self.created_files = list(self.storage.record()["created"])
         to_remove = self.storage.removable() if self.params["remove_storage"] else []
         removal = plan_domain_removal(existing, to_remove)
-        self.actions, self.changes = removal.actions, removal.changed_elements
-        self.diff, self.changed = removal.diff, bool(removal.actions)
+        self.actions, self.changed_elements = removal.actions, removal.changed_elements
+        self.domain_diff, self.changed = removal.diff, bool(removal.actions)
         self.uuid = existing.uuid if existing is not None else ""
         if self.module.check_mode or not self.changed:
             self.run_state = state_name(domain)
-            return
+        return DomainPlan(change=removal, domain=domain, to_remove=to_remove)
+
+    def apply_absent(self, domain, to_remove):
         if domain is not None:
             undefine_domain(domain, self.name)
         if self.params["remove_storage"]:

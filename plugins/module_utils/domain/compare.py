@@ -14,6 +14,7 @@ from typing import List, Optional
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import canonical as domain_canonical
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import xml as dx
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 # target state -> (action when the domain's activity differs, active afterwards)
@@ -55,6 +56,19 @@ class DomainRemoval:
     actions: List[str] = field(default_factory=list)
     changed_elements: List[str] = field(default_factory=list)
     diff: dict = field(default_factory=lambda: {"before": "", "after": ""})
+
+
+@dataclass
+class DomainPlan:
+    """What one run decided: the domain as libvirt has it, the change (a DomainChange,
+    or a removal for state absent), the storage steps and the files to remove. Its
+    change set is built when it is applied: the storage's, then the define."""
+
+    change: object
+    domain: object = None
+    storage_steps: list = field(default_factory=list)
+    to_remove: list = field(default_factory=list)
+    changes: ChangeSet = field(default_factory=ChangeSet)
 
 
 def check_same_machine(existing, uuid, name):

@@ -333,9 +333,14 @@ class PlannedChange(object):
 
     def run(self):
         self.plan = self.decide()
-        if self.plan.changes and not self.module.check_mode:
+        if self.pending() and not self.module.check_mode:
             self.apply()
             self.applied = True
+
+    def pending(self):
+        """Whether the plan has anything to apply: its change set, unless the module's
+        plan holds more than one (a domain's run state and autostart)."""
+        return bool(self.plan.changes)
 
     def apply(self):
         """Applies the plan; a module that reads the host again afterwards extends this."""
