@@ -88,6 +88,13 @@ files:
   elements: dict
   returned: success
   sample: [{path: /srv/reports/fleet/fleet-capacity.md, changed: true}]
+steps:
+  description: The writes, in order (planned in check mode); a failed write puts back
+    the files written before it.
+  type: list
+  elements: str
+  returned: always
+  sample: ["update /srv/reports/fleet/fleet-capacity.md"]
 """
 
 import json
@@ -98,7 +105,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet import fleet_report
 from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet_render import render_markdown, render_svg
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import new_module, run_module
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
+    PlannedChange, StepPlan, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import (
     HostWriter, describe_os_error)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import absolute_path
@@ -116,19 +125,20 @@ def _as_dest(err):
     return err
 
 
-class FleetReport(object):
-    """Computes the report, then writes the files whose content differs."""
+class FleetReport(PlannedChange):
+    """Computes the report, then writes the files whose content differs, as one change
+    set: a file that cannot be written puts back the ones written before it."""
 
     def __init__(self, module, writer=None):
-        self.module = module
+        super(FleetReport, self).__init__(module)
         self.params = module.params
         # The collection's one writer: no '..', never through a link, atomic replace.
         self.writer = writer or HostWriter("/")
         self.report = None
         self.files = []
-        self.diff = []
+        self.file_diffs = []
 
-    def run(self):
+    def decide(self):
         # Absolute only: a relative directory would be wherever the module happens to run.
         dest = absolute_path(self.params["dest"], "dest", kind="report directory")
         if os.path.lexists(dest) and not os.path.isdir(dest):
@@ -150,8 +160,9 @@ class FleetReport(object):
             "json": json.dumps(self.report, indent=2, sort_keys=True) + "\n",
             "svg": render_svg(self.report),
         }
-        wanted = [(fmt, path, texts[fmt]) for fmt, path in paths]
-        for fmt, path, text in wanted:
+        changes = ChangeSet()
+        for fmt, path in paths:
+            text = texts[fmt]
             try:
                 data = self.writer.read_bytes(path)
             except OSError as err:
@@ -161,19 +172,33 @@ class FleetReport(object):
             changed = before != text
             self.files.append({"path": path, "changed": changed})
             if changed and fmt != "svg":
-                self.diff.append({"before": before or "", "after": text,
-                                  "before_header": path, "after_header": path})
-        if self.module.check_mode:
-            return
-        for (fmt, path, text), entry in zip(wanted, self.files):
-            if entry["changed"]:
-                self._write(path, text)
+                self.file_diffs.append({"before": before or "", "after": text,
+                                        "before_header": path, "after_header": path})
+            if changed:
+                self._plan_write(changes, path, text.encode("utf-8"), data)
+        return StepPlan(changes)
 
-    def _write(self, path, text):
+    def _plan_write(self, changes, path, content, before):
+        """The step that writes one file; its undo puts back ``before`` (the exact
+        bytes), or removes the file and the folders the write made."""
+        created = []
+
+        def write():
+            created[:] = self._write(path, content) or []
+
+        def undo():
+            if before is None:
+                self.writer.remove_file(path)
+                self.writer.remove_empty_folders(created)
+            else:
+                self._write(path, before)
+        changes.add("%s %s" % ("create" if before is None else "update", path), write, undo)
+
+    def _write(self, path, content):
         """One file by the shared writer (temp file, fsync, rename, fsync of the
         folder; it creates dest when missing and refuses a link planted since)."""
         try:
-            self.writer.write_file(path, text.encode("utf-8"))
+            return self.writer.write_file(path, content)
         except GpuhostError as err:
             raise _as_dest(err)
         except OSError as err:
@@ -182,11 +207,12 @@ class FleetReport(object):
 
     @property
     def result(self):
-        result = {"changed": any(f["changed"] for f in self.files), "files": self.files}
+        result = {"changed": any(f["changed"] for f in self.files), "files": self.files,
+                  "steps": self.plan.changes.descriptions if self.plan else []}
         if self.report is not None:
             result["report"] = self.report
-        if self.module._diff and self.diff:
-            result["diff"] = self.diff
+        if self.module._diff and self.file_diffs:
+            result["diff"] = self.file_diffs
         return result
 
 
@@ -204,7 +230,7 @@ def build_module():
 
 def main():
     module = build_module()
-    run_module(module, FleetReport(module))
+    run_module(module, FleetReport(module), changes_host=True)
 
 
 if __name__ == "__main__":

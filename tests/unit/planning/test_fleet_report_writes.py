@@ -98,3 +98,39 @@ def test_a_dest_that_is_a_file_is_refused(tmp_path):
         worker.run()
     assert err.value.field == "dest" and "is not a directory" in err.value.message
     assert dest.read_text() == "not a directory\n"
+
+
+def test_a_file_that_cannot_be_written_puts_back_the_ones_written_before_it(tmp_path, monkeypatch):
+    # The Markdown is written first; the JSON's write fails (a full disk): the old
+    # Markdown comes back byte for byte and the new SVG is never written, so the
+    # report is never half the old one and half the new.
+    import errno
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import runner
+    dest = tmp_path / "fleet"
+    dest.mkdir()
+    (dest / "fleet-capacity.md").write_bytes(b"old markdown\n")
+    (dest / "fleet-capacity.json").write_bytes(b"{}\n")
+    before = _tree(tmp_path)
+    original = writer.HostWriter.write_file
+
+    def full_disk(self, host_path, content, mode=None, owner=None, field=None):
+        if host_path.endswith(".json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return original(self, host_path, content, mode, owner, field)
+    monkeypatch.setattr(writer.HostWriter, "write_file", full_disk)
+    worker = _worker(dest)
+    with pytest.raises(GpuhostError) as err:
+        worker.run()
+    assert err.value.field == "dest" and "No space left on device" in err.value.message
+    assert err.value.details["rolled_back"] == ["update %s" % (dest / "fleet-capacity.md")]
+    assert _tree(tmp_path) == before
+    failures = []
+
+    class Module(object):
+        def fail_json(self, **result):
+            failures.append(result)
+            raise SystemExit(1)
+    worker = _worker(dest)
+    with pytest.raises(SystemExit):
+        runner.run_module(Module(), worker, changes_host=True)
+    assert failures[0]["changed"] is False and _tree(tmp_path) == before
