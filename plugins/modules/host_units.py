@@ -335,7 +335,7 @@ class HostUnits(PlannedChange):
     @property
     def result(self):
         steps = self.plan.changes if self.plan else unit_core.UnitSteps([], None)
-        done = steps.steps if self.module.check_mode else steps.done
+        done = steps.unit_steps if self.module.check_mode else steps.done
         result = {"changed": bool(done),
                   "steps": [unit_core.step_text(step) for step in done],
                   "restarted": [name for verb, name in done if verb == "restart"],

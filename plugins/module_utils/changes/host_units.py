@@ -12,8 +12,10 @@ turns the answers and the inputs' modification times into an ordered list of ste
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 # The unit properties unit_refresh decides on.
@@ -229,36 +231,29 @@ def systemctl_step_argv(step):
     return ["systemctl", verb] + (["--", name] if name else [])
 
 
-class UnitSteps:
-    """host_units' steps in the change set's protocol (truth, ``descriptions``,
-    ``diff()``, ``apply()``): each (verb, unit) runs through ``run``; on a failure the
-    done steps are undone newest first by their UNDO verb, and a step without one (a
-    restart, a daemon-reload) or of a unit listed in ``keep`` (its entry's undo: false)
-    is reported as not undone, which leaves the rollback incomplete. ``done``: the
-    steps that ran."""
+class UnitSteps(ChangeSet):
+    """host_units' steps as a change set whose rollback is its own: each (verb, unit)
+    of ``unit_steps`` runs through ``run``; on a failure the done steps are undone
+    newest first by their UNDO verb, and a step without one (a restart, a
+    daemon-reload) or of a unit listed in ``keep`` (its entry's undo: false) is
+    reported as not undone, which leaves the rollback incomplete. ``done``: the steps
+    that ran; ``diff()``: the units' states before and after, as given."""
 
-    def __init__(self, steps, run, keep=(), diff=None):
-        self.steps = list(steps)
+    def __init__(self, unit_steps, run, keep=(), diff=None):
+        super(UnitSteps, self).__init__()
+        self.unit_steps = list(unit_steps)
         self.run = run
         self.keep = set(keep)
         self.done = []
         self._diff = diff
-
-    def __bool__(self):
-        return bool(self.steps)
-
-    def __len__(self):
-        return len(self.steps)
-
-    @property
-    def descriptions(self):
-        return [step_text(step) for step in self.steps]
+        for step in self.unit_steps:
+            self.add(step_text(step), functools.partial(run, step))
 
     def diff(self):
         return self._diff
 
     def apply(self):
-        for step in self.steps:
+        for step in self.unit_steps:
             try:
                 self.run(step)
             except GpuhostError as err:
