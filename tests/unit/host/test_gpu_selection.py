@@ -273,7 +273,7 @@ def test_planner_iommu_facts_vfio_bind_and_validate_count_the_same_gpus(tmp_path
     ledger = tenant_ledger.TenantLedger(module)
     ledger.run()
     planner = sorted(g["address"] for g in ledger.layout["gpus"])
-    assert sorted(g["address"] for t in ledger.plan["tenants"] for g in t["gpus"]) == \
+    assert sorted(g["address"] for t in ledger.result["plan"]["tenants"] for g in t["gpus"]) == \
         sorted(placed)
 
     # The IOMMU analysis, as iommu_groups_facts returns it.
@@ -303,11 +303,11 @@ def test_planner_iommu_facts_vfio_bind_and_validate_count_the_same_gpus(tmp_path
     # Validation holds the plan's GPUs to the facts' GPUs: with the same selection it
     # passes; facts read without the list name the listed GPU the plan placed.
     groups = [{"group": 0, "devices": [{"address": a, "driver": "vfio-pci"}
-                                       for t in ledger.plan["tenants"] for g in t["gpus"]
+                                       for t in ledger.result["plan"]["tenants"] for g in t["gpus"]
                                        for a in g["functions"]]}]
-    assert validation.check_vfio(ledger.plan, dict(iommu, groups=groups))["status"] == "pass"
+    assert validation.check_vfio(ledger.result["plan"], dict(iommu, groups=groups))["status"] == "pass"
     default = analyse_iommu(read_host_topology(root)).to_dict()
-    check = validation.check_vfio(ledger.plan, dict(default, groups=groups))
+    check = validation.check_vfio(ledger.result["plan"], dict(default, groups=groups))
     if TESTDEV in placed:
         assert check["status"] == "fail"
         assert "planned GPUs the IOMMU facts do not count as GPUs: %s" % TESTDEV in check["detail"]
