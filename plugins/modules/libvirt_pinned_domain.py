@@ -779,7 +779,7 @@ class PinnedDomain(PlannedChange):
         self.warnings = report.warnings
         report.raise_if_refused()
 
-    def pending(self):
+    def has_work(self):
         return self.changed
 
     def decide(self):

@@ -63,3 +63,24 @@ def test_the_changing_modules_are_the_ones_the_guard_finds():
         "fabric_partition", "fleet_report", "host_files", "host_units", "initramfs", "irq_affinity",
         "kernel_cmdline", "libvirt_pinned_domain", "sriov_vfs", "tenant_drain", "tenant_ledger",
         "tenant_scrub", "vfio_bind"], changing
+
+
+# The worker base's methods: an attribute of the same name set on a worker hides the
+# method (tenant_drain's list ``pending`` once hid a method of that name).
+BASE_METHODS = {"run", "decide", "apply", "has_work", "diff", "change_result", "done", "result"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_worker_hides_a_method_of_the_base_with_an_attribute(name):
+    hidden = set()
+    for worker in ast.walk(_tree(name)):
+        if isinstance(worker, ast.ClassDef) and worker.name in _planned_workers(_tree(name)):
+            for node in ast.walk(worker):
+                targets = node.targets if isinstance(node, ast.Assign) else (
+                    [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+                for target in targets:
+                    for leaf in ast.walk(target):
+                        if isinstance(leaf, ast.Attribute) and getattr(leaf.value, "id", None) == "self" \
+                                and leaf.attr in BASE_METHODS:
+                            hidden.add(leaf.attr)
+    assert not hidden, "%s sets self.%s, which hides PlannedChange's own" % (name, ", self.".join(sorted(hidden)))

@@ -333,11 +333,11 @@ class PlannedChange(object):
 
     def run(self):
         self.plan = self.decide()
-        if self.pending() and not self.module.check_mode:
+        if self.has_work() and not self.module.check_mode:
             self.apply()
             self.applied = True
 
-    def pending(self):
+    def has_work(self):
         """Whether the plan has anything to apply: its change set, unless the module's
         plan holds more than one (a domain's run state and autostart)."""
         return bool(self.plan.changes)
