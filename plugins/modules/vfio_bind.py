@@ -81,6 +81,9 @@ options:
         added, before the native driver's module is loaded.
       - C(udev) writes C(/etc/udev/rules.d/61-gpuhost-vfio-<address>.rules) setting
         C(ATTR{driver_override}="vfio-pci") on the device's add event.
+      - Both rules then write the address to C(/sys/bus/pci/drivers_probe), so that
+        the device binds even where vfio-pci was loaded before udev ran (dracut loads
+        it first); without that probe a registered driver never looks at the device.
       - C(auto) picks C(driverctl) when the driverctl program is installed.
     type: str
     choices: [auto, driverctl, udev]

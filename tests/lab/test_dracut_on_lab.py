@@ -24,10 +24,14 @@ generator. Here the real dracut builds the image, and the checks read what it bu
    ``force_drivers+=``), and the binding's udev rules and overrides are in it; the
    initramfs module then finds nothing stale (no rebuild at every run);
 4. after one more reboot, the GPU functions the plan assigned are on vfio-pci and the
-   boot's kernel log shows vfio-pci loaded before the switch to the real root and no
-   other driver touching them. (The bind itself is driverctl's, on the real root: the
-   initramfs's rule sets driver_override there, after vfio-pci registered; measured:
-   vfio loaded at 16.7 s, switch at 22.1 s, vfio-pci on 21:00.0 at 44.1 s.)
+   boot's kernel log shows vfio-pci loaded and bound to the GPU before the switch to the
+   real root, and no other driver touching them. The bind is the initramfs's: the
+   binding's udev rule sets driver_override and then probes the device, since vfio-pci
+   registered before udev ran. Without that probe the GPU was bound only on the real
+   root, by driverctl's own unit, and its HDA function, for which systemd started no such
+   unit, stayed on no driver (acceptance-20261203T1718Z, acceptance-20261206T0115Z).
+   Measured with the probe: vfio loaded at 16.7 s, vfio-pci on 21:00.0 at 21.1 s, switch
+   at 24.9 s.
 
 Marker ``acceptance`` (tools/acceptance only). It boots a second lab (its own state
 directory, ``GPUHOST_LAB_DRACUT_RUN``, default lab/.run-dracut, and ports,
@@ -212,10 +216,9 @@ def test_after_a_reboot_vfio_pci_has_the_gpu_functions_before_any_other_driver(d
     t0 = time.monotonic()
     lab.reboot()
     PROOF["timings"]["reboot_to_ssh_s"] = round(time.monotonic() - t0, 1)
-    # sshd answers before the boot's jobs are done, and driverctl binds by address from
-    # the udev-started driverctl@ units: acceptance-20261203T1718Z found the GPU on
-    # vfio-pci and its HDA function on no driver yet. The binding is judged once the
-    # boot has finished (its exit status says "degraded" or not; either is a finished boot).
+    # sshd answers before the boot's jobs are done, and driverctl's udev-started units
+    # rebind on the real root. The binding is judged once the boot has finished (its
+    # exit status says "degraded" or not; either is a finished boot).
     lab.ssh("systemctl is-system-running --wait", check=False, timeout=600)
     PROOF["timings"]["reboot_to_boot_finished_s"] = round(time.monotonic() - t0, 1)
     for address in (GPU0, GPU0_HDA):
@@ -228,6 +231,9 @@ def test_after_a_reboot_vfio_pci_has_the_gpu_functions_before_any_other_driver(d
     touching = [line for line in journal if any(a in line for a in (GPU0, GPU0_HDA))]
     PROOF["evidence"]["journal: the GPU functions"] = "\n".join(
         [journal[vfio_loaded[0]], journal[switch[0]]] + touching)
+    # vfio-pci logs its bind of a VGA function (vgaarb); the HDA function logs none.
+    gpu_bound = [i for i, line in enumerate(journal) if "vfio-pci %s" % GPU0 in line]
+    assert gpu_bound and gpu_bound[0] < switch[0], touching
     for address, native in NATIVE_DRIVERS.items():
         others = [line for line in touching if address in line and native.replace("-", "_") in line.replace("-", "_")]
         assert not others, others

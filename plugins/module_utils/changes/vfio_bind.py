@@ -20,9 +20,18 @@ Persistence, chosen per host:
   finds the device already on vfio-pci.
 * ``udev``: one rule per address, /etc/udev/rules.d/61-gpuhost-vfio-<address>.rules,
   ``ACTION=="add", SUBSYSTEM=="pci", KERNEL=="<address>",
-  ATTR{driver_override}="vfio-pci"``. udev applies ATTR assignments while it
-  processes the rules and runs the modalias module load only afterwards, so the
-  override is in place before nouveau/nvidia/snd_hda_intel/mlx5 can probe.
+  ATTR{driver_override}="vfio-pci", RUN+=<write the address to drivers_probe>``. udev
+  applies ATTR assignments while it processes the rules and runs the modalias module
+  load only afterwards, so the override is in place before
+  nouveau/nvidia/snd_hda_intel/mlx5 can probe.
+
+Both rules also ask the kernel to probe the device once its override is set. A driver
+matches devices only when it registers or when asked: where vfio-pci is already
+registered at the add event (dracut loads it before udev starts, from the iommu role's
+``force_drivers+=``), the override alone leaves the device on no driver. Measured on the
+dracut lab: the GPU came up on vfio-pci only through driverctl's own unit, and its HDA
+function, which got no such unit, on no driver. Where vfio-pci loads later, its
+registration binds the device and the probe finds nothing to do.
 
 Both write /etc/modules-load.d/gpuhost-vfio.conf. The initramfs is not this module's:
 the initramfs module is its one owner (the early vfio modules, the blacklist, dracut's
@@ -176,22 +185,29 @@ def detect_initramfs(writer, wanted="auto"):
     return mechanisms.detect_mechanisms(writer.root)["initramfs"]["choice"] or "none"
 
 
+# Binds the device when vfio-pci registered before the override was set; a harmless
+# no-op when the device already has a driver or vfio-pci is not loaded yet. /bin/sh is
+# in every initramfs, so dracut's install_items need not name it.
+PROBE_RUN = 'RUN+="/bin/sh -c \'echo $kernel > /sys/bus/pci/drivers_probe\'"'
+
+
 def udev_rule(address):
     return ("# Managed by gpuhost.kvm vfio_bind: hand %s to vfio-pci before its native\n"
             "# driver is loaded (ATTR is applied while the rules run; module loading\n"
-            "# happens after them).\n"
-            'ACTION=="add", SUBSYSTEM=="pci", KERNEL=="%s", ATTR{driver_override}="vfio-pci"\n'
-            % (address, address))
+            "# happens after them), then probe it, for a vfio-pci loaded before udev ran.\n"
+            'ACTION=="add", SUBSYSTEM=="pci", KERNEL=="%s", ATTR{driver_override}="vfio-pci", %s\n'
+            % (address, address, PROBE_RUN))
 
 
 DRIVERCTL_RULE_TEXT = (
     "# Managed by gpuhost.kvm vfio_bind: apply driverctl's vfio-pci overrides while the\n"
-    "# device is being added, before 80-drivers.rules loads the native driver's module.\n"
+    "# device is being added, before 80-drivers.rules loads the native driver's module,\n"
+    "# then probe it, for a vfio-pci loaded before udev ran (dracut loads it first).\n"
     "# driverctl stays the source of truth: unset-override removes the file, and this\n"
     "# rule then no longer matches.\n"
     'ACTION=="add", SUBSYSTEM=="pci", TEST=="/etc/driverctl.d/pci-$kernel", '
     'PROGRAM=="/bin/cat /etc/driverctl.d/pci-$kernel", RESULT=="vfio-pci", '
-    'ATTR{driver_override}="vfio-pci"\n')
+    'ATTR{driver_override}="vfio-pci", ' + PROBE_RUN + '\n')
 
 
 def _persisted_rule_files(writer):

@@ -125,8 +125,11 @@ def test_persistent_udev_rule_and_modules_load_and_the_files_for_dracut(sim):
     assert result["persistence"] == "udev"
     assert result["initramfs_rebuild_required"] is True
     rule = sim.read_file("/etc/udev/rules.d/61-gpuhost-vfio-0000:41:00.0.rules")
+    # The override, then a probe: vfio-pci loaded before udev ran (dracut's rd.driver.pre)
+    # looks at the device only when asked.
     assert ('ACTION=="add", SUBSYSTEM=="pci", KERNEL=="0000:41:00.0", '
-            'ATTR{driver_override}="vfio-pci"') in rule
+            'ATTR{driver_override}="vfio-pci", '
+            'RUN+="/bin/sh -c \'echo $kernel > /sys/bus/pci/drivers_probe\'"\n') in rule
     assert sim.read_file("/etc/modules-load.d/gpuhost-vfio.conf").endswith(
         "vfio\nvfio_iommu_type1\nvfio_pci\n")
     # The initramfs module owns dracut's configuration: vfio_bind only names the files.
@@ -151,8 +154,10 @@ def test_persistent_driverctl_files_when_driverctl_is_installed(sim):
     # driverctl's own format: /etc/driverctl.d/<bus>-<device> holding the driver name
     assert sim.read_file("/etc/driverctl.d/pci-0000:41:00.0") == "vfio-pci\n"
     assert sim.read_file("/etc/driverctl.d/pci-0000:41:00.1") == "vfio-pci\n"
-    assert "TEST==\"/etc/driverctl.d/pci-$kernel\"" in sim.read_file(
-        "/etc/udev/rules.d/61-gpuhost-vfio-driverctl.rules")
+    driverctl_rule = sim.read_file("/etc/udev/rules.d/61-gpuhost-vfio-driverctl.rules")
+    assert "TEST==\"/etc/driverctl.d/pci-$kernel\"" in driverctl_rule
+    assert driverctl_rule.endswith(
+        'ATTR{driver_override}="vfio-pci", RUN+="/bin/sh -c \'echo $kernel > /sys/bus/pci/drivers_probe\'"\n')
     # initramfs-tools' modules file is the initramfs module's (the iommu role's block).
     assert sim.read_file("/etc/initramfs-tools/modules") == "# keep me\nbtrfs\n"
     assert result["initramfs_rebuild_required"] is False and result["initramfs_files"] == []
