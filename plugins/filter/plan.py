@@ -18,7 +18,6 @@ class FilterModule(object):
             "plan_tenant_firmwares": plan_query.tenant_firmwares,
             "plan_hugepages_total": plan_query.hugepages_total,
             "plan_hugepages_per_node": plan_query.hugepages_per_node,
-            "plan_isolated_cpus": plan_query.isolated_cpus,
             "plan_kernel_args": plan_query.kernel_args,
             "plan_cmdline_missing": plan_query.cmdline_missing,
             "plan_gigantic_boot_warning": plan_query.gigantic_boot_warning,
