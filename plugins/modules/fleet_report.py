@@ -108,8 +108,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.fleet_render 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
     PlannedChange, StepPlan, new_module, run_module)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import (
-    HostWriter, describe_os_error)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import describe_os_error
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import absolute_path
 
 FILES = {

@@ -267,10 +267,9 @@ from ansible.module_utils.facts.system.distribution import DistributionFactColle
 from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts, mechanisms, realized
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import irqbalance as irqbalance_core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_units as unit_core
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning import known_managed_names
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import irqbalance_config, systemd_units
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.irq_pins import known_managed_names
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import HostReader
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import format_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_irqs
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
@@ -390,13 +389,13 @@ class HostFacts(object):
         units = {}
         for unit in self.params["units"]:
             if not self.live:
-                units[unit["name"]] = dict(unit_core.unit_refresh({}, {}), read=False)
+                units[unit["name"]] = dict(systemd_units.unit_refresh({}, {}), read=False)
                 continue
             out = self.run_checked(
-                unit_core.show_argv([unit["name"]], unit_core.UNIT_PROPERTIES),
-                "asking systemd for %s" % unit["name"], environ=unit_core.SHOW_ENVIRON)
-            units[unit["name"]] = dict(unit_core.unit_refresh(
-                unit_core.parse_unit_properties(out),
+                systemd_units.show_argv([unit["name"]], systemd_units.UNIT_PROPERTIES),
+                "asking systemd for %s" % unit["name"], environ=systemd_units.SHOW_ENVIRON)
+            units[unit["name"]] = dict(systemd_units.unit_refresh(
+                systemd_units.parse_unit_properties(out),
                 host_facts.input_mtimes(unit["inputs"], self.root)), read=True)
         return units
 
@@ -442,13 +441,13 @@ class HostFacts(object):
         return realized.read_domains(self.params["domains"], self.root)
 
     def read_irqbalance(self):
-        """irqbalance's ban list as its environment file sets it (irqbalance.banned_in_config),
+        """irqbalance's ban list as its environment file sets it (irqbalance_config.banned_in_config),
         the IRQ names irq_affinity found kernel-managed before, and every numbered IRQ's
         name and effective affinity: what validate's irqbalance check compares."""
-        writer = HostWriter(self.root)
+        host = HostReader(self.root)
         path = self.params["irqbalance_config"]
-        exists = os.path.lexists(writer.path(path))
-        key, banned = irqbalance_core.banned_in_config(irqbalance_core.read_config(writer, path))
+        exists = os.path.lexists(host.path(path))
+        key, banned = irqbalance_config.banned_in_config(irqbalance_config.read_config(host, path))
         irqs = [{"irq": irq.number, "name": irq.name, "chip": irq.chip,
                  "cpus": list(irq.smp_affinity_list) if irq.smp_affinity_list is not None else None,
                  "effective": list(irq.effective_affinity_list) if irq.effective_affinity_list is not None else None}
@@ -456,7 +455,7 @@ class HostFacts(object):
                                   key=lambda i: i.number)]
         return {"config": path, "exists": exists, "key": key,
                 "banned_cpus": format_cpulist(banned) if banned is not None else None,
-                "kernel_managed_names": sorted(known_managed_names(writer)), "irqs": irqs}
+                "kernel_managed_names": sorted(known_managed_names(host)), "irqs": irqs}
 
     def read_libvirt(self):
         answer = {"read": False, "error": None, "running": [], "vcpu_pins": {}}

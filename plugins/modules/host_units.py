@@ -213,6 +213,7 @@ diff:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_units as unit_core
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import systemd_units
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import (
     ROOT_ARGUMENT_SPEC, argument_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
@@ -281,7 +282,7 @@ class HostUnits(PlannedChange):
                          self.params["allow_host_critical"])
 
     def systemctl(self, argv):
-        rc, out, err = self.module.run_command(argv, environ_update=unit_core.SHOW_ENVIRON)
+        rc, out, err = self.module.run_command(argv, environ_update=systemd_units.SHOW_ENVIRON)
         if rc != 0:
             raise GpuhostError("%s failed: %s" % (" ".join(argv), (err or out).strip() or "rc=%d" % rc),
                                field="units", fix="journalctl -u UNIT on the host shows why")
@@ -299,7 +300,7 @@ class HostUnits(PlannedChange):
                             for unit in units]
             return StepPlan(unit_core.UnitSteps([], self._run_step, keep))
         names = [unit["name"] for unit in units]
-        properties = unit_core.parse_show_blocks(self.systemctl(unit_core.show_argv(names)), len(names))
+        properties = systemd_units.parse_show_blocks(self.systemctl(systemd_units.show_argv(names)), len(names))
         mtimes = [dict(input_mtimes(unit["inputs"], self.params["root"]),
                        **{path: CHANGED_NOW for path in unit["inputs"] if path in self.changed_paths})
                   for unit in units]

@@ -290,9 +290,10 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning import (
     LIBVIRT_HOOK, POLICY_SCRIPT, UNIT_FILE, UNIT_NAME, AffinityPlan, add_managed_record, build_rule,
-    known_managed_names, plan_persistence, plan_pins, select_irqs, validate_cpus)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.irqbalance import (
-    format_for_version, plan_config, read_config)
+    plan_persistence, plan_pins, select_irqs, validate_cpus)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.irq_pins import known_managed_names
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.irqbalance import format_for_version, plan_config
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.irqbalance_config import read_config
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.runner import (
     PlannedChange, new_module, run_module)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import sysfs

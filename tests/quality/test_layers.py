@@ -30,7 +30,7 @@ ALLOWED = {
     "planning": {"engine", "host", "policy", "domain", "planning"},
 }
 # What writes the host: no reader (host/, engine/reader.py) imports these.
-WRITERS = {"engine.writer", "engine.changeset", "engine.state_file", "engine.systemd",
+WRITERS = {"engine.writer", "engine.changeset", "engine.systemd",
            "engine.shipping"}
 
 
@@ -94,6 +94,20 @@ def test_no_reader_imports_a_writer():
     readers = [name for name in MODULES if _layer(name) == "host" or name == "engine.reader"]
     found = sorted("%s imports %s" % (name, target) for name in readers
                    for target in GRAPH[name] if target in WRITERS)
+    assert found == []
+
+
+FACTS_MODULES = sorted(os.path.join(REPO, "plugins", "modules", name)
+                       for name in os.listdir(os.path.join(REPO, "plugins", "modules"))
+                       if name.endswith("_facts.py"))
+
+
+@pytest.mark.parametrize("path", FACTS_MODULES, ids=os.path.basename)
+def test_a_facts_module_imports_no_module_core_and_no_writer(path):
+    """A *_facts module only reads: it builds on host/ and the engine's reader, never on
+    a changing module's core (changes/) or on what writes the host."""
+    found = sorted(target for target in _imports(path)
+                   if _layer(target) == "changes" or target in WRITERS)
     assert found == []
 
 

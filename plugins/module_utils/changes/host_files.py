@@ -238,7 +238,7 @@ def _check_folder(writer, index, path):
 def _current(writer, index, entry):
     """(kind, mode, (uid, gid)) of what the path holds now: kind None when absent. A
     link, or anything that is neither a regular file nor a directory, is refused."""
-    writer.write_target(entry.path, _field(index, "path"))   # no '..', no way out of root through a link
+    writer.confined_target(entry.path, _field(index, "path"))   # no '..', no way out of root through a link
     st = writer.stat(entry.path)
     if st is None:
         _check_folder(writer, index, entry.path)

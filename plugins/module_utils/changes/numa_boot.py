@@ -27,8 +27,8 @@ import sys
 from dataclasses import dataclass
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import (
-    HostWriter, describe_os_error)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import describe_os_error
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 
 CONF_FILE = "/etc/gpuhost/numa.conf"
 NODE_DIR = "/sys/devices/system/node"

@@ -17,9 +17,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.state_file import (
-    revert_state_file, update_state_file)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import describe_os_error
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.state_file import ABSENT
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import describe_os_error
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 
@@ -217,3 +216,53 @@ def _failure(step, err, rolled_back, rollback_failed):
     if isinstance(err, OSError) and err.errno:
         details["errno"] = errno.errorcode.get(err.errno, str(err.errno))
     return ChangeSetError(msg, field=getattr(err, "field", None), fix=fix, details=details)
+
+
+def update_state_file(writer, spec, delta):
+    """Merge ``delta`` into the state file ``spec`` under its lock: lock, re-read, merge,
+    write atomically (HostWriter.write_file), unlock. Returns the record that
+    ``revert_state_file`` takes back: the text before (None: no file) and after, the
+    undo delta (empty: nothing was written) and the folders made for the file. A lock
+    file and folders made for a file that could not be written are removed again."""
+    record = {"before": None, "after": None, "undo": {},
+              "created": writer.missing_folders(spec.path + ".lock"),
+              "made_lock": not writer.exists(spec.path + ".lock")}
+    with writer.lock(spec.path, spec.field) as lock:
+        try:
+            record["before"] = record["after"] = text = writer.read_file(spec.path, spec.field)
+            current = spec.parse(text)
+            merged = spec.merge(current, delta)
+            old, new = spec.units(current), spec.units(merged)
+            record["undo"] = {unit: old.get(unit, ABSENT) for unit in delta
+                              if old.get(unit, ABSENT) != new.get(unit, ABSENT)}
+            if record["undo"]:
+                record["after"] = spec.dump(merged)
+                writer.write_file(spec.path, record["after"])
+        except BaseException:
+            record["undo"] = {}
+            raise
+        finally:
+            if record["made_lock"] and not writer.exists(spec.path):
+                # Nothing came of it: no lock file or folder left behind either.
+                lock.remove()
+                writer.remove_empty_folders(record["created"])
+    return record
+
+
+def revert_state_file(writer, spec, record):
+    """Take back an ``update_state_file``: the exact text it found while the file still
+    holds what it wrote (no other run wrote it since), otherwise its undo delta merged
+    into what is there now, so that another run's entries stay."""
+    if not record["undo"]:
+        return
+    with writer.lock(spec.path, spec.field) as lock:
+        now = writer.read_file(spec.path, spec.field)
+        if now != record["after"]:
+            writer.write_file(spec.path, spec.dump(spec.merge(spec.parse(now), record["undo"])))
+        elif record["before"] is not None:
+            writer.write_file(spec.path, record["before"])
+        else:
+            writer.remove_file(spec.path)
+            if record["made_lock"]:
+                lock.remove()
+                writer.remove_empty_folders(record["created"])

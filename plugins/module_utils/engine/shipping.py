@@ -69,7 +69,10 @@ def python_library_files(module_names, dest="/usr/local/lib/gpuhost/python"):
     that loaded them, which also works inside Ansible's zipped module payload.
     """
     files = {}
-    pending = list(module_names)
+    # Each module with every package on its way: the packages of an asked module are
+    # shipped even when nothing else in the set imports a module beside it.
+    pending = [".".join(parts[:depth]) for parts in (name.split(".") for name in module_names)
+               for depth in range(1, len(parts) + 1)]
     seen = set()
     while pending:
         short = pending.pop()

@@ -4,12 +4,13 @@
 """The JSON state files the modules keep on the host (vfio_bind's previous drivers, the
 stored IRQ pins, the SR-IOV configuration).
 
-A ``StateFile`` describes one; it is changed only through ``ChangeSet.put_state``
-(engine/changeset.py): its step takes the file's lock (``FileLock``, an flock on
-``<file>.lock``, never opened through a link), re-reads the file under it, merges the
-run's per-entry changes into what it finds (``update_state_file``), writes atomically
-and lets go. Two runs at once (two onboardings) therefore both keep their entries,
-whichever plans first.
+A ``StateFile`` describes one: its format, how it is read and how its entries merge.
+Nothing here writes, so readers (host/) may read a state file too. It is changed only
+through ``ChangeSet.put_state`` (engine/changeset.py): its step takes the file's lock
+(``FileLock``, an flock on ``<file>.lock``, never opened through a link), re-reads the
+file under it, merges the run's per-entry changes into what it finds
+(``update_state_file``), writes atomically and lets go. Two runs at once (two
+onboardings) therefore both keep their entries, whichever plans first.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import describe_os_error, read_host_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import describe_os_error, read_host_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 
 STATE_VERSION = 1
-_ABSENT = object()
+ABSENT = object()
 
 
 def read_state_file(writer, path, key, entries, field, fix, sets=()):
@@ -129,10 +130,10 @@ class StateFile:
         return units
 
     def delta(self, before, after):
-        """The per-unit changes from ``before`` to ``after``: {unit: value or _ABSENT}."""
+        """The per-unit changes from ``before`` to ``after``: {unit: value or ABSENT}."""
         old, new = self.units(before), self.units(after)
-        return {unit: new.get(unit, _ABSENT) for unit in list(new) + list(old)
-                if old.get(unit, _ABSENT) != new.get(unit, _ABSENT)}
+        return {unit: new.get(unit, ABSENT) for unit in list(new) + list(old)
+                if old.get(unit, ABSENT) != new.get(unit, ABSENT)}
 
     def merge(self, data, delta):
         """``data`` with ``delta`` applied: per key, per list identity (a new entry takes
@@ -142,7 +143,7 @@ class StateFile:
         if self.entries is dict:
             values = data.setdefault(self.key, {})
             for name, value in mine.items():
-                if value is _ABSENT:
+                if value is ABSENT:
                     values.pop(name, None)
                 else:
                     values[name] = copy.deepcopy(value)
@@ -154,12 +155,12 @@ class StateFile:
                     kept.append(item)
                 elif name not in placed:
                     placed.add(name)
-                    if mine[name] is _ABSENT:
+                    if mine[name] is ABSENT:
                         insert_at = len(kept) if insert_at is None else insert_at
                     else:
                         kept.append(copy.deepcopy(mine[name]))
             added = [copy.deepcopy(value) for name, value in mine.items()
-                     if name not in placed and value is not _ABSENT]
+                     if name not in placed and value is not ABSENT]
             insert_at = len(kept) if insert_at is None else insert_at
             data[self.key] = kept[:insert_at] + added + kept[insert_at:]
         for top in self.sets:
@@ -167,60 +168,10 @@ class StateFile:
             if not names:
                 continue
             current = set(data.get(top) or ())
-            current |= {n for n, value in names.items() if value is not _ABSENT}
-            current -= {n for n, value in names.items() if value is _ABSENT}
+            current |= {n for n, value in names.items() if value is not ABSENT}
+            current -= {n for n, value in names.items() if value is ABSENT}
             data[top] = sorted(current)
         return data
-
-
-def update_state_file(writer, spec, delta):
-    """Merge ``delta`` into the state file ``spec`` under its lock: lock, re-read, merge,
-    write atomically (HostWriter.write_file), unlock. Returns the record that
-    ``revert_state_file`` takes back: the text before (None: no file) and after, the
-    undo delta (empty: nothing was written) and the folders made for the file. A lock
-    file and folders made for a file that could not be written are removed again."""
-    record = {"before": None, "after": None, "undo": {},
-              "created": writer.missing_folders(spec.path + ".lock"),
-              "made_lock": not writer.exists(spec.path + ".lock")}
-    with writer.lock(spec.path, spec.field) as lock:
-        try:
-            record["before"] = record["after"] = text = writer.read_file(spec.path, spec.field)
-            current = spec.parse(text)
-            merged = spec.merge(current, delta)
-            old, new = spec.units(current), spec.units(merged)
-            record["undo"] = {unit: old.get(unit, _ABSENT) for unit in delta
-                              if old.get(unit, _ABSENT) != new.get(unit, _ABSENT)}
-            if record["undo"]:
-                record["after"] = spec.dump(merged)
-                writer.write_file(spec.path, record["after"])
-        except BaseException:
-            record["undo"] = {}
-            raise
-        finally:
-            if record["made_lock"] and not writer.exists(spec.path):
-                # Nothing came of it: no lock file or folder left behind either.
-                lock.remove()
-                writer.remove_empty_folders(record["created"])
-    return record
-
-
-def revert_state_file(writer, spec, record):
-    """Take back an ``update_state_file``: the exact text it found while the file still
-    holds what it wrote (no other run wrote it since), otherwise its undo delta merged
-    into what is there now, so that another run's entries stay."""
-    if not record["undo"]:
-        return
-    with writer.lock(spec.path, spec.field) as lock:
-        now = writer.read_file(spec.path, spec.field)
-        if now != record["after"]:
-            writer.write_file(spec.path, spec.dump(spec.merge(spec.parse(now), record["undo"])))
-        elif record["before"] is not None:
-            writer.write_file(spec.path, record["before"])
-        else:
-            writer.remove_file(spec.path)
-            if record["made_lock"]:
-                lock.remove()
-                writer.remove_empty_folders(record["created"])
 
 
 def read_state_nofollow(writer, spec):

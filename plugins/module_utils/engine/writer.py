@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import reader
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import HostReader
 
 # The SELinux calls Ansible's own file handling makes (AnsibleModule.atomic_move): libselinux
 # through ctypes, an ImportError where the library is absent. Imported here so that
@@ -261,77 +261,17 @@ def _fsync_folder(folder):
         os.close(fd)
 
 
-class HostWriter:
-    """Reads and writes host paths under ``root``."""
-
-    def __init__(self, root="/"):
-        self.root = root or "/"
-
-    def path(self, host_path):
-        return os.path.join(self.root, str(host_path).lstrip("/"))
-
-    def write_target(self, host_path, field=None):
-        """The path below ``root`` that a write of ``host_path`` may use, or a
-        GpuhostError: no ".." component, and the folder it lands in, links resolved,
-        inside ``root`` (an absolute link in a test tree, or a planted one, would
-        otherwise send the write out of it). With root / every path qualifies.
-
-        ``field`` is the module option that chose the file, named by the refusal of a
-        '..' ("path" without it); a way out of root names "root", the option that chose
-        the tree (with root / it cannot happen)."""
-        parts = [part for part in str(host_path).split("/") if part not in ("", ".")]
-        if ".." in parts:
-            raise GpuhostError("%s has a '..' component" % host_path, field=field or "path",
-                               fix="name the file by its absolute path on the host, "
-                                   "without '..'")
-        if not parts:
-            # "/" (or "/./") is the tree itself: no file of it could be replaced.
-            raise GpuhostError("%s names the host's root folder, not a file" % host_path,
-                               field=field or "path",
-                               fix="give the absolute path of the file itself")
-        target = os.path.join(self.root, *parts)
-        root_real = os.path.realpath(self.root)
-        folder_real = os.path.realpath(os.path.dirname(target))
-        if root_real != "/" and folder_real != root_real and \
-                not folder_real.startswith(root_real + os.sep):
-            raise GpuhostError(
-                "%s leads out of %s through a link (to %s)" % (host_path, self.root, folder_real),
-                field="root", fix="remove the link, or give a root whose tree holds the file")
-        return target
+class HostWriter(HostReader):
+    """Writes host paths under ``root`` (and reads them, as its HostReader)."""
 
     def check_replaceable(self, host_path, field=None):
         """Refuse now what ``write_file`` would refuse later (a '..' component, a way out
         of ``root``, a link or a non-regular file at the path), so that a caller writing
         several files checks them all before the first write. Returns the target.
-        ``field``: the module option the errors name (see ``write_target``)."""
-        target = self.write_target(host_path, field)
+        ``field``: the module option the errors name (see ``confined_target``)."""
+        target = self.confined_target(host_path, field)
         self._replaceable(host_path, target, field or "path")
         return target
-
-    @staticmethod
-    def link_error(host_path, target, field="path"):
-        """The one refusal of a symbolic link at ``target``, by writers and readers."""
-        try:
-            to = os.readlink(target)
-        except OSError:
-            to = "somewhere"    # gone again since it was seen
-        return GpuhostError(
-            "%s is a symbolic link (to %s): gpuhost.kvm never writes through a link"
-            % (host_path, to), field=field,
-            fix="remove the link (or put the real file in its place) and run again")
-
-    def refuse_link(self, host_path, field):
-        """Refuse ``host_path`` when a symbolic link stands at its place, without
-        following it. For a file a module reads and then replaces (a state file, a config
-        it owns a line of): reading through the link would show the module another file,
-        and the write would be refused later anyway, after everything else was decided.
-        A '..' or a folder link out of ``root`` is refused first, as a write would be.
-        ``field``: the option the error names (the one that chose or keeps the file)."""
-        self.write_target(host_path, field)
-        full = self.path(host_path)
-        if os.path.islink(full):
-            raise self.link_error(host_path, full, field)
-        return host_path
 
     def _replaceable(self, host_path, target, field="path"):
         """``target`` may be replaced: absent, or a regular file that is no link and has
@@ -359,63 +299,6 @@ class HostWriter:
                 % (host_path, status.st_nlink), field=field,
                 fix="replace the hard link by a copy of the file (cp then mv) and run again")
 
-    def exists(self, host_path):
-        return os.path.lexists(self.path(host_path))
-
-    def stat(self, host_path):
-        """``os.lstat`` of the path (a link is reported as the link), None when absent
-        (or when a folder on the way is a file, so it cannot exist)."""
-        try:
-            return os.lstat(self.path(host_path))
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-
-    def read_bytes(self, host_path, field=None):
-        """The exact bytes of a regular file, None when it does not exist. A link at the
-        path is not followed (ELOOP), so a planted link cannot show another file; a
-        directory, FIFO or device there is refused (reader.read_bytes, naming ``field``)."""
-        try:
-            return reader.read_bytes(self.path(host_path), no_follow=True, field=field or "path",
-                                     shown=host_path)
-        except FileNotFoundError:
-            return None
-
-    def read_unlinked(self, host_path, field=None):
-        """``read_bytes`` behind a refusal of a link at the path: lstat first (the link
-        is refused unread, with the writer's wording), then O_NOFOLLOW (a link planted in
-        between fails with ELOOP and is refused the same way). The one no-follow reader:
-        state files, owned configs and the ledger all come through here."""
-        full = self.path(host_path)
-        if os.path.islink(full):
-            raise self.link_error(host_path, full, field or "path")
-        try:
-            return self.read_bytes(host_path, field)
-        except OSError as err:
-            if err.errno == errno.ELOOP:
-                raise self.link_error(host_path, full, field or "path") from err
-            raise
-
-    def read(self, host_path, default=None, field="path"):
-        """The stripped text of a file, or ``default`` when it cannot be read. A link at
-        the path is refused (a GpuhostError naming ``field``), never followed."""
-        try:
-            data = self.read_unlinked(host_path, field)
-        except (IOError, OSError):
-            return default
-        if data is None:
-            return default
-        return data.decode("utf-8", "replace").strip()
-
-    def read_file(self, host_path, field=None):
-        """The exact content of a regular file, or None when it does not exist. The
-        path must qualify for a write (``write_target``: no '..', no folder link out of
-        root) and a link at it is refused, never followed (``read_unlinked``), so a
-        planted link cannot show the caller another file; errors name ``field``. An
-        unreadable file raises its OSError, one that is not UTF-8 UnicodeDecodeError."""
-        self.write_target(host_path, field)
-        data = self.read_unlinked(host_path, field)
-        return None if data is None else data.decode("utf-8")
-
     def write(self, host_path, value):
         """Write a kernel attribute in one write(2), as sysfs requires.
 
@@ -423,7 +306,7 @@ class HostWriter:
         callers tell "kernel-managed IRQ" from a real failure by its errno.
         """
         data = str(value).encode()
-        fd = os.open(self.write_target(host_path), os.O_WRONLY | os.O_TRUNC)
+        fd = os.open(self.confined_target(host_path), os.O_WRONLY | os.O_TRUNC)
         try:
             os.write(fd, data)
         finally:
@@ -477,7 +360,7 @@ class HostWriter:
         ``mode`` (not masked by the umask) and ``owner`` (uid, gid). Returns the host
         paths it created, deepest first, the directory included; on failure it removes
         them itself."""
-        target = self.write_target(host_path)
+        target = self.confined_target(host_path)
         host_path = "/" + str(host_path).strip("/")
         created = [host_path] + self.missing_folders(host_path)
         try:
@@ -495,7 +378,7 @@ class HostWriter:
         """Set the mode and the owner (uid, gid) of a file or directory, through a
         descriptor opened without following a link: never the mode of a link's target,
         nor of a file with another hard link (``refuse_hard_links``)."""
-        fd = os.open(self.write_target(host_path, field),
+        fd = os.open(self.confined_target(host_path, field),
                      os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
             self.refuse_hard_links(host_path, os.fstat(fd), field or "path")
@@ -526,7 +409,7 @@ class HostWriter:
 
     def remove_file(self, host_path):
         try:
-            os.unlink(self.write_target(host_path))
+            os.unlink(self.confined_target(host_path))
         except FileNotFoundError:
             pass
 
@@ -534,38 +417,6 @@ class HostWriter:
         """The FileLock of the state file ``host_path``: ``<host_path>.lock`` beside it,
         confined to ``root`` like every write."""
         lock_path = host_path + ".lock"
-        return FileLock(self.write_target(lock_path, field),
+        return FileLock(self.confined_target(lock_path, field),
                         STATE_LOCK_TIMEOUT if timeout is None else timeout,
                         field=field, shown_as=lock_path)
-
-
-def describe_os_error(err):
-    if isinstance(err, OSError) and err.errno:
-        return "%s (%s)" % (os.strerror(err.errno), errno.errorcode.get(err.errno, err.errno))
-    return str(err)
-
-
-# -- the shared no-follow readers --------------------------------------------------------
-# A file a module reads and then replaces is refused before it is read when a link stands
-# at its place (HostWriter.refuse_link and HostWriter.read_unlinked say why).
-
-def read_host_text(writer, host_path, field, fix):
-    """The text of a host file the module keeps, None when absent. A link at its place is
-    refused unread (``HostWriter.refuse_link``); the open itself never follows one
-    either (``HostWriter.read_unlinked``, for a link planted in between). An unreadable
-    file or one that is not UTF-8 is a GpuhostError naming ``field``."""
-    writer.refuse_link(host_path, field)
-    try:
-        data = writer.read_unlinked(host_path, field)
-    except OSError as err:
-        raise GpuhostError("cannot read %s: %s" % (host_path, describe_os_error(err)),
-                           field=field, fix=fix)
-    except GpuhostError as err:     # the reader's refusal (a directory, a FIFO, too large)
-        raise GpuhostError("cannot read %s: %s" % (host_path, err.msg), field=field, fix=fix)
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise GpuhostError("%s is not a text file (%s)" % (host_path, err), field=field,
-                           fix=fix)

@@ -17,6 +17,7 @@ from ansible.module_utils.basic import AnsibleModule
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_units as units
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import systemd_units as unit_state
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import host_units
 
@@ -66,7 +67,7 @@ class FakeSystemd:
                                                  "UnitFileState": "", "NeedDaemonReload": "no",
                                                  "ActiveEnterTimestamp": ""}
                 state = dict(state, ActiveEnterTimestamp=_utc_text(state["ActiveEnterTimestamp"]))
-                blocks.append("".join("%s=%s\n" % (key, state[key]) for key in units.SHOW_PROPERTIES))
+                blocks.append("".join("%s=%s\n" % (key, state[key]) for key in unit_state.SHOW_PROPERTIES))
             return 0, "\n".join(blocks), ""
         if verb == "daemon-reload":
             for state in self.units.values():
@@ -119,23 +120,23 @@ def _want(name, **extra):
 # ---------------------------------------------------------------- the pure core
 
 def test_show_argv_asks_every_unit_once_after_end_of_options():
-    assert units.show_argv(["a.service", "b.service"]) == [
+    assert unit_state.show_argv(["a.service", "b.service"]) == [
         "systemctl", "show", "-p",
         "LoadState,ActiveState,UnitFileState,NeedDaemonReload,ActiveEnterTimestamp",
         "--", "a.service", "b.service"]
     # its timestamps in UTC (systemd 247 refuses --timestamp=unix)
-    assert units.SHOW_ENVIRON == {"TZ": "UTC", "LC_ALL": "C"}
+    assert unit_state.SHOW_ENVIRON == {"TZ": "UTC", "LC_ALL": "C"}
 
 
 def test_show_blocks_are_split_per_unit_in_order():
     text = "LoadState=loaded\nActiveState=active\nId=a\n\nLoadState=not-found\nActiveState=inactive\n"
-    assert units.parse_show_blocks(text, 2) == [{"LoadState": "loaded", "ActiveState": "active"},
-                                                {"LoadState": "not-found", "ActiveState": "inactive"}]
+    assert unit_state.parse_show_blocks(text, 2) == [{"LoadState": "loaded", "ActiveState": "active"},
+                                                     {"LoadState": "not-found", "ActiveState": "inactive"}]
 
 
 def test_show_with_a_block_missing_is_refused():
     with pytest.raises(GpuhostError) as err:
-        units.parse_show_blocks("LoadState=loaded\n", 2)
+        unit_state.parse_show_blocks("LoadState=loaded\n", 2)
     assert err.value.field == "units"
 
 

@@ -72,10 +72,10 @@ def test_a_failed_rollback_keeps_exactly_one_fix(writer):
 
 def test_write_target_names_the_option_the_caller_gives(writer):
     with pytest.raises(GpuhostError) as info:
-        writer.write_target("/etc/../shadow", field="dest")
+        writer.confined_target("/etc/../shadow", field="dest")
     assert info.value.field == "dest" and "has a '..' component" in info.value.message
     with pytest.raises(GpuhostError) as info:
-        writer.write_target("/etc/../shadow")
+        writer.confined_target("/etc/../shadow")
     assert info.value.field == "path"           # today's name without one
 
 

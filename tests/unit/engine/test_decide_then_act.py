@@ -71,6 +71,7 @@ def test_irq_odd_affinity_of_an_irq_is_unknown_not_a_cpulist_error(sim):
 def test_irq_every_literal_field_is_an_irq_affinity_option():
     options = _options(irq_affinity, dict(irqs=[60], cpus="0"))
     for name in ("plugins/module_utils/changes/irq_affinity/pinning.py", "plugins/module_utils/changes/irq_affinity/irqbalance.py",
+                 "plugins/module_utils/host/irq_pins.py", "plugins/module_utils/host/irqbalance_config.py",
                  "plugins/modules/irq_affinity.py"):
         with open(os.path.join(REPO, name), encoding="utf-8") as handle:
             fields = set(re.findall(r'field="(\w+)"', handle.read()))

@@ -210,7 +210,7 @@ def test_kernel_cmdline_refuses_the_root_folder_as_the_grub_drop_in(tmp_path, dr
 
 def test_the_writer_refuses_to_read_or_write_the_root_folder_as_a_file(tmp_path):
     writer = HostWriter(str(tmp_path))
-    for call in (lambda: writer.write_target("/", "dest"),
+    for call in (lambda: writer.confined_target("/", "dest"),
                  lambda: writer.check_replaceable("/.", "dest"),
                  lambda: writer.read_file("/", "dest")):
         with pytest.raises(GpuhostError) as info:

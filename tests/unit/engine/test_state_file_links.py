@@ -12,7 +12,8 @@ import pytest
 from support.sysfs_sim import SimulatedKernel, TreeBuilder, build_sim_host, run_module
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter, read_host_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import read_host_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import HostWriter
 from ansible_collections.gpuhost.kvm.plugins.modules import irq_affinity, sriov_vfs, vfio_bind
 from support.planted_links import plant, refused
 

@@ -12,7 +12,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from support.module_args import patch_module_args
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_units as units
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import systemd_units as units
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.modules import host_facts as host_facts_module

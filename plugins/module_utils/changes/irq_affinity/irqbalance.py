@@ -23,13 +23,9 @@ import shlex
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     format_cpulist, format_cpumask)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import parse_cpus_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.irqbalance_config import (
+    ARGS_KEY, ASSIGNMENT, CPULIST_KEY, MASK_KEY, POLICY_OPTION, line_value, read_config)
 
-CPULIST_KEY = "IRQBALANCE_BANNED_CPULIST"
-MASK_KEY = "IRQBALANCE_BANNED_CPUS"
-ARGS_KEY = "IRQBALANCE_ARGS"
-POLICY_OPTION = "--policyscript"
-_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z")
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -43,44 +39,6 @@ def format_for_version(version_text):
     if not match:
         return "mask"
     return "cpulist" if (int(match.group(1)), int(match.group(2))) >= (1, 8) else "mask"
-
-
-def check_syntax(text, path):
-    """Refuse a file that is not blank lines, comments and KEY=value lines."""
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if not _ASSIGNMENT.match(line):
-            raise GpuhostError(
-                "line %d of %s is not KEY=value: %r" % (number, path, line),
-                field="irqbalance_config",
-                fix="fix or comment out that line; irqbalance reads the file as a shell "
-                    "environment file")
-
-
-def read_config(writer, path):
-    """irqbalance's environment file, never through a link: a link at ``path`` is
-    refused unread (field irqbalance_config), and the open does not follow one."""
-    writer.refuse_link(path, "irqbalance_config")
-    try:
-        data = writer.read_bytes(path)
-        # universal newlines, as the text-mode read before
-        text = None if data is None else \
-            data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
-    except (IOError, OSError) as err:
-        raise GpuhostError("cannot read %s: %s" % (path, err), field="irqbalance_config",
-                           fix="check the path and its permissions (become: true)")
-    except UnicodeDecodeError as err:
-        raise GpuhostError("%s is not a text file (%s)" % (path, err),
-                           field="irqbalance_config",
-                           fix="check that irqbalance_config names irqbalance's environment "
-                               "file (/etc/sysconfig/irqbalance or /etc/default/irqbalance) "
-                               "and restore it from the irqbalance package")
-    if text is None:
-        return ""
-    check_syntax(text, path)
-    return text
 
 
 def banned_value(cpus, fmt, nr_cpus=None):
@@ -97,7 +55,7 @@ def render(text, key, value, drop_keys=(),
     out = []
     placed = False
     for line in lines:
-        match = _ASSIGNMENT.match(line)
+        match = ASSIGNMENT.match(line)
         if match and match.group(1) == key:
             if not placed:
                 out.append("%s=%s" % (key, value))
@@ -122,30 +80,6 @@ def banned_cpus(wanted, cpu_state):
             % format_cpulist(banned), field="irqbalance_banned_cpus",
             fix="leave at least one housekeeping CPU out of the ban list")
     return tuple(sorted(banned))
-
-
-def banned_in_config(text):
-    """(key, cpus) of the ban list the file sets: the key irqbalance reads
-    (IRQBALANCE_BANNED_CPULIST wins, as in irqbalance 1.8 and later) and its CPUs as a
-    sorted tuple; (None, None) when it sets neither, (key, None) when the value cannot
-    be parsed. Quotes around the value are the shell's, not part of it."""
-    for key, is_mask in ((CPULIST_KEY, False), (MASK_KEY, True)):
-        value = _value(text or "", key)
-        if value is None:
-            continue
-        value = value.strip().strip("\"'")
-        return key, parse_cpus_text(value, is_mask=is_mask)
-    return None, None
-
-
-def _value(text, key):
-    """The last value given to ``key`` in the file, as written (quotes included)."""
-    value = None
-    for line in text.splitlines():
-        match = _ASSIGNMENT.match(line)
-        if match and match.group(1) == key:
-            value = match.group(2)
-    return value
 
 
 def args_with_policy_script(current, script, path):
@@ -190,7 +124,7 @@ def plan_config(changes, writer, path, wanted_cpus, cpu_state, fmt, policy_scrip
     key, other = (CPULIST_KEY, MASK_KEY) if fmt == "cpulist" else (MASK_KEY, CPULIST_KEY)
     new = render(text, key, banned_value(banned, fmt, nr_cpus), drop_keys=(other,))
     if policy_script:
-        new = render(new, ARGS_KEY, args_with_policy_script(_value(new, ARGS_KEY),
+        new = render(new, ARGS_KEY, args_with_policy_script(line_value(new, ARGS_KEY),
                                                             policy_script, path),
                      comment="# Managed by gpuhost.kvm irq_affinity: irqbalance leaves the "
                              "IRQs it pins alone.")

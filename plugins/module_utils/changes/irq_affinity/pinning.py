@@ -49,17 +49,16 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_cpus_attr
-from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.policy import (
-    CONFIG_FILE, parse_stored_rule)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.irq_pins import (
+    CONFIG_FILE, parse_stored_rule, read_stored_pins, stored_pins_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
     read_cpu_state, read_irqs, vfio_actions)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import (
+    ChangeSet, revert_state_file, update_state_file)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.shipping import (
     python_library_files, wrapper_script)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.state_file import (
-    read_state_nofollow, StateFile, revert_state_file, update_state_file)
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import (
-    FileLock, HostWriter, describe_os_error)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import describe_os_error
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.writer import FileLock, HostWriter
 
 HELPER = "/usr/local/libexec/gpuhost/gpuhost-irq-reapply"
 POLICY_SCRIPT = "/usr/local/libexec/gpuhost/gpuhost-irqbalance-policy"
@@ -284,35 +283,10 @@ def _read_one(writer, number):
 
 # -- persistence -----------------------------------------------------------------------
 
-def _stored_rule_identity(data):
-    """What a stored rule is merged by: its name, or for a rule stored without one (before
-    names existed) its selectors, as ``IrqRule.key`` has them."""
-    if data.get("name"):
-        return json.dumps({"name": data["name"]})
-    return json.dumps({"name_regex": data.get("name_regex"),
-                       "pci_devices": list(data.get("pci_devices") or ()),
-                       "irqs": list(data.get("irqs") or ())}, sort_keys=True)
-
-
 # {"version": 1, "rules": [rule, ...], "kernel_managed": [action name, ...]}: rules merged
 # by name (or selectors), the names as a set, under the file's lock, so that two runs at
 # once (one per NUMA node, or two onboardings) each keep their pins.
-CONFIG = StateFile(CONFIG_FILE, "rules", list, field="persistent",
-                   fix="fix or remove the file, then run the module again",
-                   identity=_stored_rule_identity, sets=("kernel_managed",))
-
-
-def read_config(writer):
-    # never through a link: a planted one is refused before it is read
-    return read_state_nofollow(writer, CONFIG)
-
-
-def known_managed_names(writer):
-    """Action names of the IRQs that refused a pin before (stored by a real run)."""
-    try:
-        return frozenset(read_config(writer).get("kernel_managed", ()))
-    except GpuhostError:
-        return frozenset()
+CONFIG = stored_pins_spec()
 
 
 def add_managed_record(changes, writer, plans, irqs):
@@ -395,7 +369,7 @@ def plan_persistence(changes, writer, rules, interpreter="/usr/bin/python3", for
     rules = [rules] if isinstance(rules, IrqRule) else list(rules)
     # Only names: an empty or missing one must never match the rules stored unnamed.
     forget = [name for name in ([forget] if isinstance(forget, str) else forget) if name]
-    stored = read_config(writer)
+    stored = read_stored_pins(writer)
     kept = [data for data in stored["rules"] if not (forget and data.get("name") in forget)]
     for rule in rules:
         kept = _merge_rule(kept, rule)
@@ -603,7 +577,7 @@ def host_watcher(writer, log, watch=watch_domains):
     another hook's child did), and no started domain is left unwatched."""
     rc = 0
     while True:
-        lock = FileLock(writer.write_target(WATCH_LOCK), timeout=0, shown_as=WATCH_LOCK)
+        lock = FileLock(writer.confined_target(WATCH_LOCK), timeout=0, shown_as=WATCH_LOCK)
         try:
             lock.__enter__()
         except GpuhostError:

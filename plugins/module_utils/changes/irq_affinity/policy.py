@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""irqbalance's policy script for the stored IRQ pins, and the reading of a stored pin.
+"""irqbalance's policy script for the stored IRQ pins (their format: host/irq_pins.py).
 
 irqbalance runs ``POLICYSCRIPT DEVPATH IRQ`` for every IRQ it finds when it starts (and
 for new ones on a rescan) and waits for each answer: ``ban=true`` keeps it from
@@ -20,20 +20,9 @@ import os
 import re
 import sys
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import parse_cpulist
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.reader import read_file_text
-
-CONFIG_FILE = "/etc/gpuhost/irq-affinity.json"
-
-
-def parse_stored_rule(data):
-    """A stored pin's fields, checked: (cpus, name_regex, pci_devices, irqs, name).
-    Raises GpuhostError (bad cpus), TypeError or ValueError for a rule that no longer
-    parses."""
-    return (parse_cpulist(data.get("cpus"), field="cpus"), data.get("name_regex"),
-            tuple(data.get("pci_devices") or ()), tuple(int(i) for i in data.get("irqs") or ()),
-            data.get("name") or None)
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.irq_pins import CONFIG_FILE, parse_stored_rule
 
 
 def _action_names(root, number):
