@@ -92,6 +92,15 @@ options:
         CUDA would fail with error 802); a one-GPU tenant is placed as on any host.
     type: list
     elements: dict
+  nvswitch_model:
+    description:
+      - NVIDIA's passthrough model of an NVSwitch board. Unset, it is V(shared) when
+        O(fabric_partitions) is given and V(none) otherwise.
+      - V(full) gives one tenant the whole board, its GPUs and NVSwitches, with one guest
+        NUMA cell per NUMA node the board's GPUs sit on (the plan entry's C(guest_cells));
+        a tenant with part of the board is refused. Its guest runs Fabric Manager.
+    type: str
+    choices: [none, shared, full]
   names:
     description:
       - Names of the tenants to release. Required with I(state=absent).
@@ -284,6 +293,7 @@ def build_module():
             recover=dict(type="list", elements="str"),
             recover_action=dict(type="str", choices=["read", "reset", "rescan"], default="read"),
             fabric_partitions=dict(type="list", elements="dict"),
+            nvswitch_model=dict(type="str", choices=["none", "shared", "full"]),
         ),
         required_if=[("state", "present", ["tenants", "recover"], True), ("state", "absent", ["names"])],
         mutually_exclusive=[("tenants", "names")],
@@ -408,7 +418,8 @@ class TenantLedger(PlannedChange):
                 hugepage_check=params["hugepage_check"],
                 allow_acs_override=params["allow_acs_override"],
                 vf_count=params["vf_count"], gpu_selection=selection,
-                fabric_partitions=params["fabric_partitions"])
+                fabric_partitions=params["fabric_partitions"],
+                nvswitch_model=params["nvswitch_model"])
         elif params["state"] == "present":
             new, self.placement = current, ledger_core.release(
                 current, topology, [], gpu_selection=selection)[1]

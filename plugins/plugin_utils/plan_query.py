@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 # The one comparison of kernel command lines lives with the other boot decisions.
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_entry import functions_by_node, passed_through
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.kernel_cmdline import (  # noqa: F401 pylint: disable=unused-import
     cmdline_missing, cstate_limit_args)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
@@ -210,13 +211,13 @@ def kernel_args(plan, cpu_vendor=None, iommu_pt=True, ignore_msrs=True, isolate=
 
 
 def passthrough_functions(plan, scope=None):
-    """Every GPU function (with companions) the tenants in scope pass through."""
+    """Every GPU function (with companions) the tenants in scope pass through, and the
+    NVSwitches of a whole-board tenant."""
     result = []
     for tenant in tenants_in_scope(plan, scope):
-        for gpu in tenant.get("gpus") or ():
-            for function in gpu.get("functions") or [gpu["address"]]:
-                if function not in result:
-                    result.append(function)
+        for function in passed_through(tenant):
+            if function not in result:
+                result.append(function)
     return result
 
 
@@ -257,8 +258,10 @@ def tenant_summary(plan, name):
             gpus = ", ".join(f for g in tenant.get("gpus") or ()
                              for f in (g.get("functions") or [g["address"]])) or "none"
             size = hugepage_size_name(tenant.get("hugepage_size_kib") or 2048)
+            nodes = tenant.get("nodes") or [tenant["node"]]
             return [
-                "tenant %s on NUMA node %s" % (name, tenant["node"]),
+                "tenant %s on NUMA node %s" % (name, tenant["node"]) if len(nodes) == 1 else
+                "tenant %s on NUMA nodes %s, one guest cell per node" % (name, format_cpulist(nodes)),
                 "GPU functions: %s" % gpus,
                 "vCPUs %d pinned to CPUs %s (guest topology %s)"
                 % (len(tenant.get("vcpu_pins") or ()),
@@ -278,6 +281,9 @@ def _memory_where(tenant):
     """Where the tenant's memory is: the plan's ``memory_node``, which differs from
     ``node`` only when the GPU's node has no memory (plans from before it existed hold
     memory on ``node``)."""
+    if tenant.get("guest_cells"):
+        return ", ".join("node %s (%s GiB, guest cell %s)" % (c["memory_node"], c["memory_gib"], c["id"])
+                         for c in tenant["guest_cells"])
     node = tenant["node"]
     memory_node = tenant.get("memory_node")
     if memory_node is None or str(memory_node) == str(node):
@@ -316,11 +322,8 @@ def irq_groups(plan, layout, host_devices=None, with_passthrough=True):
         guest = []
         if with_passthrough:
             for tenant in plan.get("tenants") or ():
-                if str(tenant["node"]) != node:
-                    continue
-                guest += passthrough_functions({"tenants": [tenant]})
-                if tenant.get("vf"):
-                    guest.append(tenant["vf"]["address"])
+                guest += [f for n, functions in functions_by_node(tenant) if str(n) == node
+                          for f in functions]
         rows.append({"node": node, "cpus": housekeeping[node], "devices": host + guest,
                      "host": host, "guest": guest})
     return rows

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_entry import functions_by_node
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain.address_width import report_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
     MAX_CPUS,
@@ -92,7 +93,7 @@ def tenant_colours(plan):
 
 def _node_keys(plan, layout):
     keys = set((layout or {}).get("nodes", {})) | set(plan.get("housekeeping") or {})
-    keys |= {str(t["node"]) for t in plan.get("tenants") or ()}
+    keys |= {str(n) for t in plan.get("tenants") or () for n in t.get("nodes") or [t["node"]]}
     return sorted(keys, key=int)
 
 
@@ -103,7 +104,7 @@ def _cores_of(plan, layout, node):
         return [list(core) for core in known]
     cpus = set(parse_cpulist((plan.get("housekeeping") or {}).get(node, "")))
     for tenant in plan.get("tenants") or ():
-        if str(tenant["node"]) == node:
+        if str(node) in {str(n) for n in tenant.get("nodes") or [tenant["node"]]}:
             cpus.update(_cpu(c, "tenants[%s].vcpu_pins" % tenant["name"])
                         for c in tenant.get("vcpu_pins") or ())
             cpus.update(parse_cpulist(tenant.get("reserved_cpus") or ""))
@@ -122,9 +123,12 @@ def _devices(plan, layout, node):
             taken[tenant["vf"]["address"]] = (tenant["name"], tenant["vf"])
     listed = set()
     for tenant in plan.get("tenants") or ():
-        if str(tenant["node"]) != node:
+        here = {f for n, functions in functions_by_node(tenant) if str(n) == node for f in functions}
+        if not here:
             continue
         for gpu in tenant.get("gpus") or ():
+            if gpu["address"] not in here:
+                continue        # a GPU of another guest cell of a whole-board tenant
             functions = gpu.get("functions") or [gpu["address"]]
             for function in functions:
                 kind = "GPU" if function == gpu["address"] else "GPU companion"
@@ -135,8 +139,13 @@ def _devices(plan, layout, node):
                         _MAX_BAR) >> 30)
                 rows.append((kind, function, tenant["name"], note))
                 listed.add(function)
+        for switch in tenant.get("nvswitches") or ():
+            if switch["address"] in here:
+                rows.append(("NVSwitch", switch["address"], tenant["name"],
+                             "IOMMU group %s" % switch.get("iommu_group")))
+                listed.add(switch["address"])
         vf = tenant.get("vf")
-        if vf:
+        if vf and vf["address"] in here:
             rows.append(("VF", vf["address"], tenant["name"],
                          "of PF %s, IOMMU group %s" % (vf.get("pf"), vf.get("iommu_group"))))
             listed.add(vf["address"])

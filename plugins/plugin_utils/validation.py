@@ -20,6 +20,7 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils.plan_query import (
     passthrough_functions,
 )
+from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.plan_entry import functions_by_node
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.markdown import markdown_text
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.realized import realized_items, realized_ratio
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import (
@@ -128,15 +129,13 @@ def check_numa(plan, devices, domain_pins, pins_error=None):
     problems = []
     checked = 0
     for tenant in plan.get("tenants") or ():
-        node = int(tenant["node"])
-        addresses = passthrough_functions({"tenants": [tenant]})
-        if tenant.get("vf"):
-            addresses.append(tenant["vf"]["address"])
-        for address in addresses:
-            have = ((devices or {}).get(address) or {}).get("numa_node")
-            if have is not None and int(have) >= 0 and int(have) != node:
-                problems.append("%s of %s is on node %s, the tenant on node %d"
-                                % (address, tenant["name"], have, node))
+        for node, addresses in functions_by_node(tenant):
+            for address in addresses:
+                have = ((devices or {}).get(address) or {}).get("numa_node")
+                if have is not None and int(have) >= 0 and int(have) != node:
+                    problems.append("%s of %s is on node %s, the tenant%s on node %d"
+                                    % (address, tenant["name"], have,
+                                       "'s guest cell for it" if tenant.get("guest_cells") else "", node))
         read = (domain_pins or {}).get(tenant["name"])
         if read is None:
             problems.append("%s: %s" % (tenant["name"], "vCPU pins not read: %s" % pins_error if pins_error
@@ -180,11 +179,9 @@ def check_gpu_state(plan, devices):
 
 
 def tenant_functions(tenant):
-    """The PCI functions a tenant passes through: its GPUs' (with companions) and its VF."""
-    functions = passthrough_functions({"tenants": [tenant]})
-    if tenant.get("vf"):
-        functions.append(tenant["vf"]["address"])
-    return functions
+    """The PCI functions a tenant passes through: its GPUs' (with companions), the
+    NVSwitches of a whole board, and its VF."""
+    return [f for _node, functions in functions_by_node(tenant) for f in functions]
 
 
 def tenants_allowed_without_evidence(allow):
@@ -204,7 +201,13 @@ def tenants_allowed_without_evidence(allow):
 def realized_tenant(plan, tenant, seen, free_before=None, free_after=None):
     """One running tenant's realized items (realized.realized_items), with the tenant's
     planned functions and its node's housekeeping CPUs from the plan."""
-    housekeeping = (plan.get("housekeeping") or {}).get(str(tenant.get("node")))
+    housekeeping = plan.get("housekeeping") or {}
+    if tenant.get("guest_cells"):
+        # each function's IRQs on the housekeeping CPUs of its own node
+        housekeeping = {f: housekeeping.get(str(node)) for node, functions in functions_by_node(tenant)
+                        for f in functions}
+    else:
+        housekeeping = housekeeping.get(str(tenant.get("node")))
     return realized_items(seen["placement"], tenant, tenant_functions(tenant), housekeeping,
                           free_before, free_after)
 

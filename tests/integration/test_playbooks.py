@@ -195,3 +195,61 @@ def test_shared_nvswitch_model_plans_a_partition_and_the_vm_stage_activates_it_w
     assert active_partitions(state) == []
     calls = json.loads(state.read_text())["calls"]
     assert calls.index(["-d", str(ledger["fabric_partition"])]) > calls.index(["-a", str(ledger["fabric_partition"])])
+
+
+def test_full_nvswitch_model_gives_one_tenant_the_board_and_the_vm_stage_defines_its_cells(tmp_path):
+    """An HGX H100 fake (published NVSwitch IDs) in NVIDIA's full-passthrough model: plan.yml
+    gives one tenant all eight GPUs and the four NVSwitches, one guest cell per node, and
+    site.yml's vm stage defines and starts its domain (libvirt's test driver, the domain
+    preflight on the fake's topology). No board, no Fabric Manager runs here; a tenant
+    asking for part of the board is refused with the fix."""
+    host = point_hk_gpu_01_at(tmp_path, build=fixturegen.build_hgx_h100_host,
+                              hugepages={2048: (8192, 8192, 0), 1048576: (0, 0, 0)})
+    os.makedirs(host["vars"]["vm_image_dir"])
+    full = tmp_path / "full.json"
+    full.write_text(json.dumps({
+        "gpuhost_nvswitch_model": "full",
+        "gpuhost_tenants": [{"name": "board", "gpus": 8, "vcpus": 16, "memory_gib": 16,
+                             "hugepage_size": "2M", "iothreads": 0}]}))
+    proc = run_tool("ansible-playbook", "playbooks/plan.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
+                    "-e", host["extra"], "-e", "@%s" % full)
+    assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
+    markdown = (host["base"] / "reports" / "hk-gpu-01" / "plan.md").read_text()
+    assert len(re.findall(r"\| GPU \| \S+ \| board \|", markdown)) == 8, markdown
+    assert len(re.findall(r"\| NVSwitch \| \S+ \| board \|", markdown)) == 4, markdown
+
+    proc = run_tool("ansible-playbook", "site.yml", "--tags", "vm", "-i", INVENTORY, "-l", "hk-gpu-01",
+                    "-e", host["extra"], "-e", "@%s" % full, "-v", timeout=900)
+    assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
+    assert "changed: [hk-gpu-01] => (item=board)" in proc.stdout
+    # the defined domain's XML, as the module returns it: a cell and a memnode per node
+    assert "<cell id='1' cpus='8-15' memory='8388608' unit='KiB'/>" in proc.stdout, proc.stdout[-3000:]
+    assert "<memnode cellid='1' mode='strict' nodeset='1'/>" in proc.stdout
+    tenant = json.loads(open(host["vars"]["gpuhost_ledger_path"]).read())["body"]["tenants"][0]
+    assert [c["gpus"] for c in tenant["guest_cells"]] == [
+        ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"],
+        ["0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"]]
+    assert [s["address"] for s in tenant["nvswitches"]] == ["0000:0b:00.0", "0000:0c:00.0", "0000:8b:00.0",
+                                                            "0000:8c:00.0"]
+
+    # Offboarding frees the whole board: the scrub resets the GPUs (on vfio-pci here, as the
+    # vfio stage leaves them on a live host) and the ledger lets the NVSwitches go too.
+    for function in [g["address"] for g in tenant["gpus"]] + [s["address"] for s in tenant["nvswitches"]]:
+        device = os.path.realpath(os.path.join(host["root"], "sys/bus/pci/devices", function))
+        vfio = os.path.join(host["root"], "sys/bus/pci/drivers/vfio-pci")
+        os.makedirs(vfio, exist_ok=True)
+        os.remove(os.path.join(device, "driver"))
+        os.symlink(os.path.relpath(vfio, device), os.path.join(device, "driver"))
+    proc = run_tool("ansible-playbook", "playbooks/tenant_offboard.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
+                    "-e", host["extra"], "-e", "@%s" % full, "-e", "tenant=board", timeout=900)
+    assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
+    assert json.loads(open(host["vars"]["gpuhost_ledger_path"]).read())["body"]["tenants"] == []
+
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps({"gpuhost_nvswitch_model": "full", "gpuhost_tenants": [
+        {"name": "pair", "gpus": 2, "vcpus": 8, "memory_gib": 8, "hugepage_size": "2M"}]}))
+    proc = run_tool("ansible-playbook", "playbooks/plan.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
+                    "-e", host["extra"], "-e", "@%s" % part, "-e",
+                    "gpuhost_ledger_path=%s" % (tmp_path / "other-ledger.json"), check=False)
+    assert _recap(proc.stdout)["failed"] == 1
+    assert "one tenant gets the whole board" in " ".join(proc.stdout.split())

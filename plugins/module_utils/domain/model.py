@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
-    MAX_CPUS, MAX_NODE, parse_cpulist)
+    MAX_CPUS, MAX_NODE, format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.domain import address_width
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import PciAddress, normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import (
     domain_name, finite_number, hugepage_size_kib, validate_mac, validate_vlan, whole_number)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.vf_settings import vf_settings
@@ -109,6 +109,17 @@ class NetworkSpec:
     vlan: Optional[int] = None           # <vlan><tag id=N/>: a VF interface only; 0/None: none
 
 
+@dataclass(frozen=True)
+class GuestCell:
+    """One guest NUMA node of a tenant over several host nodes: its vCPUs (by number),
+    its memory and the host node that backs it, and the GPUs that sit on that host node."""
+
+    vcpus: Tuple[int, ...]
+    memory_kib: int
+    host_node: int
+    gpus: Tuple[str, ...] = ()
+
+
 @dataclass
 class DomainSpec:
     name: str
@@ -119,6 +130,9 @@ class DomainSpec:
     # The plan's memory_node: the nearest node with memory, for a GPU node without any.
     memory_node: Optional[int] = None
     numa_mode: str = "strict"
+    # A tenant over several host nodes (a whole NVSwitch board): one guest NUMA cell per
+    # host node; none: one cell of every vCPU and all memory.
+    guest_cells: Tuple[GuestCell, ...] = ()
     guest_topology: Optional[dict] = None           # sockets, dies, cores, threads
     emulator_cpus: Tuple[int, ...] = ()
     iothreads: int = 0
@@ -194,6 +208,7 @@ SPEC_PART_OPTIONS = {
     "iothreads": ("iothreads", "plan.iothreads"),
     "iothread_cpus": ("iothread_cpus", "plan.iothread_cpus"),
     "guest_topology": ("guest_topology", "plan.guest_topology"),
+    "guest_cells": ("plan", "plan.guest_cells"),
     "hugepage_size": ("hugepage_size", "plan.hugepage_size_kib"),
     "gpus": ("gpus", "plan.gpus"),
 }
@@ -324,6 +339,13 @@ def spec_from_plan(tenant, **overrides):
             network.vlan = settings["vlan"] or None
     size = tenant.get("hugepage_size_kib")
     memory_node = tenant.get("memory_node")
+    # A whole NVSwitch board's NVSwitches go to its one tenant with the GPUs.
+    switches = tuple(normalize_address(s.get("address") if isinstance(s, dict) else None,
+                                       field="plan.nvswitches[%d]" % index)
+                     for index, s in enumerate(tenant.get("nvswitches") or ()))
+    if switches:
+        overrides["extra_hostdevs"] = tuple(overrides.get("extra_hostdevs") or ()) + tuple(
+            s for s in switches if s not in (overrides.get("extra_hostdevs") or ()))
     values = dict(
         name=tenant["name"],
         vcpus=whole_number(tenant["vcpus"], "plan.vcpus", 1, MAX_CPUS),
@@ -333,6 +355,7 @@ def spec_from_plan(tenant, **overrides):
         memory_node=None if memory_node is None
         else whole_number(memory_node, "plan.memory_node", 0, MAX_NODE),
         numa_mode=numatune.get("mode", "strict"),
+        guest_cells=_guest_cells(tenant.get("guest_cells")),
         guest_topology=tenant.get("guest_topology"),
         emulator_cpus=parse_cpulist(tenant.get("emulator_cpus"), field="plan.emulator_cpus"),
         iothreads=whole_number(tenant.get("iothreads") or 0, "plan.iothreads", 0,
@@ -348,6 +371,29 @@ def spec_from_plan(tenant, **overrides):
     spec = DomainSpec(**values)
     validate_spec(spec)
     return spec
+
+
+def _guest_cells(cells):
+    """GuestCells of a plan entry's ``guest_cells``; checked against the rest of the spec
+    by validate_spec."""
+    if cells is None:
+        return ()
+    if not isinstance(cells, (list, tuple)) or len(cells) > MAX_NODE + 1:
+        raise GpuhostError("guest_cells is not a list of cells", field="plan.guest_cells",
+                           fix="pass the plan entry unchanged (docs/plan-format.md)")
+    found = []
+    for index, cell in enumerate(cells):
+        where = "plan.guest_cells[%d]" % index
+        if not isinstance(cell, dict):
+            raise GpuhostError("%s is not a mapping" % where, field=where,
+                               fix="pass the plan entry unchanged (docs/plan-format.md)")
+        found.append(GuestCell(
+            vcpus=parse_cpulist(cell.get("vcpus"), field=where + ".vcpus"),
+            memory_kib=memory_kib_of(cell.get("memory_gib"), where + ".memory_gib"),
+            host_node=whole_number(cell.get("memory_node"), where + ".memory_node", 0, MAX_NODE),
+            gpus=tuple(normalize_address(g, field=where + ".gpus")
+                       for g in cell.get("gpus") or ())))
+    return tuple(found)
 
 
 def spec_from_options(name, vcpus, vcpu_pins, memory_gib, **kwargs):
@@ -367,6 +413,29 @@ def spec_from_options(name, vcpus, vcpu_pins, memory_gib, **kwargs):
     spec = DomainSpec(**values)
     validate_spec(spec)
     return spec
+
+
+def _validate_cells(spec):
+    """Guest cells share the vCPUs and the memory out exactly, each from a node of the
+    numatune nodeset, so that libvirt and the guest see the layout the plan made."""
+    if not spec.guest_cells:
+        return
+    field = spec.option("guest_cells")
+    vcpus = sorted(v for cell in spec.guest_cells for v in cell.vcpus)
+    if vcpus != list(range(spec.vcpus)):
+        raise GpuhostError("the guest cells hold vCPUs %s, not each of 0-%d once"
+                           % (format_cpulist(vcpus), spec.vcpus - 1), field=field,
+                           fix="pass the plan entry unchanged (docs/plan-format.md)")
+    memory = sum(cell.memory_kib for cell in spec.guest_cells)
+    if memory != spec.memory_kib:
+        raise GpuhostError("the guest cells hold %d KiB of the tenant's %d KiB"
+                           % (memory, spec.memory_kib), field=field,
+                           fix="pass the plan entry unchanged (docs/plan-format.md)")
+    outside = sorted({c.host_node for c in spec.guest_cells} - set(spec.memory_nodeset))
+    if outside:
+        raise GpuhostError("guest cells are backed by node %s, outside the numatune nodeset %s"
+                           % (format_cpulist(outside), format_cpulist(spec.memory_nodeset)),
+                           field=field, fix="pass the plan entry unchanged (docs/plan-format.md)")
 
 
 def validate_spec(spec):
@@ -390,6 +459,7 @@ def validate_spec(spec):
                 "guest_topology gives %d vCPUs (sockets*dies*cores*threads) but vcpus is %d"
                 % (product, spec.vcpus), field=spec.option("guest_topology"),
                 fix="make sockets*dies*cores*threads equal vcpus")
+    _validate_cells(spec)
     if spec.memory_kib < 1024:
         raise GpuhostError("memory of %d KiB is too small" % spec.memory_kib,
                            field=spec.option("memory_gib"),

@@ -394,6 +394,7 @@ def check_nodes(spec, topo, report, allow_cross_node=False):
     if not spec.memory_nodeset:
         wrong.append((spec.option("memory_nodeset"),
                       "memory is not bound to a node (no numatune nodeset)"))
+    wrong += _cells_off_their_node(spec, topo, cpu_nodes)
     if spec.network.kind == "vf" and spec.network.vf_address:
         vf = topo.pci.get(normalize_address(spec.network.vf_address))
         if vf is not None and vf.numa_node is not None and vf.numa_node >= 0 \
@@ -413,6 +414,30 @@ def check_nodes(spec, topo, report, allow_cross_node=False):
             fix="take CPUs, memory and the VF from node %s (numa_cpuset plans it that way), "
             "or set allow_cross_node: true to accept the cross-node traffic"
             % format_cpulist(gpu_nodes), override="allow_cross_node"))
+
+
+def _cells_off_their_node(spec, topo, cpu_nodes):
+    """For a tenant over several nodes: each guest cell's vCPUs on the host node of its
+    GPUs, and its memory from that node (or the node the plan borrowed for it), so that
+    the guest's view of which GPU is near which CPUs is the host's."""
+    wrong = []
+    for number, cell in enumerate(spec.guest_cells):
+        nodes = {topo.pci[g].numa_node for g in cell.gpus
+                 if g in topo.pci and topo.pci[g].numa_node is not None
+                 and topo.pci[g].numa_node >= 0}
+        if not nodes:
+            continue
+        pins = sorted(c for v in cell.vcpus if v < len(spec.vcpu_pins)
+                      for c in spec.vcpu_pins[v] if c in cpu_nodes and cpu_nodes[c] not in nodes)
+        if pins:
+            wrong.append((spec.option("vcpu_pins"), "guest cell %d's vCPU pins %s are on node %s, "
+                          "its GPUs on node %s" % (number, format_cpulist(pins),
+                                                   format_cpulist({cpu_nodes[c] for c in pins}),
+                                                   format_cpulist(nodes))))
+        if cell.host_node not in nodes and _has_memory(topo, min(nodes)):
+            wrong.append((spec.option("guest_cells"), "guest cell %d's memory is on node %d, "
+                          "its GPUs on node %s" % (number, cell.host_node, format_cpulist(nodes))))
+    return wrong
 
 
 def _has_memory(topo, node):
@@ -457,11 +482,23 @@ def check_hugepages(spec, topo, report, current=None):
     size = spec.hugepage_size_kib
     if not size:
         return
-    needed = spec.memory_kib // size
-    nodes = list(spec.memory_nodeset) or sorted(topo.nodes)
     held = 0
     if current is not None and current.active and current.hugepage_size_kib == size:
         held = current.memory_kib // size
+    if spec.guest_cells:
+        # each cell from its own node's pool; the running domain's pages in the same shares
+        for cell in spec.guest_cells:
+            _check_pool(spec, topo, report, [cell.host_node], cell.memory_kib // size,
+                        held * cell.memory_kib // spec.memory_kib)
+        return
+    _check_pool(spec, topo, report, list(spec.memory_nodeset) or sorted(topo.nodes),
+                spec.memory_kib // size, held)
+
+
+def _check_pool(spec, topo, report, nodes, needed, held):
+    """``needed`` free pages of the spec's size on ``nodes`` together, ``held`` of them
+    already the domain's."""
+    size = spec.hugepage_size_kib
     free_per_node = {}
     for node_id in nodes:
         node = topo.nodes.get(node_id)

@@ -76,7 +76,13 @@ def build_domain_xml(spec):
         numatune = _sub(domain, "numatune")
         nodeset = format_cpulist(spec.memory_nodeset)
         _sub(numatune, "memory", mode=spec.numa_mode, nodeset=nodeset)
-        _sub(numatune, "memnode", cellid=0, mode=spec.numa_mode, nodeset=nodeset)
+        if spec.guest_cells:
+            # each guest cell's memory from the host node of its GPUs
+            for number, cell in enumerate(spec.guest_cells):
+                _sub(numatune, "memnode", cellid=number, mode=spec.numa_mode,
+                     nodeset=str(cell.host_node))
+        else:
+            _sub(numatune, "memnode", cellid=0, mode=spec.numa_mode, nodeset=nodeset)
     _build_os(domain, spec)
     features = _sub(domain, "features")
     _sub(features, "acpi")
@@ -175,6 +181,11 @@ def _build_cpu(domain, spec):
     if phys:
         _sub(cpu, "maxphysaddr", mode=phys[0], bits=phys[1])
     numa = _sub(cpu, "numa")
+    if spec.guest_cells:
+        for number, cell in enumerate(spec.guest_cells):
+            _sub(numa, "cell", id=number, cpus=format_cpulist(cell.vcpus),
+                 memory=cell.memory_kib, unit="KiB", memAccess=spec.memory_access)
+        return
     _sub(numa, "cell", id=0, cpus="0-%d" % (spec.vcpus - 1) if spec.vcpus > 1 else "0",
          memory=spec.memory_kib, unit="KiB", memAccess=spec.memory_access)
 

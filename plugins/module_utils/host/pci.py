@@ -171,7 +171,9 @@ class PciFunction:
 
     @property
     def is_bridge(self):
-        return (self.class_code >> 16) == CLASS_BRIDGE_PREFIX
+        """A bridge (class 0x06) other than an NVSwitch: an NVSwitch carries NVLink and has
+        no PCI bus behind it, so it is passed through like any device."""
+        return (self.class_code >> 16) == CLASS_BRIDGE_PREFIX and not self.is_nvswitch
 
     @property
     def is_nvswitch(self):

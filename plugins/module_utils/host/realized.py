@@ -273,23 +273,49 @@ def _thread_items(realized, tenant):
     return items
 
 
+def planned_memory_kib(tenant):
+    """{host node: KiB} of a tenant's memory as planned: per guest cell for a tenant over
+    several nodes, else all of it on its memory_node (its node in plans before that)."""
+    if tenant.get("guest_cells"):
+        planned = {}
+        for cell in tenant["guest_cells"]:
+            node = int(cell["memory_node"])
+            planned[node] = planned.get(node, 0) + int(float(cell.get("memory_gib") or 0) * 1024 * 1024)
+        return planned
+    node = tenant.get("memory_node")
+    node = int(tenant.get("node") if node is None else node)
+    return {node: int(float(tenant.get("memory_gib", 0) or 0) * 1024 * 1024)}
+
+
 def _memory_items(realized, tenant, free_before=None, free_after=None):
-    node = int(tenant.get("memory_node", tenant.get("node")))
+    planned = planned_memory_kib(tenant)
+    where = "node %s" % format_cpulist(planned)
     if not realized["numa_maps_read"]:
-        return [_item("memory", "numa_maps", "node %d" % node, None, None,
+        return [_item("memory", "numa_maps", where, None, None,
                       "numa_maps of pid %d could not be read" % realized["pid"])]
     items = []
     for mapping in realized.get("huge_mappings") or ():
         pages = {int(n): int(p) for n, p in mapping["pages"].items() if int(p)}
-        elsewhere = {n: p for n, p in pages.items() if n != node}
+        # one mapping per guest cell: all of it on one planned node
+        home = max(pages, key=pages.get) if pages and len(planned) > 1 else None
+        elsewhere = {n: p for n, p in pages.items()
+                     if n not in planned or (home is not None and n != home)}
         misplaced = ", ".join("%d page(s) of %d kB on node %d" % (count, int(mapping["page_kib"]), other)
                               for other, count in sorted(elsewhere.items()))
-        items.append(_item("memory", "hugepages at %s" % mapping["address"], "node %d" % node,
+        items.append(_item("memory", "hugepages at %s" % mapping["address"], where,
                            ", ".join("node %d: %d" % item for item in sorted(pages.items())) or "no pages",
-                           not elsewhere, "hugepage mapping %s has %s, planned only on node %d"
-                           % (mapping["address"], misplaced, node)))
+                           not elsewhere, "hugepage mapping %s has %s, planned only on %s"
+                           % (mapping["address"], misplaced,
+                              "node %d" % home if home is not None else where)))
     huge = {int(n): int(kib) for n, kib in realized["memory_kib"]["huge"].items()}
-    want_kib = int(float(tenant.get("memory_gib", 0) or 0) * 1024 * 1024)
+    for node, want_kib in sorted(planned.items()):
+        items += _node_memory_items(node, want_kib, huge, tenant, free_before, free_after)
+    return items
+
+
+def _node_memory_items(node, want_kib, huge, tenant, free_before, free_after):
+    """The hugepage memory one node backs for the tenant, and the drop of its free pool."""
+    items = []
     if want_kib:
         items.append(_item("memory", "hugepage memory on node %d" % node, "%d kB" % want_kib,
                            "%d kB" % huge.get(node, 0), huge.get(node, 0) >= want_kib,
@@ -314,6 +340,19 @@ def _memory_items(realized, tenant, free_before=None, free_after=None):
                                "free %d kB hugepages of node %d dropped by %d, the domain has %d"
                                % (size, node, drop, want)))
     return items
+
+
+# vfio-pci names a device's IRQs vfio-msix[N](0000:18:00.0), vfio-msi[N](...), vfio-intx(...)
+_VFIO_IRQ_DEVICE = re.compile(r"\((?P<address>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\)")
+
+
+def _irq_housekeeping(name, housekeeping_cpus):
+    """The CPUs a vfio IRQ belongs on: ``housekeeping_cpus`` (a cpulist), or for a tenant
+    over several nodes ({function: cpulist}) those of the function the IRQ's name holds."""
+    if isinstance(housekeeping_cpus, dict):
+        match = _VFIO_IRQ_DEVICE.search(name or "")
+        housekeeping_cpus = housekeeping_cpus.get(match.group("address")) if match else None
+    return tuple(parse_cpulist(str(housekeeping_cpus))) if housekeeping_cpus else None
 
 
 def _vfio_items(realized, functions, housekeeping_cpus):
@@ -343,9 +382,9 @@ def _vfio_items(realized, functions, housekeeping_cpus):
             items.append(_item("vfio", "device %s" % address, "vfio-pci (group %d)" % group, driver or "no driver",
                                driver == "vfio-pci", "%s, in group %d that QEMU holds, is on %s, not vfio-pci"
                                % (address, group, driver or "no driver")))
-    want = tuple(parse_cpulist(str(housekeeping_cpus))) if housekeeping_cpus else None
     for irq in realized.get("vfio_irqs") or ():
         name = "IRQ %d %s" % (int(irq["irq"]), irq["name"])
+        want = _irq_housekeeping(irq["name"], housekeeping_cpus)
         got = tuple(irq["cpus"]) if irq["cpus"] is not None else None
         if want is None or got is None:
             items.append(_item("irq", name, _cpus(want), _cpus(got), None,

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.kvm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""NVLink partitions of an NVSwitch board in NVIDIA's shared-NVSwitch model.
+"""NVLink partitions of an NVSwitch board in NVIDIA's shared-NVSwitch model, and the
+models themselves.
 
 On an HGX board the GPUs reach each other through NVSwitches, and a guest's CUDA works
 only once Fabric Manager has activated an NVLink partition for exactly its GPUs (CUDA
@@ -33,7 +34,10 @@ MAX_PARTITIONS = 64
 # The most GPUs one partition holds (two HGX boards joined: 16).
 MAX_PARTITION_GPUS = 16
 SHARED = "shared"
-NVSWITCH_MODELS = ("none", SHARED)
+# NVIDIA's full-passthrough model: the whole board, NVSwitches included, goes to one
+# tenant, whose guest runs Fabric Manager.
+FULL = "full"
+NVSWITCH_MODELS = ("none", SHARED, FULL)
 
 
 @dataclass(frozen=True)

@@ -380,7 +380,7 @@ def validate_names(names):
 
 def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
             hugepage_check="memory", allow_acs_override=False, vf_count=None,
-            gpu_selection=None, fabric_partitions=None):
+            gpu_selection=None, fabric_partitions=None, nvswitch_model=None):
     """Plan ``tenants`` around the ledger's tenants; return (new LedgerData, plan, added).
 
     Tenants already in the ledger keep their entries byte for byte (the planner copies
@@ -400,7 +400,7 @@ def reserve(data, topology, tenants, smt_policy="require", housekeeping=None,
         existing=data.tenants, hugepage_check=hugepage_check,
         allow_acs_override=allow_acs_override, vf_count=vf_count,
         gpu_selection=gpu_selection, quarantined=quarantined_reasons(data),
-        fabric_partitions=fabric_partitions),
+        fabric_partitions=fabric_partitions, nvswitch_model=nvswitch_model),
         ("housekeeping",) if hk is data.housekeeping and hk else ())
     known = set(data.names())
     added = [t["name"] for t in plan["tenants"] if t["name"] not in known]

@@ -244,6 +244,7 @@ class _Host:
         # taken as joined (docs/plan-format.md, "fabric").
         self.nvswitches = tuple(a for a in ordered if topology.pci[a].is_nvswitch)
         self.partitions = None      # Fabric Manager's, in the shared-NVSwitch model
+        self.model = "none"         # the board's NVSwitch model (fabric.NVSWITCH_MODELS)
         self.fabric_gpus = tuple(g for g in self.gpus if topology.pci[g].vendor_id == NVIDIA_VENDOR) \
             if self.nvswitches else ()
         # A tenant's nic_vf is a network VF: an SR-IOV PF of another class (an NVMe
@@ -523,21 +524,40 @@ def _load_existing(existing, host, ledger, warnings):
                 if address not in host.pci:
                     warnings.append("existing tenant %s holds %s, which the host does not "
                                     "show" % (name, address))
+        for switch_index, switch in enumerate(mapping_list(entry.get("nvswitches"),
+                                                           "%s.nvswitches" % field, unchanged)):
+            where = "%s.nvswitches[%d]" % (field, switch_index)
+            ledger.take_function(normalize_address(switch.get("address"), field=where), name,
+                                 where, "NVSwitch")
         vf = entry.get("vf")
         if vf:
             vf = mapping(vf, "%s.vf" % field, unchanged)
             address = normalize_address(vf.get("address"), field="%s.vf.address" % field)
             ledger.take_function(address, name, "%s.vf" % field, "VF")
-        node = whole_number(entry["node"], "%s.node" % field, 0, MAX_NODE)
-        # Plans made before memory_node existed held memory on the tenant's node.
-        memory_node = whole_number(entry.get("memory_node", node), "%s.memory_node" % field, 0,
-                                   MAX_NODE)
-        memory_kib = whole_number(entry.get("memory_gib", 0), "%s.memory_gib" % field, 0,
-                                  MAX_MEMORY_GIB) * GIB_KIB
         _check_pages(entry, field)
-        ledger.memory_kib[memory_node] = ledger.memory_kib.get(memory_node, 0) + memory_kib
+        for memory_node, memory_kib in _existing_memory(entry, field, unchanged):
+            ledger.memory_kib[memory_node] = ledger.memory_kib.get(memory_node, 0) + memory_kib
         entries.append(entry)
     return entries, names
+
+
+def _existing_memory(entry, field, unchanged):
+    """[(memory node, KiB)] an existing tenant holds: per guest cell for a tenant over
+    several nodes, else all of it on its memory_node (on its node for plans made before
+    memory_node existed)."""
+    cells = mapping_list(entry.get("guest_cells"), "%s.guest_cells" % field, unchanged)
+    if cells:
+        return [(whole_number(cell.get("memory_node"), "%s.guest_cells[%d].memory_node"
+                              % (field, number), 0, MAX_NODE),
+                 whole_number(cell.get("memory_gib"), "%s.guest_cells[%d].memory_gib"
+                              % (field, number), 0, MAX_MEMORY_GIB) * GIB_KIB)
+                for number, cell in enumerate(cells)]
+    node = whole_number(entry["node"], "%s.node" % field, 0, MAX_NODE)
+    memory_node = entry.get("memory_node")
+    memory_node = whole_number(node if memory_node is None else memory_node,
+                               "%s.memory_node" % field, 0, MAX_NODE)
+    return [(memory_node, whole_number(entry.get("memory_gib", 0), "%s.memory_gib" % field, 0,
+                                       MAX_MEMORY_GIB) * GIB_KIB)]
 
 
 def _check_pages(entry, field):
@@ -701,7 +721,8 @@ def _cpu_fix(request, policy):
 
 def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
                    existing=None, hugepage_check="memory", allow_acs_override=False,
-                   vf_count=None, gpu_selection=None, quarantined=None, fabric_partitions=None):
+                   vf_count=None, gpu_selection=None, quarantined=None, fabric_partitions=None,
+                   nvswitch_model=None):
     """Place ``tenants`` on ``topology`` and return the plan (docs/plan-format.md).
 
     ``topology``: a HostTopology or its dict form. ``tenants``: request dicts or
@@ -720,9 +741,12 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     tenant gets (the ledger's quarantine). ``fabric_partitions``: on an NVSwitch board
     in the shared-NVSwitch model, Fabric Manager's partitions (fabric.py: FabricPartitions
     or their list form); each tenant with the board's GPUs gets exactly the GPUs of one
-    partition, and its entry names it (``fabric_partition``). None: no model, and a
-    tenant with several of the board's GPUs is refused. Raises GpuhostError; changes
-    nothing.
+    partition, and its entry names it (``fabric_partition``). ``nvswitch_model``: NVIDIA's
+    model for such a board (fabric.NVSWITCH_MODELS); None means ``shared`` when
+    partitions are given, else ``none``, where a tenant with several of the board's GPUs
+    is refused. In ``full`` one tenant gets the whole board: all its GPUs and NVSwitches,
+    over the NUMA nodes they sit on, one guest NUMA cell per node (``guest_cells``).
+    Raises GpuhostError; changes nothing.
     """
     selection = as_gpu_selection(gpu_selection)
     if smt_policy not in SMT_POLICIES:
@@ -768,6 +792,7 @@ def plan_placement(topology, tenants, housekeeping=None, smt_policy="require",
     if unmatched:
         warnings.append("gpu_devices lists %s, which no PCI function of this host matches"
                         % ", ".join(unmatched))
+    host.model = _nvswitch_model(nvswitch_model, fabric_partitions)
     host.partitions = _fabric_partitions(host, fabric_partitions)
     ledger = _Ledger()
     ledger.quarantined = dict(quarantined or {})
@@ -969,6 +994,26 @@ def _node_room(host, ledger, housekeeping_cpus, node):
                if t not in ledger.cpu_owner and t not in held)
 
 
+def _nvswitch_model(given, partitions):
+    """The NVSwitch model a plan is made under: ``given``, or the one the partitions
+    imply. Partitions belong to the shared model only."""
+    if given is None:
+        return fabric.SHARED if partitions is not None else "none"
+    if given not in fabric.NVSWITCH_MODELS:
+        raise GpuhostError("unknown NVSwitch model %r" % (given,), field="nvswitch_model",
+                           fix="use one of %s" % ", ".join(fabric.NVSWITCH_MODELS))
+    if partitions is not None and given != fabric.SHARED:
+        raise GpuhostError("fabric_partitions are given under the NVSwitch model %s; only "
+                           "the shared model has partitions" % given, field="fabric_partitions",
+                           fix="drop fabric_partitions, or use nvswitch_model shared")
+    if given == fabric.SHARED and partitions is None:
+        raise GpuhostError("the shared NVSwitch model needs Fabric Manager's partitions",
+                           field="fabric_partitions",
+                           fix="read them on the host (fabric_partition state=read) and pass "
+                               "them as fabric_partitions")
+    return given
+
+
 def _fabric_partitions(host, given):
     """The board's FabricPartitions in the shared-NVSwitch model, or None (no model).
     Partitions of GPUs this host does not count as the board's are refused."""
@@ -1040,7 +1085,10 @@ def _check_fabric(host, request, index):
     with error 802 ("system not yet initialized") until Fabric Manager activates an
     NVLink partition for exactly those GPUs. In the shared-NVSwitch model (partitions
     given) the placement takes a partition; without a model one GPU needs none."""
-    if not host.fabric_gpus or host.partitions is not None:
+    if not host.fabric_gpus or host.model == fabric.SHARED:
+        return
+    if host.model == fabric.FULL:
+        _check_whole_board(host, request, index)
         return
     if isinstance(request.gpus, tuple):
         joined = [g for g in request.gpus if g in host.fabric_gpus]
@@ -1054,8 +1102,170 @@ def _check_fabric(host, request, index):
         "802 (system not yet initialized)" % (request.name, len(joined), ", ".join(host.nvswitches)),
         field="tenants[%d].gpus" % index,
         fix="run Fabric Manager in NVIDIA's shared-NVSwitch model on the host "
-            "(gpuhost_nvswitch_model: shared), or give the tenant one GPU (a one-GPU tenant "
+            "(gpuhost_nvswitch_model: shared), give the tenant the whole board with its "
+            "NVSwitches in the full-passthrough model (gpuhost_nvswitch_model: full; its "
+            "guest runs Fabric Manager), or give the tenant one GPU (a one-GPU tenant "
             "needs no partition)")
+
+
+def _asks_whole_board(host, request):
+    """Whether a request takes GPUs of the board in the full-passthrough model."""
+    if host.model != fabric.FULL or not host.fabric_gpus:
+        return False
+    if isinstance(request.gpus, tuple):
+        return any(g in host.fabric_gpus for g in request.gpus)
+    return request.gpus > 0
+
+
+def _check_whole_board(host, request, index):
+    """In the full-passthrough model the board goes to one tenant whole: its guest's
+    Fabric Manager needs every GPU and NVSwitch of it."""
+    if not _asks_whole_board(host, request):
+        return
+    board = len(host.fabric_gpus)
+    whole = sorted(request.gpus) == sorted(host.fabric_gpus) if isinstance(request.gpus, tuple) \
+        else request.gpus == board
+    if not whole:
+        raise GpuhostError(
+            "tenant %s asks for %d of the %d GPUs of the NVSwitch board: in the "
+            "full-passthrough model one tenant gets the whole board, its GPUs and NVSwitches "
+            "(%s), and its guest runs Fabric Manager"
+            % (request.name, request.gpu_count, board, ", ".join(host.nvswitches)),
+            field="tenants[%d].gpus" % index,
+            fix="ask for all %d GPUs (gpus: %d), or use the shared-NVSwitch model "
+                "(gpuhost_nvswitch_model: shared) to give tenants parts of the board"
+                % (board, board))
+
+
+def _board_by_node(host, ledger, request, index):
+    """{node: the board's GPUs there} for a whole-board tenant; every GPU and NVSwitch
+    free, not quarantined, on a known node and in a clean IOMMU group, else refused."""
+    field = "tenants[%d].gpus" % index
+    by_node: Dict[int, List[str]] = {}
+    for address in host.fabric_gpus + host.nvswitches:
+        what = "NVSwitch" if address in host.nvswitches else "GPU"
+        holder = ledger.function_owner.get(address)
+        if holder:
+            raise GpuhostError("%s %s of the board is given to tenant %s" % (what, address, holder),
+                               field=field, fix="offboard %s first: the full-passthrough model "
+                                                "gives the whole board to one tenant" % holder)
+        if address in ledger.quarantined:
+            raise GpuhostError("GPU %s of the board is quarantined: %s"
+                               % (address, ledger.quarantined[address]), field=field,
+                               fix="bring it back and lift its quarantine with tenant_ledger's "
+                                   "recover option, which reads it again first")
+        node = host.device_node(address)
+        if node is None:
+            raise GpuhostError("the NUMA node of %s %s is unknown" % (what, address), field=field,
+                               fix="check /sys/bus/pci/devices/%s/numa_node and the BIOS "
+                                   "NUMA (SRAT) settings" % address)
+        verdict = host.gpu_verdict(host.slot_functions(address) if what == "GPU" else (address,))
+        if not verdict.clean:
+            raise GpuhostError("IOMMU group %s of %s %s is not clean: %s"
+                               % (verdict.group, what, address,
+                                  "; ".join(verdict.reasons) or "foreign devices"), field=field,
+                               fix="check the board's IOMMU groups (iommu_groups_facts); an ACS "
+                                   "override would weaken isolation")
+        if what == "GPU":
+            by_node.setdefault(node, []).append(address)
+    return by_node
+
+
+def _place_whole_board(host, ledger, housekeeping_cpus, request, index, policy, hugepage_check,
+                       warnings):
+    """A tenant that takes the whole NVSwitch board (the full-passthrough model). The
+    board's GPUs sit on several NUMA nodes (four per socket on an HGX board), so the
+    tenant gets one guest NUMA cell per node: that node's GPUs, an equal share of the
+    vCPUs on its whole cores and of the memory from its hugepages. The emulator, the
+    I/O threads and a VF stay with the first cell. All cells fit or none is taken."""
+    field = "tenants[%d]" % index
+    by_node = _board_by_node(host, ledger, request, index)
+    nodes = sorted(by_node)
+    count = len(nodes)
+    vcpus, memory_gib = request.vcpus // count, request.memory_gib // count
+    tpc = host.threads_per_core if policy == "require" else 1
+    if request.vcpus % count or vcpus % tpc or request.memory_gib % count:
+        raise GpuhostError(
+            "tenant %s spans the board's %d NUMA nodes (%s): its %d vCPUs and %d GiB must "
+            "split evenly over them%s" % (request.name, count, format_cpulist(nodes),
+                                          request.vcpus, request.memory_gib,
+                                          ", in whole cores of %d threads" % tpc if tpc > 1 else ""),
+            field="%s.vcpus" % field if request.vcpus % count or vcpus % tpc else "%s.memory_gib" % field,
+            fix="ask for a multiple of %d vCPUs and of %d GiB"
+                % (count * tpc, count))
+    trial = copy.deepcopy(ledger)
+    cells = []
+    for position, node in enumerate(nodes):
+        first = position == 0
+        share = dataclasses.replace(
+            request, vcpus=vcpus, memory_gib=memory_gib, gpus=tuple(by_node[node]),
+            nic_vf=request.nic_vf if first else False,
+            iothreads=request.iothreads if first else 0,
+            emulator_policy=request.emulator_policy if first else "housekeeping")
+        try:
+            cells.append(_fit_on_node(host, trial, housekeeping_cpus, share, index, node,
+                                      by_node[node], policy, hugepage_check, warnings,
+                                      emulator=first))
+        except _NoFit as failure:
+            raise GpuhostError("tenant %s spans the board's NUMA nodes %s, and its cell on "
+                               "node %s does not fit: %s"
+                               % (request.name, format_cpulist(nodes), node, failure.text),
+                               field=failure.field, fix=failure.fix,
+                               details={"nodes": [{"node": failure.node,
+                                                   "resource": failure.resource,
+                                                   "needed": failure.needed,
+                                                   "free": failure.free}]}) from None
+    switches = []
+    for switch in host.nvswitches:
+        trial.take_function(switch, request.name, field, "NVSwitch")
+        switches.append({"address": switch, "iommu_group": host.pci[switch].iommu_group,
+                         "node": host.device_node(switch)})
+    ledger.__dict__.update(trial.__dict__)
+    return _whole_board_entry(host, request, cells, switches, field)
+
+
+def _whole_board_entry(host, request, cells, switches, field):
+    """One plan entry from the per-node entries of a whole-board tenant."""
+    entry = dict(cells[0])
+    gpus = [gpu for cell in cells for gpu in cell["gpus"]]
+    threads = {cell["guest_topology"]["threads"] for cell in cells}
+    threads = threads.pop() if len(threads) == 1 else 1
+    pins = [cpu for cell in cells for cpu in cell["vcpu_pins"]]
+    hugepages: Dict[str, int] = {}
+    for cell in cells:
+        for node, pages in cell["hugepages"].items():
+            hugepages[node] = hugepages.get(node, 0) + pages
+    guest_cells, first_vcpu = [], 0
+    for number, cell in enumerate(cells):
+        guest_cells.append({"id": number, "node": cell["node"],
+                            "memory_node": cell["memory_node"],
+                            "vcpus": format_cpulist(range(first_vcpu, first_vcpu + cell["vcpus"])),
+                            "memory_gib": cell["memory_gib"],
+                            "gpus": [gpu["address"] for gpu in cell["gpus"]]})
+        first_vcpu += cell["vcpus"]
+    memory_nodes = sorted({cell["memory_node"] for cell in cells})
+    entry.update(
+        nodes=[cell["node"] for cell in cells],
+        gpus=gpus,
+        address_width=host.address_width(request, gpus, field),
+        vcpus=request.vcpus,
+        vcpu_pins=pins,
+        guest_topology={"sockets": len(cells), "dies": 1,
+                        "cores": request.vcpus // len(cells) // threads, "threads": threads},
+        reserved_cpus=format_cpulist(c for cell in cells
+                                     for c in parse_cpulist(cell["reserved_cpus"])),
+        dedicated_cpus=format_cpulist(c for cell in cells
+                                      for c in parse_cpulist(cell["dedicated_cpus"])),
+        memory_gib=request.memory_gib,
+        # one memory node per cell (guest_cells); none stands for the whole tenant
+        memory_node=None,
+        hugepages=hugepages,
+        numatune={"mode": "strict", "nodeset": format_cpulist(memory_nodes)},
+        guest_cells=guest_cells,
+        nvswitches=switches,
+        fabric_model=fabric.FULL,
+    )
+    return entry
 
 
 def _place_tenant(host, ledger, housekeeping_cpus, request, index, policy, hugepage_check,
@@ -1066,6 +1276,9 @@ def _place_tenant(host, ledger, housekeeping_cpus, request, index, policy, hugep
                            field="%s.hugepage_size" % field,
                            fix="use hugepage_size 2M (or host-passthrough a CPU with pdpe1gb)")
     _check_fabric(host, request, index)
+    if _asks_whole_board(host, request):
+        return _place_whole_board(host, ledger, housekeeping_cpus, request, index, policy,
+                                  hugepage_check, warnings)
     if isinstance(request.gpus, tuple):
         node, gpus = _explicit_gpus(host, ledger, request, index)
         options = [(node, gpus)]
@@ -1130,8 +1343,10 @@ def _place_tenant(host, ledger, housekeeping_cpus, request, index, policy, hugep
 
 
 def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, policy,
-                 hugepage_check, warnings):
-    """Place one tenant on one node, or raise _NoFit; commits to the ledger on success."""
+                 hugepage_check, warnings, emulator=True):
+    """Place one tenant on one node, or raise _NoFit; commits to the ledger on success.
+    ``emulator``: False for a whole-board tenant's later cells, whose emulator threads
+    run with the first cell's."""
     field = "tenants[%d]" % index
     held = set(housekeeping_cpus.get(node, ()))
     free = {t for c in host.cores_by_node.get(node, ()) for t in c
@@ -1139,7 +1354,9 @@ def _fit_on_node(host, ledger, housekeeping_cpus, request, index, node, gpus, po
     pins, reserved, threads, emulator_core = _pack_cpus(host, node, free, request, policy,
                                                         field)
 
-    if request.emulator_policy == "housekeeping":
+    if not emulator:
+        emulator_cpus = None
+    elif request.emulator_policy == "housekeeping":
         if not held:
             raise _NoFit(node, "housekeeping CPUs", "at least 1 for the emulator threads",
                          "0", "%s.emulator_policy" % field,
@@ -1375,7 +1592,7 @@ def _assemble(host, housekeeping_cpus, policy, tenants, ledger, warnings):
     }
     if host.nvswitches:
         plan["fabric"] = {"nvswitches": list(host.nvswitches), "gpus": list(host.fabric_gpus),
-                          "model": fabric.SHARED if host.partitions is not None else "none"}
+                          "model": host.model}
         if host.partitions is not None:
             plan["fabric"]["partitions"] = [p.as_dict() for p in host.partitions]
     return plan

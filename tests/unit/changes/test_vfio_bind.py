@@ -328,3 +328,16 @@ def test_nonexistent_device_fails_and_changes_nothing(sim):
 def test_match_without_hits_fails(sim):
     err = refused(sim, match={"vendor": "1002"})
     assert err.field == "match"
+
+
+def test_an_nvswitch_of_a_whole_board_goes_to_vfio_pci_like_a_gpu(tmp_path):
+    """The full-passthrough model binds the board's NVSwitches (class 0x0680, NVIDIA): an
+    NVSwitch has no bus behind it, so the bridge refusal (above) does not stand in its way.
+    On the HGX fake from published lspci IDs; no NVSwitch or nvidia-nvswitch runs here."""
+    from support.fixturegen import build_hgx_h100_host
+    root = str(tmp_path / "hgx")
+    build_hgx_h100_host(root)
+    TreeBuilder(root).driver("vfio-pci")
+    result = bind(SimulatedKernel(root), root=root, devices=["0000:0b:00.0", "0000:18:00.0"]).result
+    assert [(d["address"], d["driver_before"], d["driver_after"]) for d in result["devices"]] == [
+        ("0000:0b:00.0", "nvidia-nvswitch", "vfio-pci"), ("0000:18:00.0", "nvidia", "vfio-pci")]

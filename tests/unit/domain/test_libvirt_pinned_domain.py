@@ -639,3 +639,69 @@ def test_daemon_version_reads_the_connections_libvirt_version(tmp_path):
     number = libvirt.getVersion()
     assert daemon_version(env.conn) == (number // 1000000, number // 1000 % 1000, number % 1000)
     assert daemon_version(env.conn) >= (8, 7, 0)    # this machine's libvirt writes <maxphysaddr>
+
+
+def test_a_whole_board_tenant_gets_a_guest_cell_per_node_and_the_nvswitches(tmp_path):
+    """The full-passthrough model on the HGX fake (published lspci's NVSwitch IDs; no
+    Fabric Manager runs here): libvirt's test driver takes two guest NUMA cells, each
+    bound to its node's memory, and the board's GPUs and NVSwitches as hostdevs."""
+    from support.fixturegen import build_hgx_h100_host
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+    # 32 GiB of free 2M pages on each node: each guest cell takes its own node's
+    build_hgx_h100_host(str(tmp_path / "hgx"), hugepages={2048: (16384, 16384, 0)})
+    topo = read_host_topology(str(tmp_path / "hgx"), with_irqs=False)
+    tenant = plan_placement(topo, [{"name": "board", "gpus": 8, "vcpus": 32, "memory_gib": 64,
+                                    "hugepage_size": "2M"}],
+                            hugepage_check="free", nvswitch_model="full")["tenants"][0]
+    env = Env(tmp_path, topology=topo)
+    first = env.run(name="board", plan=tenant, firmware="efi")
+    assert first["changed"]
+    defined = env.domain("board").XMLDesc(0)
+    from lxml import etree
+    root = etree.fromstring(defined.encode())
+    assert [(c.get("id"), c.get("cpus"), c.get("memory")) for c in root.iterfind("cpu/numa/cell")] == [
+        ("0", "0-15", str(32 * 1024 * 1024)), ("1", "16-31", str(32 * 1024 * 1024))]
+    assert [(m.get("cellid"), m.get("nodeset")) for m in root.iterfind("numatune/memnode")] == [
+        ("0", "0"), ("1", "1")]
+    sources = ["%s:%s" % (a.get("bus")[2:], a.get("slot")[2:])
+               for a in root.iterfind("devices/hostdev/source/address")]
+    assert sorted(sources) == sorted(["18:00", "2a:00", "3a:00", "5d:00", "9a:00", "ab:00", "ba:00",
+                                      "db:00", "0b:00", "0c:00", "8b:00", "8c:00"])
+    assert env.run(name="board", plan=tenant, firmware="efi")["changed"] is False
+
+
+def test_a_guest_cell_pinned_off_its_gpus_node_is_refused(tmp_path):
+    from support.fixturegen import build_hgx_h100_host
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import read_host_topology
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+    build_hgx_h100_host(str(tmp_path / "hgx"), hugepages={2048: (16384, 16384, 0)})
+    topo = read_host_topology(str(tmp_path / "hgx"), with_irqs=False)
+    tenant = plan_placement(topo, [{"name": "board", "gpus": 8, "vcpus": 32, "memory_gib": 64,
+                                    "hugepage_size": "2M"}],
+                            hugepage_check="free", nvswitch_model="full")["tenants"][0]
+    # the cells' GPUs swapped: each cell's vCPUs and memory are now on the other node
+    cells = tenant["guest_cells"]
+    tenant = dict(tenant, guest_cells=[dict(cells[0], gpus=cells[1]["gpus"]),
+                                       dict(cells[1], gpus=cells[0]["gpus"])])
+    err = Env(tmp_path, topology=topo).fail(name="board", plan=tenant, firmware="efi")
+    assert "guest cell 0's vCPU pins" in err.msg and "its GPUs on node 1" in err.msg
+    assert err.field == "plan.vcpu_pins"
+
+
+def test_each_guest_cell_needs_its_pages_on_its_own_node(tmp_path):
+    """Node 0 holds more free pages than the whole tenant needs, node 1 none: the cell
+    backed by node 1 is refused, naming that node (the total would have passed)."""
+    from support.fixturegen import build_hgx_h100_host
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import HugepagePool, read_host_topology
+    from ansible_collections.gpuhost.kvm.plugins.module_utils.planning.placement import plan_placement
+    build_hgx_h100_host(str(tmp_path / "hgx"))
+    topo = read_host_topology(str(tmp_path / "hgx"), with_irqs=False)
+    tenant = plan_placement(topo, [{"name": "board", "gpus": 8, "vcpus": 32, "memory_gib": 64,
+                                    "hugepage_size": "2M"}],
+                            hugepage_check="none", nvswitch_model="full")["tenants"][0]
+    topo.nodes[0].hugepages[2048] = HugepagePool(2048, nr=40000, free=40000)
+    topo.nodes[1].hugepages[2048] = HugepagePool(2048, nr=0, free=0)
+    err = Env(tmp_path, topology=topo).fail(name="board", plan=tenant, firmware="efi")
+    assert "needs 16384 pages of 2M on node 1, but only 0 are free" in err.msg
+    assert "on node 0," not in err.msg

@@ -376,3 +376,63 @@ def test_a_link_at_the_irqbalance_config_is_refused_unread(tmp_path, capsys):
 def test_irqbalance_without_tenant_cpus_or_facts_has_not_run():
     assert validation.check_irqbalance({"irqbalance": {"banned_cpulist": ""}}, {"irqs": []})["status"] == "not_run"
     assert validation.check_irqbalance(PLAN_CPUS, None)["status"] == "not_run"
+
+
+# A whole-board tenant (the full-passthrough model): two guest cells, one per node; its
+# realized placement as read_realized gives it (QEMU maps one hugepage backend per cell).
+BOARD = {"name": "board", "node": 0, "memory_node": None, "memory_gib": 2, "vcpu_pins": [2, 10],
+         "hugepage_size_kib": 2048, "emulator_cpus": "0",
+         "guest_cells": [{"id": 0, "node": 0, "memory_node": 0, "vcpus": "0", "memory_gib": 1,
+                          "gpus": ["0000:18:00.0"]},
+                         {"id": 1, "node": 1, "memory_node": 1, "vcpus": "1", "memory_gib": 1,
+                          "gpus": ["0000:9a:00.0"]}],
+         "gpus": [{"address": "0000:18:00.0", "functions": ["0000:18:00.0"]},
+                  {"address": "0000:9a:00.0", "functions": ["0000:9a:00.0"]}],
+         "nvswitches": [{"address": "0000:0b:00.0", "node": 0}]}
+BOARD_PLAN = {"housekeeping": {"0": "0", "1": "8"}, "tenants": [BOARD]}
+
+
+def _board_seen(cell1_pages=None, irq_cpus=(0, 8)):
+    cell1_pages = cell1_pages or {"1": 512}
+    return {"pid": PID, "vcpus": {0: [2], 1: [10]}, "iothreads": {}, "emulator": [{"name": "qemu", "cpus": [0]}],
+            "numa_maps_read": True,
+            "huge_mappings": [{"address": "7f1c00000000", "page_kib": 2048, "pages": {"0": 512}},
+                              {"address": "7f2c00000000", "page_kib": 2048, "pages": cell1_pages}],
+            "memory_kib": {"huge": {int(n): p * 2048 for n, p in
+                                    {"0": 512 + int(cell1_pages.get("0", 0)), "1": int(cell1_pages.get("1", 0))}.items()},
+                           "other": {}},
+            "vfio": {"fds_read": True, "bridges": [],
+                     "groups": {1: {"0000:18:00.0": "vfio-pci"}, 2: {"0000:9a:00.0": "vfio-pci"},
+                                3: {"0000:0b:00.0": "vfio-pci"}}},
+            "vfio_irqs": [{"irq": 70, "name": "vfio-msix[0](0000:18:00.0)", "cpus": [irq_cpus[0]], "effective": [irq_cpus[0]]},
+                          {"irq": 71, "name": "vfio-msix[0](0000:9a:00.0)", "cpus": [irq_cpus[1]], "effective": [irq_cpus[1]]}]}
+
+
+def test_a_whole_board_tenant_realized_as_planned_per_cell_passes():
+    check = validation.check_realized(BOARD_PLAN, {"board": {"running": True, "pid": PID, "placement": _board_seen()}})
+    assert check["status"] == "pass", check
+    items = validation.realized_tenant(BOARD_PLAN, BOARD, {"placement": _board_seen()})
+    assert [i["item"] for i in items if i["kind"] == "memory"] == [
+        "hugepages at 7f1c00000000", "hugepages at 7f2c00000000",
+        "hugepage memory on node 0", "hugepage memory on node 1"]
+    assert "device 0000:0b:00.0" in [i["item"] for i in items]
+
+
+def test_a_cell_mapping_split_over_nodes_and_an_irq_off_its_node_are_findings():
+    seen = _board_seen(cell1_pages={"0": 12, "1": 500}, irq_cpus=(0, 0))
+    findings = [i["finding"] for i in validation.realized_tenant(BOARD_PLAN, BOARD, {"placement": seen})
+                if i["as_planned"] is False]
+    assert findings == [
+        "hugepage mapping 7f2c00000000 has 12 page(s) of 2048 kB on node 0, planned only on node 1",
+        "node 1 backs 1024000 kB of hugepage memory, the tenant has 1048576 kB",
+        "IRQ 71 vfio-msix[0](0000:9a:00.0) may fire on CPUs 0 (effective 0), planned housekeeping 8"]
+
+
+def test_the_numa_check_reads_each_cells_gpus_on_the_cells_node():
+    devices = {"0000:18:00.0": {"numa_node": 0}, "0000:9a:00.0": {"numa_node": 1}, "0000:0b:00.0": {"numa_node": 0}}
+    pins = {"board": {"0": "2", "1": "10"}}
+    assert validation.check_numa(BOARD_PLAN, devices, pins)["status"] == "pass"
+    moved = dict(devices, **{"0000:9a:00.0": {"numa_node": 0}})
+    check = validation.check_numa(BOARD_PLAN, moved, pins)
+    assert check["status"] == "fail"
+    assert "0000:9a:00.0 of board is on node 0, the tenant's guest cell for it on node 1" in check["detail"]

@@ -13,9 +13,11 @@ import os
 import re
 
 import jinja2
+import pytest
 import yaml
 
 from ansible.plugins.filter.core import FilterModule as CoreFilters
+from ansible.plugins.test.core import TestModule as CoreTests
 from support import REPO, TESTS
 
 ROLE = os.path.join(REPO, "roles", "guest")
@@ -116,6 +118,7 @@ def render_native(expression, variables):
     env = NativeEnvironment(undefined=jinja2.StrictUndefined)
     # Ansible's own default filter expects Ansible's undefined values; Jinja's takes Jinja's.
     env.filters.update(dict((name, f) for name, f in CoreFilters().filters().items() if name not in ("default", "d")))
+    env.tests.update(CoreTests().tests())
     return env.from_string(expression).render(**variables)
 
 
@@ -138,7 +141,8 @@ def pin_variables(os_family, method="repo", driver="", toolkit=""):
     variables = dict(load("defaults/main.yml"))
     variables.update(load("vars/%s.yml" % os_family))
     variables.update(guest_nvidia_driver_method=method, guest_nvidia_driver_version=driver,
-                     guest_nvidia_container_toolkit_version=toolkit, guest_nvidia_driver_stream="550")
+                     guest_nvidia_container_toolkit_version=toolkit, guest_nvidia_driver_stream="550",
+                     __guest_nvswitches=0)
     # Ansible templates a variable's value when it is used; the lists of packages hold
     # templates (the RHEL stream) that are resolved here the same way.
     for name in ("__guest_driver_packages",):
@@ -236,3 +240,49 @@ def test_mocked_gpu_health_result_renders_into_gpuhost_guest_results_for_validat
                                          "gpuhost_guest_results": {}})
     assert skipped["tenant-lab"] == {"passed": False, "detail": "NVIDIA steps skipped: no NVIDIA GPU visible",
                                      "health": None}
+
+
+# Full NVSwitch passthrough: a guest that sees NVSwitches gets Fabric Manager at the
+# driver's exact version. CHECK-ONLY and MOCKED: the driver version is what gpu_health
+# would report; no package manager, NVSwitch or Fabric Manager runs here.
+
+def fabric_manager_variables(os_family, driver_version="550.90.07", pci=None):
+    variables = pin_variables(os_family)
+    variables.update(load("vars/main.yml"), __guest_gpu_health={"health": {"driver_version": driver_version}})
+    block = load("tasks/main.yml")[0]["vars"]
+    variables["__guest_fm_package"] = render_native(block["__guest_fm_package"], variables)
+    decide = task("tasks/main.yml", "Decide whether the NVIDIA steps run")
+    pci = pci or {"0000:01:00.0": {"vendor": "10de", "class": "0x030200"},
+                  "0000:05:00.0": {"vendor": "10de", "class": "0x068000"},
+                  "0000:06:00.0": {"vendor": "8086", "class": "0x068000"}}
+    variables["__guest_nvidia_functions"] = render_native(
+        decide["vars"]["__guest_nvidia_functions"], dict(variables, __guest_pci={"ansible_facts": {"gpuhost_host": {"pci": pci}}}))
+    variables["__guest_nvswitches"] = render_native(decide["ansible.builtin.set_fact"]["__guest_nvswitches"], variables)
+    return variables
+
+
+@pytest.mark.parametrize("os_family, wanted", [("Debian", "nvidia-fabricmanager-550=550.90.07*"),
+                                               ("RedHat", "nvidia-fabricmanager-550-550.90.07")])
+def test_mocked_nvswitch_guest_installs_fabric_manager_at_the_driver_version(os_family, wanted):
+    variables = fabric_manager_variables(os_family)
+    assert int(variables["__guest_nvswitches"]) == 1          # NVIDIA's 0x0680 only
+    install = task("tasks/fabric_manager.yml", "Install Fabric Manager at the driver's version")
+    assert render_native(install["ansible.builtin.package"]["name"], variables) == wanted
+    start = task("tasks/fabric_manager.yml", "Start Fabric Manager")["ansible.builtin.systemd_service"]
+    assert start == {"name": "nvidia-fabricmanager.service", "enabled": True, "state": "started"}
+    include = task("tasks/main.yml", "Install and start Fabric Manager for the board's NVSwitches")
+    assert "__guest_nvswitches | int > 0" in include["when"]
+    held = task("tasks/main.yml", "Install the NVIDIA container toolkit")["vars"]["__guest_nvidia_held_packages"]
+    assert "nvidia-fabricmanager-550" in render_native(held, variables)
+
+
+def test_mocked_guest_without_nvswitches_runs_no_fabric_manager_and_the_runfile_is_refused_with_one():
+    variables = fabric_manager_variables("Debian", pci={"0000:01:00.0": {"vendor": "10de", "class": "0x030200"}})
+    assert int(variables["__guest_nvswitches"]) == 0
+    held = task("tasks/main.yml", "Install the NVIDIA container toolkit")["vars"]["__guest_nvidia_held_packages"]
+    assert not any("fabricmanager" in p for p in render_native(held, variables))
+    refuse = task("tasks/fabric_manager.yml", "Refuse Fabric Manager next to a runfile driver")
+    assert refuse["when"] == "guest_nvidia_driver_method != 'repo'"
+    names = [t["name"] for t in tasks("tasks/main.yml")]
+    assert names.index("Read the GPU health and hold it to the limits") < names.index(
+        "Install and start Fabric Manager for the board's NVSwitches")
