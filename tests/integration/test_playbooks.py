@@ -149,6 +149,27 @@ def test_site_check_mode_before_the_vfs_exist_reports_instead_of_failing(tmp_pat
             "stage)") in printed
 
 
+def _plan_with(host, path, extra_vars):
+    """playbooks/plan.yml for hk-gpu-01 with ``extra_vars`` (written to ``path``, which
+    later runs take too); returns the path and the plan's Markdown page."""
+    path.write_text(json.dumps(extra_vars))
+    proc = run_tool("ansible-playbook", "playbooks/plan.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
+                    "-e", host["extra"], "-e", "@%s" % path)
+    assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
+    return path, (host["base"] / "reports" / "hk-gpu-01" / "plan.md").read_text()
+
+
+def _on_vfio_pci(root, functions):
+    """Put the fake's functions on vfio-pci, as the vfio stage leaves them on a live host
+    (the HGX fake's start on nvidia and nvidia-nvswitch)."""
+    vfio = os.path.join(root, "sys/bus/pci/drivers/vfio-pci")
+    os.makedirs(vfio, exist_ok=True)
+    for function in functions:
+        device = os.path.realpath(os.path.join(root, "sys/bus/pci/devices", function))
+        os.remove(os.path.join(device, "driver"))
+        os.symlink(os.path.relpath(vfio, device), os.path.join(device, "driver"))
+
+
 def test_shared_nvswitch_model_plans_a_partition_and_the_vm_stage_activates_it_with_stubbed_fmpm(tmp_path):
     """An HGX H100 fake (published NVSwitch IDs) in NVIDIA's shared-NVSwitch model, Fabric
     Manager's partition tool STUBBED (tests/support/fakes.py): plan.yml places a two-GPU
@@ -159,15 +180,10 @@ def test_shared_nvswitch_model_plans_a_partition_and_the_vm_stage_activates_it_w
                               hugepages={2048: (8192, 8192, 0), 1048576: (0, 0, 0)})
     fmpm, state = stub_fmpm(tmp_path)
     os.makedirs(host["vars"]["vm_image_dir"])
-    shared = tmp_path / "shared.json"
-    shared.write_text(json.dumps({
+    shared, markdown = _plan_with(host, tmp_path / "shared.json", {
         "gpuhost_nvswitch_model": "shared", "gpuhost_fabric_manager_fmpm": fmpm,
         "gpuhost_tenants": [{"name": "pair", "gpus": 2, "vcpus": 8, "memory_gib": 8,
-                             "hugepage_size": "2M", "iothreads": 0}]}))
-    proc = run_tool("ansible-playbook", "playbooks/plan.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
-                    "-e", host["extra"], "-e", "@%s" % shared)
-    assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
-    markdown = (host["base"] / "reports" / "hk-gpu-01" / "plan.md").read_text()
+                             "hugepage_size": "2M", "iothreads": 0}]})
     placed = sorted(re.findall(r"\| GPU \| (\S+) \| pair \|", markdown))
     assert placed in [sorted(s) for s in HGX_PARTITION_SETS if len(s) == 2], markdown
     assert active_partitions(state) == []          # planning activates nothing
@@ -181,14 +197,8 @@ def test_shared_nvswitch_model_plans_a_partition_and_the_vm_stage_activates_it_w
     assert "Activate each tenant's NVLink partition" in proc.stdout
 
     # Offboarding: the domain goes, then the partition is deactivated (stubbed fmpm),
-    # then the scrub and the release. The fake's GPUs start on nvidia; on vfio-pci here, as
-    # the vfio stage leaves them on a live host.
-    for gpu in placed:
-        device = os.path.realpath(os.path.join(host["root"], "sys/bus/pci/devices", gpu))
-        vfio = os.path.join(host["root"], "sys/bus/pci/drivers/vfio-pci")
-        os.makedirs(vfio, exist_ok=True)
-        os.remove(os.path.join(device, "driver"))
-        os.symlink(os.path.relpath(vfio, device), os.path.join(device, "driver"))
+    # then the scrub and the release.
+    _on_vfio_pci(host["root"], placed)
     proc = run_tool("ansible-playbook", "playbooks/tenant_offboard.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
                     "-e", host["extra"], "-e", "@%s" % shared, "-e", "tenant=pair", timeout=900)
     assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
@@ -206,15 +216,10 @@ def test_full_nvswitch_model_gives_one_tenant_the_board_and_the_vm_stage_defines
     host = point_hk_gpu_01_at(tmp_path, build=fixturegen.build_hgx_h100_host,
                               hugepages={2048: (8192, 8192, 0), 1048576: (0, 0, 0)})
     os.makedirs(host["vars"]["vm_image_dir"])
-    full = tmp_path / "full.json"
-    full.write_text(json.dumps({
+    full, markdown = _plan_with(host, tmp_path / "full.json", {
         "gpuhost_nvswitch_model": "full",
         "gpuhost_tenants": [{"name": "board", "gpus": 8, "vcpus": 16, "memory_gib": 16,
-                             "hugepage_size": "2M", "iothreads": 0}]}))
-    proc = run_tool("ansible-playbook", "playbooks/plan.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
-                    "-e", host["extra"], "-e", "@%s" % full)
-    assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
-    markdown = (host["base"] / "reports" / "hk-gpu-01" / "plan.md").read_text()
+                             "hugepage_size": "2M", "iothreads": 0}]})
     assert len(re.findall(r"\| GPU \| \S+ \| board \|", markdown)) == 8, markdown
     assert len(re.findall(r"\| NVSwitch \| \S+ \| board \|", markdown)) == 4, markdown
 
@@ -232,14 +237,9 @@ def test_full_nvswitch_model_gives_one_tenant_the_board_and_the_vm_stage_defines
     assert [s["address"] for s in tenant["nvswitches"]] == ["0000:0b:00.0", "0000:0c:00.0", "0000:8b:00.0",
                                                             "0000:8c:00.0"]
 
-    # Offboarding frees the whole board: the scrub resets the GPUs (on vfio-pci here, as the
-    # vfio stage leaves them on a live host) and the ledger lets the NVSwitches go too.
-    for function in [g["address"] for g in tenant["gpus"]] + [s["address"] for s in tenant["nvswitches"]]:
-        device = os.path.realpath(os.path.join(host["root"], "sys/bus/pci/devices", function))
-        vfio = os.path.join(host["root"], "sys/bus/pci/drivers/vfio-pci")
-        os.makedirs(vfio, exist_ok=True)
-        os.remove(os.path.join(device, "driver"))
-        os.symlink(os.path.relpath(vfio, device), os.path.join(device, "driver"))
+    # Offboarding frees the whole board: the scrub resets the GPUs and the ledger lets the
+    # NVSwitches go too.
+    _on_vfio_pci(host["root"], [g["address"] for g in tenant["gpus"]] + [s["address"] for s in tenant["nvswitches"]])
     proc = run_tool("ansible-playbook", "playbooks/tenant_offboard.yml", "-i", INVENTORY, "-l", "hk-gpu-01",
                     "-e", host["extra"], "-e", "@%s" % full, "-e", "tenant=board", timeout=900)
     assert _recap(proc.stdout)["failed"] == 0, proc.stdout[-3000:]
