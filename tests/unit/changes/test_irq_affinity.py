@@ -197,6 +197,18 @@ def test_persistent_writes_config_helper_udev_rule_and_libvirt_hook(sim):
     assert len(json.loads(sim.read_file(irq_pinning.CONFIG_FILE))["rules"]) == 2
 
 
+def test_every_shipped_wrapper_runs_from_the_shipped_library_alone(sim):
+    """Each boot helper (the re-apply, irqbalance's policy script, the libvirt hook) must
+    import from the files the persistence ships: a wrapper whose module is not shipped
+    fails at boot, and irqbalance then balances the pinned IRQs (the policy script's
+    module was once left out this way)."""
+    from support.shipped import import_failures, wrapper_targets
+    pin(sim, name_regex="vfio-msix", cpus="0-1", persistent=True)
+    wrappers = (irq_pinning.HELPER, irq_pinning.POLICY_SCRIPT, irq_pinning.LIBVIRT_HOOK)
+    assert {m.rsplit(".", 1)[1] for _p, m, _f in wrapper_targets(sim, wrappers)} == {"pinning", "policy"}
+    assert import_failures(sim, wrappers) == []
+
+
 def test_reapply_pins_irqs_that_appear_after_the_fact(sim):
     pin(sim, name_regex="vfio-msix", cpus="0-1", persistent=True)
     # The guest enables MSI-X on the passed-through GPU: new IRQs on all CPUs.

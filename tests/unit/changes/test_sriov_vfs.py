@@ -101,6 +101,12 @@ def test_persistence_writes_config_unit_and_helper(sim):
                      persistent=True).result["changed"] is False
 
 
+def test_the_shipped_helper_runs_from_the_shipped_library_alone(sim):
+    from support.shipped import import_failures
+    configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci", persistent=True)
+    assert import_failures(sim, [sriov.HELPER]) == []
+
+
 def test_boot_apply_recreates_vfs_after_reboot(sim):
     configure(sim, pf="eno1", num_vfs=2, vf_driver="vfio-pci", persistent=True)
     sim.write("/sys/bus/pci/devices/%s/sriov_numvfs" % PF, "0")      # the reboot

@@ -68,7 +68,9 @@ NM_DISPATCHER_DIR = "/etc/NetworkManager/dispatcher.d"
 NM_DISPATCHER = NM_DISPATCHER_DIR + "/90-gpuhost-irq-affinity"
 UNIT_NAME = "gpuhost-irq-reapply.service"
 UNIT_FILE = "/etc/systemd/system/" + UNIT_NAME
-LIBRARY = ("changes.irq_affinity.pinning",)
+# Every module a wrapper script runs (the policy script has its own light module); the
+# shipped library is these with what they import.
+LIBRARY = ("changes.irq_affinity.pinning", "changes.irq_affinity.policy")
 WATCH_SECONDS = 180
 # After WATCH_SECONDS (a look every 2 s), the libvirt hook's watcher goes on looking every
 # DOMAIN_WATCH_INTERVAL_S for as long as the domain's QEMU lives: a guest enables MSI or
