@@ -49,6 +49,8 @@ from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.pci import normalize_address
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.sysfs import read_cpus_attr
+# Imported so that the module's payload carries it: the boot library ships its source.
+from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity import policy as policy_script
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.irq_pins import (
     CONFIG_FILE, parse_stored_rule, read_stored_pins, stored_pins_spec)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host.topology import (
@@ -379,7 +381,7 @@ def plan_persistence(changes, writer, rules, interpreter="/usr/bin/python3", for
     if not rules:
         return config_changed
     module = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning"
-    policy_module = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.policy"
+    policy_module = policy_script.__name__
     changes.put_file(writer, HELPER, wrapper_script(module, "reapply_main",
                                                     interpreter=interpreter), mode=0o755)
     # The policy script runs once per IRQ at irqbalance's start: its own light module.
