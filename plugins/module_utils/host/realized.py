@@ -342,16 +342,12 @@ def _node_memory_items(node, want_kib, huge, tenant, free_before, free_after):
     return items
 
 
-# vfio-pci names a device's IRQs vfio-msix[N](0000:18:00.0), vfio-msi[N](...), vfio-intx(...)
-_VFIO_IRQ_DEVICE = re.compile(r"\((?P<address>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\)")
-
-
 def _irq_housekeeping(name, housekeeping_cpus):
     """The CPUs a vfio IRQ belongs on: ``housekeeping_cpus`` (a cpulist), or for a tenant
     over several nodes ({function: cpulist}) those of the function the IRQ's name holds."""
     if isinstance(housekeeping_cpus, dict):
-        match = _VFIO_IRQ_DEVICE.search(name or "")
-        housekeeping_cpus = housekeeping_cpus.get(match.group("address")) if match else None
+        devices = [device for _action, _kind, device in vfio_actions(name)]
+        housekeeping_cpus = housekeeping_cpus.get(devices[0]) if devices else None
     return tuple(parse_cpulist(str(housekeeping_cpus))) if housekeeping_cpus else None
 
 
