@@ -217,8 +217,8 @@ class CommandStarted(AssertionError):
     """A module tried to start an external command where none may run."""
 
 
-# Every way Python code starts a process: subprocess (AnsibleModule.run_command uses
-# Popen), os.system, os.popen (Popen again), the exec*/spawn* families and fork.
+# Every way Python code starts a process: subprocess (the modules' run_command,
+# engine/commands.py, uses Popen), os.system, os.popen (Popen again), the exec*/spawn* families and fork.
 _OS_STARTERS = ("system", "posix_spawn", "posix_spawnp", "fork", "forkpty", "execv", "execve",
                 "execvp", "execvpe", "execl", "execle", "execlp", "execlpe", "spawnv",
                 "spawnve", "spawnvp", "spawnvpe")

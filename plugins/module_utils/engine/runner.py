@@ -27,6 +27,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.changeset import ChangeSet
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.commands import install_runner
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.common_args import ROOT_ARGUMENT_SPEC
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.roots import is_live_root
@@ -44,7 +45,8 @@ def new_module(module_class, argument_spec, **kwargs):
     number or refuse without a name (a list past MAX_LIST_ITEMS, text for a list of
     mappings, look-alike digits) fails the module naming the option (its ``field``),
     never with a traceback; then the shared root is checked. Valid input builds the
-    very same module."""
+    very same module, whose run_command reads a command's output to the end
+    (engine/commands.py)."""
     spec = copy.deepcopy(argument_spec)
     loaded = _loaded_params()
     params = {key: value for key, value in loaded.items() if not key.startswith("_ansible_")}
@@ -58,7 +60,7 @@ def new_module(module_class, argument_spec, **kwargs):
         _refuse(spec, loaded, _check_crash_error(spec, params, err))
         raise       # not reached: fail_json exits
     _check_shared_options(module, spec)
-    return module
+    return install_runner(module)
 
 
 def _loaded_params():

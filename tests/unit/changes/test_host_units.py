@@ -13,7 +13,7 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import commands
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import host_units as units
@@ -102,7 +102,7 @@ def systemd(monkeypatch):
     def run_command(module, argv, *args, **kwargs):
         return fake(module, argv, **kwargs)
 
-    monkeypatch.setattr(AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(commands, "run_to_the_end", run_command)
     return fake
 
 

@@ -9,7 +9,7 @@ import os
 
 import libvirt
 import pytest
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import commands
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import systemd_units as units
@@ -78,7 +78,7 @@ def no_commands(monkeypatch):
     def open_connection(uri):
         pytest.fail("host_facts opened libvirt at %s" % uri)
 
-    monkeypatch.setattr(AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(commands, "run_to_the_end", run_command)
     monkeypatch.setattr(host_facts_module, "open_connection", open_connection)
 
 
@@ -720,7 +720,7 @@ def test_units_on_the_live_root_with_systemctl_mocked(tmp_path, capsys, monkeypa
         return 0, ("ActiveState=active\nUnitFileState=enabled\nNeedDaemonReload=no\n"
                    "ActiveEnterTimestamp=Tue 2023-11-14 22:14:10 UTC\nId=gpuhost-numa.service\n"), ""
 
-    monkeypatch.setattr(AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(commands, "run_to_the_end", run_command)
     code, result = _run(capsys, root="/", gather=["units"],
                         units=[{"name": "gpuhost-numa.service", "inputs": [unit_file, changed, str(tmp_path / "gone")]}])
     assert code == 0
@@ -737,7 +737,7 @@ def test_units_on_the_live_root_with_systemctl_mocked(tmp_path, capsys, monkeypa
 
 
 def test_units_systemctl_failure_fails_naming_gather_with_systemctl_mocked(capsys, monkeypatch):
-    monkeypatch.setattr(AnsibleModule, "run_command", lambda self, argv, *a, **kw: (1, "", "Failed to connect to bus"))
+    monkeypatch.setattr(commands, "run_to_the_end", lambda self, argv, *a, **kw: (1, "", "Failed to connect to bus"))
     code, result = _run(capsys, root="/", gather=["units"], units=[{"name": "gpuhost-numa.service"}])
     assert code == 1 and result["field"] == "gather"
     assert "Failed to connect to bus" in result["msg"] and "-- gpuhost-numa.service" in result["msg"]
@@ -745,7 +745,7 @@ def test_units_systemctl_failure_fails_naming_gather_with_systemctl_mocked(capsy
 
 def test_units_with_a_timestamp_not_in_utc_fail_with_systemctl_mocked(capsys, monkeypatch):
     # a systemctl that ignored TZ=UTC: its local time cannot be compared with file times
-    monkeypatch.setattr(AnsibleModule, "run_command", lambda self, argv, *a, **kw: (
+    monkeypatch.setattr(commands, "run_to_the_end", lambda self, argv, *a, **kw: (
         0, "ActiveState=active\nActiveEnterTimestamp=Mon 2024-01-01 10:00:00 CET\n", ""))
     code, result = _run(capsys, root="/", gather=["units"], units=[{"name": "gpuhost-numa.service"}])
     assert code == 1 and result["field"] == "units" and "TZ=UTC" in result["msg"]
@@ -758,7 +758,7 @@ def test_kernel_log_on_the_live_root_with_journalctl_mocked(capsys, monkeypatch)
         calls.append(list(argv))
         return 0, "\n".join(KERNEL_LOG) + "\n", ""
 
-    monkeypatch.setattr(AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(commands, "run_to_the_end", run_command)
     code, result = _run(capsys, root="/", gather=["kernel_log"], kernel_log_pattern="DMAR")
     assert code == 0 and calls == [host_facts_module.JOURNAL_KERNEL_LOG_ARGV]
     assert result["ansible_facts"]["gpuhost_host"]["kernel_log"] == {"source": "journal", "matches": [KERNEL_LOG[2]]}

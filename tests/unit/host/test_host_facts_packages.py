@@ -16,7 +16,7 @@ import shutil
 import subprocess
 
 import pytest
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine import commands
 from support.module_args import patch_module_args
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts
@@ -54,7 +54,7 @@ def _run(capsys, module, **args):
 def no_commands(monkeypatch):
     def run_command(self, argv, *args, **kwargs):
         pytest.fail("ran a command: %r" % (argv,))
-    monkeypatch.setattr(AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(commands, "run_to_the_end", run_command)
 
 
 STANZA = "Package: %s\nStatus: %s\nArchitecture: %s\nVersion: %s\nSection: admin\n"
