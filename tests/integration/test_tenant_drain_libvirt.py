@@ -337,7 +337,7 @@ def _reboot_tasks(tmp_path, host, check, **extra):
               "gpuhost_reboot_required": True, "gpuhost_reboot_ok": True,
               "gpuhost_libvirt_uri": host.uri, "gpuhost_ledger_path": host.ledger,
               "gpuhost_state_dir": os.path.dirname(host.record),
-              "__iommu_kernel_args": ["iommu=pt"]}
+              "__iommu_cmdline": {"args": ["iommu=pt"]}}
     values.update(extra)
     (tmp_path / "extra.json").write_text(json.dumps(values))
     argv = ["-i", "localhost,", str(playbook), "-e", "@%s" % (tmp_path / "extra.json"), "-v"]

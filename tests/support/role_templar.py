@@ -46,3 +46,20 @@ def render(expressions, variables, templated=()):
     if proc.returncode != 0:
         raise AssertionError("rendering failed:\n%s" % proc.stderr[-4000:])
     return json.loads(proc.stdout)
+
+
+OMITTED = "(omitted: the module's default)"
+
+
+def render_in_process(value, variables):
+    """``value`` (a task's argument) rendered with ``variables`` by ansible-core's Templar in
+    this process (no collection filter is found here: for expressions of core filters);
+    OMITTED where it renders to ``omit``."""
+    from ansible.errors import AnsibleValueOmittedError
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+    templar = Templar(loader=DataLoader(), variables=variables)
+    try:
+        return templar.template(trust_as_template(value) if isinstance(value, str) else value)
+    except AnsibleValueOmittedError:
+        return OMITTED

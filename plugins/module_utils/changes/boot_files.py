@@ -83,6 +83,12 @@ class BootPlan:
     rebuild: bool = False
     # The detector's answer (choice, source, evidence) when the method was auto.
     mechanism: Optional[dict] = None
+    # kernel_cmdline: the arguments the next boot must carry, and with a host plan, why
+    # its 1G pages are reserved host-wide ("" when per node) and which pools the
+    # running kernel left short.
+    args: List[str] = dataclass_field(default_factory=list)
+    gigantic_fallback: str = ""
+    gigantic_shortfalls: List[str] = dataclass_field(default_factory=list)
 
 
 REGENERATE_FIX = "read the command's error, repair the boot loader setup and run again"

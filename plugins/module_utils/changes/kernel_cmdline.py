@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """kernel_cmdline's core: the kernel arguments the next boot must carry, through a GRUB
 drop-in and update-grub or through grubby, judged from what the generated grub.cfg or
-grubby's default entry holds (boot_files.py says why)."""
+grubby's default entry holds (boot_files.py says why); and the arguments a host plan
+(docs/plan-format.md) asks for, with what the running kernel reserved of its 1G pages."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import re
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes.boot_files import (
     REGENERATE_FIX, BootPlan, command_step, host_path, validate_argv)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.cpuset import (
+    MAX_NODE, format_cpulist, parse_cpulist)
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import positive_int
-from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms, topology
+from ansible_collections.gpuhost.kvm.plugins.module_utils.host.host_facts import read_memory
 from ansible_collections.gpuhost.kvm.plugins.module_utils.policy.host_safety import ALLOW_BOOT_REPLACING, check_boot_args
 
 _GRUB_LINUX_RE = re.compile(r"^\s*linux(?:efi|16)?\s+\S+(?P<args>.*)$", re.M)
@@ -129,6 +133,146 @@ def cstate_limit_args(max_cstate, field="gpuhost_max_cstate"):
     return ["intel_idle.max_cstate=%d" % limit, "processor.max_cstate=%d" % limit]
 
 
+# -- the plan's arguments -----------------------------------------------------------------
+
+GIGANTIC_KIB = 1048576
+# The kernel's per-node form of hugepages= (Documentation/admin-guide/kernel-parameters.txt:
+# "Format: <integer> or (node format) <node>:<integer>[,<node>:<integer>]", e.g.
+# hugepagesz=1G hugepages=0:1,1:3) came with commit b5389086ad7b ("hugetlbfs: extend the
+# definition of hugepages parameter to support node allocation"), merged for Linux 5.16.
+# An older kernel reads "0:4" with sscanf("%lu") as 0 pages, silently: so the node form is
+# given only to a kernel known to be 5.16 or newer.
+NODE_FORMAT_KERNEL = (5, 16)
+# 1G pages per node: 64 TiB, past any host this collection plans.
+MAX_GIGANTIC_PAGES = 65536
+_RELEASE_RE = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})(?:[.\-+~_].*)?\Z")
+RUNTIME_GIGANTIC_WARNING = (
+    "the 1G pages are reserved at boot as one host-wide count (hugepages=%d, which the "
+    "kernel spreads evenly over the nodes) and the numa role's boot unit moves them per "
+    "node at run time: a fallback, because %s. Allocating 1G pages at run time fails when "
+    "memory is fragmented (runbook section 13, \"HugePages not allocated\": 1G pages must "
+    "be reserved at boot); boot a kernel of 5.16 or newer for the per-node form")
+
+
+def kernel_takes_node_hugepages(kernel_release):
+    """Whether a kernel of ``kernel_release`` (/proc/sys/kernel/osrelease, such as
+    "6.8.0-45-generic") reads ``hugepages=<node>:<count>``; False when unknown."""
+    match = _RELEASE_RE.match(str(kernel_release or "").strip())
+    if not match:
+        return False
+    return (int(match.group(1)), int(match.group(2))) >= NODE_FORMAT_KERNEL
+
+
+def gigantic_pages_by_node(plan):
+    """[(node, pages)] of 1G pages the plan needs, sorted by node, nodes without a need
+    left out. Node numbers and counts must be whole numbers in range (a plan is a file
+    the SRE can edit): anything else is a GpuhostError naming the entry."""
+    rows = []
+    for node, sizes in (plan.get("hugepages") or {}).items():
+        field = "plan.hugepages[%r]" % (node,)
+        text = str(node)
+        if not re.fullmatch(r"[0-9]{1,4}", text):
+            raise GpuhostError("%r is not a NUMA node number" % (node,), field=field,
+                               fix="re-plan the host: the plan's hugepages are keyed by node number")
+        number = positive_int(int(text), field, minimum=0, maximum=MAX_NODE)
+        pages = (sizes or {}).get(str(GIGANTIC_KIB), 0)
+        if isinstance(pages, str) and re.fullmatch(r"[0-9]{1,6}", pages):
+            pages = int(pages)      # the same count after a round trip through templating
+        pages = positive_int(pages, "%s[%d]" % (field, GIGANTIC_KIB), minimum=0,
+                             maximum=MAX_GIGANTIC_PAGES,
+                             fix="re-plan the host: a node's 1G pages are a whole number "
+                                 "of at most %d" % MAX_GIGANTIC_PAGES)
+        if pages:
+            rows.append((number, pages))
+    return sorted(rows)
+
+
+def _only_gigantic(plan):
+    """The plan's pages are all 1G (the runbook's plan A sets default_hugepagesz=1G)."""
+    sizes = {str(size) for per_node in (plan.get("hugepages") or {}).values()
+             for size, pages in (per_node or {}).items() if pages}
+    return sizes == {str(GIGANTIC_KIB)}
+
+
+def gigantic_boot_args(plan, kernel_release=None):
+    """The 1G hugepage kernel arguments: ``default_hugepagesz=1G`` when the plan uses no
+    other size, then ``hugepagesz=1G hugepages=0:N,1:M`` (only the nodes with a need)
+    on a kernel that reads the node form, else the host-wide ``hugepages=<sum>``."""
+    rows = gigantic_pages_by_node(plan)
+    if not rows:
+        return []
+    args = ["default_hugepagesz=1G"] if _only_gigantic(plan) else []
+    if kernel_takes_node_hugepages(kernel_release):
+        return args + ["hugepagesz=1G",
+                       "hugepages=%s" % ",".join("%d:%d" % row for row in rows)]
+    return args + ["hugepagesz=1G", "hugepages=%d" % sum(pages for dummy, pages in rows)]
+
+
+def gigantic_fallback(plan, kernel_release=None):
+    """"" when the plan's 1G pages are reserved per node at boot (or it has none), else
+    why they are not and what that risks."""
+    rows = gigantic_pages_by_node(plan)
+    if not rows or kernel_takes_node_hugepages(kernel_release):
+        return ""
+    why = ("the host kernel %s predates the per-node form hugepages=<node>:<count> (Linux "
+           "5.16)" % kernel_release if kernel_release else
+           "the host kernel's release is unknown (/proc/sys/kernel/osrelease is unreadable)")
+    return RUNTIME_GIGANTIC_WARNING % (sum(pages for dummy, pages in rows), why)
+
+
+def gigantic_shortfalls(plan, memory):
+    """One line per node whose 1G pool holds fewer pages than the plan wants (``memory``:
+    host_facts.read_memory's answer, for the running kernel), naming node, wanted and
+    got. Per node when the kernel took the node form; host-wide otherwise, since then
+    the numa role's boot unit still has to move the pages (and checks each node after)."""
+    rows = gigantic_pages_by_node(plan)
+    pools = (memory or {}).get("hugepages") or {}
+
+    def got(node):
+        return int((((pools.get(str(node)) or {}).get(str(GIGANTIC_KIB))) or {}).get("nr", 0))
+
+    if kernel_takes_node_hugepages((memory or {}).get("kernel_release")):
+        return ["node %d: wanted %d pages of 1G reserved at boot, got %d" % (node, pages, got(node))
+                for node, pages in rows if got(node) < pages]
+    wanted = sum(pages for dummy, pages in rows)
+    have = sum(got(node) for node in pools)
+    if have < wanted:
+        return ["all nodes: wanted %d pages of 1G reserved at boot, got %d" % (wanted, have)]
+    return []
+
+
+def isolated_cpus(plan):
+    """Every online CPU that is not housekeeping: stable when tenants come and go, so
+    that onboarding never needs a new kernel command line."""
+    online = set(parse_cpulist(plan.get("online_cpus") or ""))
+    housekeeping = set(parse_cpulist(plan.get("housekeeping_cpus") or ""))
+    return format_cpulist(sorted(online - housekeeping))
+
+
+def plan_kernel_args(plan, cpu_vendor=None, iommu_pt=True, ignore_msrs=True, isolate=False,
+                     max_cstate=None, kernel_release=None):
+    """The kernel arguments a host plan needs, as ``name=value`` strings, in a fixed order.
+
+    1G pages can only be reserved at boot, per node where the kernel (``kernel_release``)
+    reads the node form (gigantic_boot_args). The default hugepage size becomes 1G only
+    when the plan uses no 2M pages, so that ``vm.nr_hugepages`` keeps meaning the
+    tenants' 2M pages where there are some (libvirt names the size per domain).
+    ``max_cstate`` (None: no limit) adds the C-state limit of cstate_limit_args.
+    """
+    args = ["amd_iommu=on" if "amd" in (cpu_vendor or "").lower() else "intel_iommu=on"]
+    if iommu_pt:
+        args.append("iommu=pt")
+    if ignore_msrs:
+        args.append("kvm.ignore_msrs=1")
+    args += gigantic_boot_args(plan, kernel_release)
+    if isolate:
+        cpus = isolated_cpus(plan)
+        if cpus:
+            args += ["isolcpus=managed_irq,domain,%s" % cpus, "nohz_full=%s" % cpus,
+                     "rcu_nocbs=%s" % cpus]
+    return args + cstate_limit_args(max_cstate, field="from_plan.max_cstate")
+
+
 def grub_dropin_content(args):
     """The GRUB drop-in that appends ``args`` to GRUB_CMDLINE_LINUX (what the iommu role
     wrote before the kernel_cmdline module, byte for byte)."""
@@ -141,12 +285,41 @@ def grubby_default_args(info):
     return match.group(1) if match else ""
 
 
+def _from_plan(root, options, plan):
+    """The arguments ``options`` (the module's from_plan) ask for, read against the
+    running kernel under ``root``: its release decides the 1G pages' form, its pools
+    what the last boot reserved, /proc/cpuinfo's vendor the IOMMU argument. Sets
+    ``plan``'s gigantic_fallback and gigantic_shortfalls."""
+    host_plan = options["plan"]
+    memory = read_memory(root)
+    release = memory.get("kernel_release")
+    vendor = topology.read_cpuinfo_summary(root)[0]
+    args = plan_kernel_args(host_plan, vendor, iommu_pt=options["iommu_passthrough"],
+                            ignore_msrs=options["ignore_msrs"],
+                            isolate=options["isolate_tenant_cpus"],
+                            max_cstate=options.get("max_cstate"), kernel_release=release)
+    plan.gigantic_fallback = gigantic_fallback(host_plan, release)
+    plan.gigantic_shortfalls = gigantic_shortfalls(host_plan, memory)
+    return args
+
+
+def wanted_args(root, params, plan):
+    """The arguments the next boot must carry: the plan's (``from_plan``), then
+    ``args``, each once; ``args`` validated (validate_kernel_args) and held to the
+    host-safety policy (check_boot_args) on their own, so a refusal names the entry."""
+    given = params.get("args")
+    extra = validate_kernel_args(given) if given or not params.get("from_plan") else []
+    check_boot_args(extra, params.get(ALLOW_BOOT_REPLACING, False))
+    if not params.get("from_plan"):
+        return extra
+    return validate_kernel_args(_from_plan(root, params["from_plan"], plan) + extra)
+
+
 def cmdline_plan(writer, params, run_command):
     """The kernel_cmdline module's plan: reads only (``grubby --info=DEFAULT`` too, which
-    changes nothing), then the steps that make the next boot carry ``params["args"]``."""
-    args = validate_kernel_args(params["args"])
-    check_boot_args(args, params.get(ALLOW_BOOT_REPLACING, False))
+    changes nothing), then the steps that make the next boot carry the arguments."""
     plan = BootPlan()
+    args = plan.args = wanted_args(writer.root, params, plan)
     method = params.get("method") or "auto"
     if method == "auto":
         # The one place that decides (host/mechanisms.py): grubby with BLS entries, else

@@ -104,7 +104,7 @@ def read_memory(root="/"):
     string keys (as JSON keeps them). A kernel without NUMA keeps its pools in
     /sys/kernel/mm/hugepages: they are node 0's. ``kernel_release`` is
     /proc/sys/kernel/osrelease (None when unreadable): whether the kernel reads the
-    per-node ``hugepages=`` form depends on it (plan_query.kernel_takes_node_hugepages)."""
+    per-node ``hugepages=`` form depends on it (kernel_cmdline.kernel_takes_node_hugepages)."""
     memory = {"meminfo": parse_meminfo(sysfs.read_text(sysfs.path(root, "proc/meminfo"))),
               "hugepages": {},
               "kernel_release": sysfs.read_text(sysfs.path(root, "proc/sys/kernel/osrelease"))}

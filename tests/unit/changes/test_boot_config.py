@@ -11,10 +11,8 @@ import pytest
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import kernel_cmdline as cmdline_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import host_facts
-from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-from support.helpers import role_tasks
-from support import REPO, TESTS
+from support import TESTS
 
 FIXTURES = os.path.join(TESTS, "fixtures",
                         "boot-config")
@@ -32,12 +30,12 @@ def _fixture(name):
 def test_grub_cfg_left_by_the_interrupted_run_lacks_the_drop_ins_arguments():
     args = cmdline_core.generated_kernel_args(_fixture("lab-image-grub.cfg"))
     assert args.split()[:2] == ["root=UUID=9ffb3baa-3bde-4f17-9e7e-c823978a8453", "ro"]
-    assert plan_query.cmdline_missing(args, ARGS) == ARGS
+    assert cmdline_core.cmdline_missing(args, ARGS) == ARGS
 
 
 def test_grub_cfg_after_update_grub_has_them_and_keeps_the_operators_arguments():
     args = cmdline_core.generated_kernel_args(_fixture("lab-update-grub.cfg"))
-    assert plan_query.cmdline_missing(args, ARGS) == []
+    assert cmdline_core.cmdline_missing(args, ARGS) == []
     assert "mitigations=off" in args.split() and "console=ttyS0,115200n8" in args.split()
     assert not args.startswith("/boot/vmlinuz")          # the image path is not an argument
 
@@ -143,55 +141,3 @@ def test_hostile_cstate_limits_are_refused_naming_the_variable(asked, words):
     assert words in err.value.message
     assert err.value.field == "gpuhost_max_cstate"
     assert "at most 9" in err.value.fix or "null for no limit" in err.value.fix
-
-
-def test_plan_kernel_args_put_the_cstate_limit_before_the_extra_arguments():
-    # Only 1G pages in the plan: the runbook's plan A, whose default size is 1G too.
-    plan = {"hugepages": {"0": {"1048576": 64}}}
-    assert plan_query.kernel_args(plan, "GenuineIntel", max_cstate=1, extra=["quiet"]) == [
-        "intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "default_hugepagesz=1G",
-        "hugepagesz=1G", "hugepages=64",
-        "intel_idle.max_cstate=1", "processor.max_cstate=1", "quiet"]
-    assert not [a for a in plan_query.kernel_args(plan, "AuthenticAMD") if "cstate" in a]
-
-
-def _render_iommu_kernel_args(**variables):
-    """The iommu role's __iommu_kernel_args as Jinja renders it from the role's own
-    defaults and the vars of the block around its tasks, with the collection's filter
-    under its full name."""
-    import jinja2
-    import yaml
-    from ansible.plugins.filter.core import FilterModule as CoreFilters
-    role = os.path.join(REPO, "roles", "iommu")
-    with open(os.path.join(role, "defaults", "main.yml"), encoding="utf-8") as handle:
-        values = yaml.safe_load(handle)
-    expression = role_tasks("iommu")[0]["vars"]["__iommu_kernel_args"]
-    values.update(gpuhost_plan={"hugepages": {}}, gpuhost_layout={"cpu_vendor": "GenuineIntel"})
-    # The bios role's host_facts read, as Ansible gives it (ansible_facts is always there).
-    values["ansible_facts"] = {"gpuhost_host": {"memory": {"kernel_release": "6.1.0-18-amd64"}}}
-    values.update(variables)
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters.update(CoreFilters().filters())
-    env.filters["default"] = jinja2.filters.do_default     # Jinja's, which knows its Undefined
-    env.filters["gpuhost.kvm.plan_kernel_args"] = plan_query.kernel_args
-    return env.from_string(expression).render(**values)
-
-
-def test_iommu_role_reserves_1g_pages_per_node_on_the_hosts_kernel():
-    plan = {"hugepages": {"0": {"1048576": 8}, "1": {"1048576": 4, "2048": 512}}}
-    assert _render_iommu_kernel_args(gpuhost_plan=plan) == str(
-        ["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "hugepagesz=1G", "hugepages=0:8,1:4"])
-    older = {"gpuhost_host": {"memory": {"kernel_release": "5.14.0-427.el9.x86_64"}}}
-    assert _render_iommu_kernel_args(gpuhost_plan=plan, ansible_facts=older) == str(
-        ["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "hugepagesz=1G", "hugepages=12"])
-
-
-def test_iommu_role_applies_the_cstate_limit_with_the_other_kernel_arguments():
-    assert "max_cstate" not in _render_iommu_kernel_args()          # unset: no limit
-    assert "max_cstate" not in _render_iommu_kernel_args(gpuhost_max_cstate=None)
-    rendered = _render_iommu_kernel_args(gpuhost_max_cstate=1)
-    assert rendered == str(["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1",
-                            "intel_idle.max_cstate=1", "processor.max_cstate=1"])
-    with pytest.raises(GpuhostError) as err:
-        _render_iommu_kernel_args(gpuhost_max_cstate=12)
-    assert err.value.field == "gpuhost_max_cstate"

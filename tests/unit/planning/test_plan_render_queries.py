@@ -3,8 +3,6 @@ on the planner's real output for the synthetic runbook host."""
 
 import pytest
 
-from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
-
 from support.fixturegen import build_runbook_host
 
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import plan_query, validation
@@ -32,26 +30,6 @@ def test_hugepage_totals_and_rows(runbook):
     rows = plan_query.hugepages_per_node(plan)
     assert {"node": 0, "size_kib": 1048576, "pages": 64} in rows
     assert {"node": 1, "size_kib": 2048, "pages": 4096} in rows
-
-
-def test_kernel_args_by_vendor_with_hugepages_and_isolation(runbook):
-    plan = runbook[0]
-    intel = plan_query.kernel_args(plan, "GenuineIntel")
-    assert intel == ["intel_iommu=on", "iommu=pt", "kvm.ignore_msrs=1", "hugepagesz=1G",
-                     "hugepages=64"]
-    amd = plan_query.kernel_args(plan, "AuthenticAMD", iommu_pt=False, ignore_msrs=False)
-    assert amd[0] == "amd_iommu=on" and "iommu=pt" not in amd
-    isolated = plan_query.kernel_args(plan, "GenuineIntel", isolate=True, extra=["quiet"])
-    assert "nohz_full=1-15,17-31,33-47,49-63" in isolated
-    assert "isolcpus=managed_irq,domain,1-15,17-31,33-47,49-63" in isolated
-    assert isolated[-1] == "quiet"
-
-
-def test_cmdline_missing_compares_values(runbook):
-    wanted = ["intel_iommu=on", "iommu=pt", "hugepagesz=1G", "hugepages=64"]
-    line = "BOOT_IMAGE=/vmlinuz ro intel_iommu=on iommu=pt hugepagesz=2M hugepages=8 hugepagesz=1G"
-    assert plan_query.cmdline_missing(line, wanted) == ["hugepages=64"]
-    assert plan_query.cmdline_missing("intel_iommu=off", ["intel_iommu=on"]) == ["intel_iommu=on"]
 
 
 def test_devices_scope_and_irq_groups(runbook):
@@ -181,76 +159,6 @@ def test_the_checklist_is_every_check_in_the_reports_order(runbook):
 
 # Two nodes' 1G needs, as the planner writes them (string keys, as JSON keeps them).
 TWO_NODES_1G = {"hugepages": {"1": {"1048576": 16}, "0": {"1048576": 64}, "2": {"2048": 512}}}
-
-
-def test_1g_pages_are_reserved_per_node_at_boot_on_a_kernel_that_reads_the_node_form(runbook):
-    plan = runbook[0]   # the planner's: 64 1G pages on node 0, 2M pages on node 1
-    args = plan_query.kernel_args(plan, "GenuineIntel", kernel_release="6.8.0-45-generic")
-    # 2M pages are in the plan too: the default size stays 2M (vm.nr_hugepages counts them).
-    assert args[3:] == ["hugepagesz=1G", "hugepages=0:64"]
-    assert plan_query.gigantic_boot_warning(plan, "6.8.0-45-generic") == ""
-    assert plan_query.gigantic_boot_args(TWO_NODES_1G, "5.16.0") == [
-        "hugepagesz=1G", "hugepages=0:64,1:16"]
-    only_1g = {"hugepages": {"0": {"1048576": 4}, "1": {"1048576": 2, "2048": 0}}}
-    assert plan_query.gigantic_boot_args(only_1g, "6.1.0-18-amd64") == [
-        "default_hugepagesz=1G", "hugepagesz=1G", "hugepages=0:4,1:2"]
-
-
-@pytest.mark.parametrize("release", ["5.15.0-105-generic", "4.18.0-553.el8_10.x86_64",
-                                     "5.14.0-427.13.1.el9_4.x86_64", None, "", "garbage\n6.8"])
-def test_an_older_or_unknown_kernel_gets_the_host_wide_count_and_a_warning(release):
-    assert plan_query.gigantic_boot_args(TWO_NODES_1G, release) == ["hugepagesz=1G", "hugepages=80"]
-    warning = plan_query.gigantic_boot_warning(TWO_NODES_1G, release)
-    assert "fallback" in warning and "fragmented" in warning and "section 13" in warning
-    assert "hugepages=80" in warning and "5.16" in warning
-    if release and release.startswith(("4.", "5.1")):
-        assert release in warning
-
-
-def test_the_boot_time_check_names_node_wanted_and_got():
-    memory = {"hugepages": {"0": {"1048576": {"nr": 64, "free": 64, "surplus": 0}},
-                            "1": {"1048576": {"nr": 9, "free": 9, "surplus": 0}},
-                            "2": {"2048": {"nr": 512, "free": 512, "surplus": 0}}}}
-    assert plan_query.gigantic_pool_shortfalls(TWO_NODES_1G, memory, "6.8.0") == [
-        "node 1: wanted 16 pages of 1G reserved at boot, got 9"]
-    # Without the node form the kernel spread them: only the total can be held to the plan.
-    assert plan_query.gigantic_pool_shortfalls(TWO_NODES_1G, memory, "5.15.0") == [
-        "all nodes: wanted 80 pages of 1G reserved at boot, got 73"]
-    memory["hugepages"]["1"]["1048576"]["nr"] = 16
-    assert plan_query.gigantic_pool_shortfalls(TWO_NODES_1G, memory, "6.8.0") == []
-    assert plan_query.gigantic_pool_shortfalls(TWO_NODES_1G, {}, "6.8.0") == [
-        "node 0: wanted 64 pages of 1G reserved at boot, got 0",
-        "node 1: wanted 16 pages of 1G reserved at boot, got 0"]
-
-
-@pytest.mark.parametrize("hugepages, words", [
-    ({"0\n1": {"1048576": 4}}, "is not a NUMA node number"),
-    ({"-1": {"1048576": 4}}, "is not a NUMA node number"),
-    ({"4096": {"1048576": 4}}, "at most 1023"),
-    ({"0": {"1048576": float("nan")}}, "is not a whole number"),
-    ({"0": {"1048576": True}}, "is not a whole number"),
-    ({"0": {"1048576": 10 ** 12}}, "at most 65536"),
-    ({"0": {"1048576": "4,1:9"}}, "is not a whole number"),
-    ({"0": {"1048576": -3}}, "at least 0"),
-])
-def test_hostile_node_numbers_and_counts_are_refused(hugepages, words):
-    with pytest.raises(GpuhostError) as err:
-        plan_query.kernel_args({"hugepages": hugepages}, "GenuineIntel", kernel_release="6.8.0")
-    assert words in err.value.message
-    assert err.value.field.startswith("plan.hugepages[")
-
-
-def test_the_per_node_value_compares_without_a_perpetual_change():
-    wanted = ["intel_iommu=on", "hugepagesz=1G", "hugepages=0:64,1:16"]
-    # What the kernel_cmdline module wrote, read back from /proc/cmdline: nothing missing.
-    assert plan_query.cmdline_missing("ro intel_iommu=on hugepagesz=1G hugepages=0:64,1:16", wanted) == []
-    # The same reservation written by hand in another order is the same reservation.
-    assert plan_query.cmdline_missing("intel_iommu=on hugepagesz=1G hugepages=1:16,0:64", wanted) == []
-    # The old host-wide count, another node's count, or the count under the 2M size differ.
-    for line in ("intel_iommu=on hugepagesz=1G hugepages=80",
-                 "intel_iommu=on hugepagesz=1G hugepages=0:64,1:8",
-                 "intel_iommu=on hugepagesz=2M hugepages=0:64,1:16 hugepagesz=1G"):
-        assert plan_query.cmdline_missing(line, wanted) == ["hugepages=0:64,1:16"], line
 
 
 def test_validate_holds_1g_pages_to_the_plan_per_node_not_host_wide():

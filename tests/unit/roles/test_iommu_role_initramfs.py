@@ -64,8 +64,8 @@ def test_stale_image_check_covers_the_install_items_file():
 
 
 def test_iommu_role_takes_its_boot_mechanisms_from_the_detector_not_the_os_family():
-    tasks = {task["name"]: task for task in role_tasks("iommu")}
-    cmdline = tasks["Put the kernel arguments into the boot configuration"]["gpuhost.kvm.kernel_cmdline"]
+    tasks = {task["name"]: task for task in role_tasks("iommu") + role_tasks("iommu", "kernel_cmdline.yml")}
+    cmdline = tasks["Put the plan's kernel arguments into the boot configuration"]["gpuhost.kvm.kernel_cmdline"]
     assert cmdline["method"] == "{{ gpuhost_mechanisms.boot_loader.choice or 'auto' }}"
     initramfs = tasks["Blacklist the GPU drivers, load vfio early and rebuild the initramfs"]["gpuhost.kvm.initramfs"]
     assert initramfs["tool"] == "{{ gpuhost_mechanisms.initramfs.choice or 'auto' }}"

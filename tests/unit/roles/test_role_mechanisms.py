@@ -11,14 +11,11 @@ import os
 import pytest
 import yaml
 
-from ansible.errors import AnsibleValueOmittedError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-
 from support.mechanism_trees import debian12, debian12_with_dracut, rhel9
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.host import mechanisms
 from support.helpers import role_tasks
+from support.role_templar import OMITTED, render_in_process as _render
 from support import REPO
 
 ROLES = os.path.join(REPO, "roles")
@@ -29,20 +26,9 @@ def _yaml(*parts):
         return yaml.safe_load(handle)
 
 
-def _task(role, starts, module):
-    task = next(t for t in role_tasks(role) if t.get("name", "").startswith(starts))
+def _task(role, starts, module, file="main.yml"):
+    task = next(t for t in role_tasks(role, file) if t.get("name", "").startswith(starts))
     return task[module], task.get("when", [])
-
-
-OMITTED = "(omitted: the module's default)"
-
-
-def _render(value, variables):
-    templar = Templar(loader=DataLoader(), variables=variables)
-    try:
-        return templar.template(trust_as_template(value) if isinstance(value, str) else value)
-    except AnsibleValueOmittedError:
-        return OMITTED
 
 
 def _facts(tree, family, tmp_path):
@@ -52,7 +38,8 @@ def _facts(tree, family, tmp_path):
 
 def _iommu_args(found, family):
     variables = dict(_yaml("iommu", "vars", "%s.yml" % family), gpuhost_mechanisms=found)
-    cmdline, dummy = _task("iommu", "Put the kernel arguments", "gpuhost.kvm.kernel_cmdline")
+    cmdline, dummy = _task("iommu", "Put the plan's kernel arguments", "gpuhost.kvm.kernel_cmdline",
+                           "kernel_cmdline.yml")
     initramfs, dummy = _task("iommu", "Blacklist the GPU drivers", "gpuhost.kvm.initramfs")
     keys = ("method", "grub_cfg", "grub_update_argv")
     rendered = dict((key, _render(cmdline[key], variables)) for key in keys)
