@@ -168,8 +168,15 @@ def gigantic_pages_by_node(plan):
     left out. Node numbers and counts must be whole numbers in range (a plan is a file
     the SRE can edit): anything else is a GpuhostError naming the entry."""
     rows = []
-    for node, sizes in (plan.get("hugepages") or {}).items():
+    hugepages = plan.get("hugepages") or {}
+    if not isinstance(hugepages, dict):
+        raise GpuhostError("%r is not a mapping of NUMA nodes to page counts" % (hugepages,),
+                           field="plan.hugepages", fix="re-plan the host (docs/plan-format.md)")
+    for node, sizes in hugepages.items():
         field = "plan.hugepages[%r]" % (node,)
+        if not isinstance(sizes or {}, dict):
+            raise GpuhostError("%r is not a mapping of page sizes to counts" % (sizes,), field=field,
+                               fix="re-plan the host (docs/plan-format.md)")
         text = str(node)
         if not re.fullmatch(r"[0-9]{1,4}", text):
             raise GpuhostError("%r is not a NUMA node number" % (node,), field=field,
@@ -244,8 +251,8 @@ def gigantic_shortfalls(plan, memory):
 def isolated_cpus(plan):
     """Every online CPU that is not housekeeping: stable when tenants come and go, so
     that onboarding never needs a new kernel command line."""
-    online = set(parse_cpulist(plan.get("online_cpus") or ""))
-    housekeeping = set(parse_cpulist(plan.get("housekeeping_cpus") or ""))
+    online = set(parse_cpulist(plan.get("online_cpus") or "", field="plan.online_cpus"))
+    housekeeping = set(parse_cpulist(plan.get("housekeeping_cpus") or "", field="plan.housekeeping_cpus"))
     return format_cpulist(sorted(online - housekeeping))
 
 
@@ -294,12 +301,19 @@ def _from_plan(root, options, plan):
     memory = read_memory(root)
     release = memory.get("kernel_release")
     vendor = topology.read_cpuinfo_summary(root)[0]
-    args = plan_kernel_args(host_plan, vendor, iommu_pt=options["iommu_passthrough"],
-                            ignore_msrs=options["ignore_msrs"],
-                            isolate=options["isolate_tenant_cpus"],
-                            max_cstate=options.get("max_cstate"), kernel_release=release)
-    plan.gigantic_fallback = gigantic_fallback(host_plan, release)
-    plan.gigantic_shortfalls = gigantic_shortfalls(host_plan, memory)
+    try:
+        args = plan_kernel_args(host_plan, vendor, iommu_pt=options["iommu_passthrough"],
+                                ignore_msrs=options["ignore_msrs"],
+                                isolate=options["isolate_tenant_cpus"],
+                                max_cstate=options.get("max_cstate"), kernel_release=release)
+        plan.gigantic_fallback = gigantic_fallback(host_plan, release)
+        plan.gigantic_shortfalls = gigantic_shortfalls(host_plan, memory)
+    except GpuhostError as err:
+        if not (err.field or "").startswith("plan"):
+            raise
+        # The plan's own field names, as the module's option holds them.
+        raise GpuhostError(err.msg, field="from_plan." + err.field, fix=err.fix,
+                           details=err.details) from err
     return args
 
 

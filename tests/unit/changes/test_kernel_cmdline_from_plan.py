@@ -159,12 +159,14 @@ def test_the_boot_time_check_names_node_wanted_and_got():
     ({"0": {"1048576": 10 ** 12}}, "at most 65536"),
     ({"0": {"1048576": "4,1:9"}}, "is not a whole number"),
     ({"0": {"1048576": -3}}, "at least 0"),
+    ({"0": [4]}, "is not a mapping of page sizes to counts"),
+    ([4], "is not a mapping of NUMA nodes to page counts"),
 ])
 def test_hostile_node_numbers_and_counts_are_refused(hugepages, words):
     with pytest.raises(GpuhostError) as err:
         core.plan_kernel_args({"hugepages": hugepages}, "GenuineIntel", kernel_release="6.8.0")
     assert words in err.value.message
-    assert err.value.field.startswith("plan.hugepages[")
+    assert err.value.field.startswith("plan.hugepages")
 
 
 def test_the_per_node_value_compares_without_a_perpetual_change():
@@ -247,8 +249,12 @@ def test_an_amd_host_gets_amd_iommu_and_the_isolation_of_every_non_housekeeping_
 
 
 @pytest.mark.parametrize("from_plan, field, words", [
-    ({"plan": {"hugepages": {"0": {"1048576": 10 ** 12}}}}, "plan.hugepages['0'][1048576]", "at most 65536"),
-    ({"plan": {"hugepages": {"0\n1": {"1048576": 4}}}}, "plan.hugepages['0\\n1']", "is not a NUMA node number"),
+    ({"plan": {"hugepages": {"0": {"1048576": 10 ** 12}}}}, "from_plan.plan.hugepages['0'][1048576]",
+     "at most 65536"),
+    ({"plan": {"hugepages": {"0\n1": {"1048576": 4}}}}, "from_plan.plan.hugepages['0\\n1']",
+     "is not a NUMA node number"),
+    ({"plan": {"hugepages": {}, "online_cpus": "0-7,banana", "housekeeping_cpus": "0"},
+      "isolate_tenant_cpus": True}, "from_plan.plan.online_cpus", "banana"),
     ({"plan": {"hugepages": {}}, "max_cstate": 12}, "from_plan.max_cstate", "must be at most 9, got 12"),
 ])
 def test_a_hostile_plan_or_limit_is_refused_before_anything_is_written(tmp_path, from_plan, field, words):

@@ -59,8 +59,8 @@ def test_the_role_settings_reach_the_module():
 def test_after_the_reboot_the_same_task_file_runs_in_check_mode_and_both_results_are_asserted():
     tasks = role_tasks("iommu", "reboot.yml")
     include, = [t for t in tasks if "ansible.builtin.include_tasks" in t]
-    assert include["ansible.builtin.include_tasks"] == {"file": "kernel_cmdline.yml",
-                                                          "apply": {"check_mode": True}}
+    assert include["ansible.builtin.include_tasks"] == {
+        "file": "kernel_cmdline.yml", "apply": {"check_mode": True}}
     asserted = " ".join(str(t["ansible.builtin.assert"]["that"]) for t in tasks
                         if "ansible.builtin.assert" in t)
     assert "__iommu_cmdline.missing_active | length == 0" in asserted
