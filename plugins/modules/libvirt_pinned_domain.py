@@ -90,6 +90,11 @@ options:
         docs/plan-format.md). Gives vCPUs, pins, guest topology, emulator and iothread
         pins, memory, hugepage size, numatune, the GPUs with their companions and BAR
         totals, and the VF.
+      - A whole-board tenant of the full NVSwitch passthrough model also gives
+        C(guest_cells) - one guest NUMA cell per host node with that node's GPUs, vCPUs
+        and memory, written as a C(<cell>) and a C(<memnode>) each, its hugepages counted
+        on its own node, and refused when its vCPUs or memory are off its GPUs' node -
+        and C(nvswitches), each passed through as a hostdev.
       - Mutually exclusive with the structured options O(vcpus), O(vcpu_pins),
         O(guest_topology), O(memory_gib), O(hugepage_size), O(memory_nodes),
         O(emulator_cpus), O(iothreads), O(iothread_cpus), O(gpus).
