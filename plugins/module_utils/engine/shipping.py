@@ -80,7 +80,14 @@ def python_library_files(module_names, dest="/usr/local/lib/gpuhost/python"):
             continue
         seen.add(short)
         name = "%s.%s" % (_PACKAGE, short)
-        module = importlib.import_module(name)
+        try:
+            module = importlib.import_module(name)
+        except ImportError as err:
+            # Inside a module's payload only what the module imports is there: a helper
+            # asked by name alone would fail at boot, so refuse while the module runs.
+            raise GpuhostError("cannot ship %s: %s" % (name, err),
+                               fix="import %s from the module that ships it, so that its "
+                                   "payload carries it" % name) from err
         loader = getattr(module, "__loader__", None)
         source = loader.get_source(name) if loader is not None else None
         if isinstance(source, bytes):

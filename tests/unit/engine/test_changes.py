@@ -127,6 +127,15 @@ def test_value_diff_lists_kernel_attributes(tmp_path):
     assert (tmp_path / "attr").read_text() == "1"
 
 
+def test_a_helper_missing_from_the_payload_is_refused_naming_it_not_a_traceback(tmp_path):
+    """A module's payload holds only what it imports: asking to ship anything else is a
+    refusal while the module runs, not a ModuleNotFoundError at the next boot."""
+    with pytest.raises(GpuhostError) as info:
+        python_library_files(["changes.no_such_helper"], dest=str(tmp_path))
+    assert "cannot ship ansible_collections.gpuhost.kvm.plugins.module_utils.changes.no_such_helper" in info.value.msg
+    assert "import ansible_collections.gpuhost.kvm.plugins.module_utils.changes.no_such_helper" in info.value.fix
+
+
 def test_library_files_follow_imports_and_wrapper_runs_them(tmp_path):
     files = python_library_files(["changes.irq_affinity.pinning"], dest=str(tmp_path))
     below = str(tmp_path) + "/ansible_collections/gpuhost/kvm/plugins/module_utils/"
