@@ -18,9 +18,9 @@ description:
     regenerates next time. If the regeneration fails, the drop-in is put back as it was.
   - V(grubby) (RHEL, BLS entries) - reads C(grubby --info=DEFAULT) and, when an argument
     is missing, runs C(grubby --update-kernel=ALL --args=...).
-  - With O(from_plan), the arguments a host plan needs come first (the iommu role's way):
+  - With O(from_plan), the arguments a host plan needs come first (the iommu role's way) -
     the IOMMU, the plan's 1G hugepages reserved at boot, the CPU isolation and the
-    C-state limit; and the module says what the running kernel reserved of those pages.
+    C-state limit - and the module says what the running kernel reserved of those pages.
 author:
   - gpuhost.kvm contributors (@gpuhost)
 extends_documentation_fragment:
