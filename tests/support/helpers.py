@@ -118,3 +118,17 @@ def role_tasks(role, file="main.yml"):
             for key in ("block", "rescue", "always"):
                 yield from walk(task.get(key) or [])
     return list(walk(top))
+
+
+def write_under(root, path, text):
+    """Write ``text`` to the host path ``path`` below the test's ``root``, making its folders."""
+    full = os.path.join(str(root), path.lstrip("/"))
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def read_under(root, path):
+    """The text of the host path ``path`` below the test's ``root``."""
+    with open(os.path.join(str(root), path.lstrip("/")), encoding="utf-8") as handle:
+        return handle.read()

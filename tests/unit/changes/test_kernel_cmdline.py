@@ -9,6 +9,7 @@ import os
 import pytest
 
 from support.sysfs_sim import run_module, snapshot
+from support.helpers import read_under as _read, write_under as _write
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import kernel_cmdline as cmdline_core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
@@ -18,18 +19,6 @@ from ansible_collections.gpuhost.kvm.plugins.modules import kernel_cmdline
 ARGS = ["intel_iommu=on", "iommu=pt", "hugepagesz=1G", "hugepages=64"]
 DROPIN = "/etc/default/grub.d/90-gpuhost.cfg"
 GRUB_CFG = "/boot/grub/grub.cfg"
-
-
-def _write(root, path, text):
-    full = os.path.join(str(root), path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def _read(root, path):
-    with open(os.path.join(str(root), path.lstrip("/")), encoding="utf-8") as handle:
-        return handle.read()
 
 
 def _grub_cfg(args):

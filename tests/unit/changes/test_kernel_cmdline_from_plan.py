@@ -7,12 +7,11 @@ limit), and what the running kernel reserved of the plan's 1G pages. The plan is
 planner's own output for the synthetic runbook host; the host is a temporary root tree
 with the kernel's files; update-grub is mocked, and the tests that run it say so."""
 
-import os
-
 import pytest
 
 from support.fixturegen import build_runbook_host
 from support.sysfs_sim import run_module, snapshot
+from support.helpers import read_under as _read, write_under as _write
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.changes import kernel_cmdline as core
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
@@ -36,18 +35,6 @@ def runbook_plan(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("runbook"))
     build_runbook_host(root)
     return plan_placement(read_host_topology(root, with_irqs=False), [TENANT, SMALL])
-
-
-def _write(root, path, text):
-    full = os.path.join(str(root), path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def _read(root, path):
-    with open(os.path.join(str(root), path.lstrip("/")), encoding="utf-8") as handle:
-        return handle.read()
 
 
 def _host(root, release="6.1.0-18-amd64", vendor="GenuineIntel", pools=None,
