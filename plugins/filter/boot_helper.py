@@ -14,13 +14,13 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.shipping import (
-    python_library_files, wrapper_script)
+    LIBRARY_DIR, python_library_files, wrapper_script)
 
 _PACKAGE = "ansible_collections.gpuhost.kvm.plugins.module_utils"
 
 
 def boot_helper_files(helper_path, module, function="main",
-                      library="/usr/local/lib/gpuhost/python", interpreter="/usr/bin/python3"):
+                      library=LIBRARY_DIR, interpreter="/usr/bin/python3"):
     """[{path, content, mode}]: the wrapper at ``helper_path`` (0755) that runs
     ``module.function(sys.argv[1:])``, then every library file it needs (0644)."""
     try:

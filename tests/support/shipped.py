@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-LIBRARY_DIR = "/usr/local/lib/gpuhost/python"
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.shipping import LIBRARY_DIR
 
 
 def wrapper_targets(host, paths):

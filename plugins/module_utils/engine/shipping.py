@@ -59,7 +59,11 @@ def _is_module(name):
         return False
 
 
-def python_library_files(module_names, dest="/usr/local/lib/gpuhost/python"):
+# Where a boot helper's Python library lives on the host.
+LIBRARY_DIR = "/usr/local/lib/gpuhost/python"
+
+
+def python_library_files(module_names, dest=LIBRARY_DIR):
     """The sources of gpuhost.kvm module_utils, as {host path: text}, for a boot helper.
 
     Boot-time helpers (SR-IOV re-creation, IRQ re-pinning) run the same Python as the
@@ -104,7 +108,7 @@ def python_library_files(module_names, dest="/usr/local/lib/gpuhost/python"):
     return dict(sorted(files.items()))
 
 
-def wrapper_script(module_name, function, dest="/usr/local/lib/gpuhost/python",
+def wrapper_script(module_name, function, dest=LIBRARY_DIR,
                    interpreter="/usr/bin/python3"):
     """A thin executable that runs ``module_name.function(sys.argv[1:])``."""
     return ("#!%s\n"

@@ -380,7 +380,7 @@ def plan_persistence(changes, writer, rules, interpreter="/usr/bin/python3", for
     config_changed = changes.put_state(writer, CONFIG, stored, dict(stored, rules=kept))
     if not rules:
         return config_changed
-    module = "ansible_collections.gpuhost.kvm.plugins.module_utils.changes.irq_affinity.pinning"
+    module = __name__
     policy_module = policy_script.__name__
     changes.put_file(writer, HELPER, wrapper_script(module, "reapply_main",
                                                     interpreter=interpreter), mode=0o755)
