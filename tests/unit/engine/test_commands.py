@@ -67,8 +67,8 @@ def test_every_module_built_by_new_module_runs_commands_to_the_end(first_wait_sl
 def test_status_stderr_environment_and_input_are_as_run_command_gives_them(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/tmp/ansible_x/ansible_modlib.zip:/opt/lib")
     module = _module()
-    module.run_command_environ_update = {"GPUHOST_FROM_MODULE": "m"}
-    script = ('printf "%s|%s|%s|%s" "$GPUHOST_FROM_MODULE" "$TZ" "$PYTHONPATH" "$(cat)"; '
+    module.run_command_environ_update = {"FROM_MODULE_ENV": "m"}
+    script = ('printf "%s|%s|%s|%s" "$FROM_MODULE_ENV" "$TZ" "$PYTHONPATH" "$(cat)"; '
               'printf oops >&2; exit 3')
     rc, out, err = commands.run_to_the_end(module, ["sh", "-c", script], environ_update={"TZ": "UTC"},
                                            data="typed")
