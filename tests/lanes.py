@@ -8,8 +8,11 @@ test on one lab. On this 2-core machine that left a core idle for most of an hou
 a TCG lab keeps one core busy (``thread=single``) and waits on SSH and Ansible
 in between. So a tier is split into lanes that share nothing and run at the same time:
 
-* ``host``: every test without the lab (marker ``not lab``); the unit tests in it run
-  once, inside the ansible-test units gate, which puts each of them in the record;
+* ``host``: every test without the lab (marker ``not lab``) but the two ansible-test gates;
+* ``gates``: the ansible-test units and sanity gates (``GATE_TESTS``); the unit tests run
+  once, inside the units gate, which puts each of them in the record. The host lane is
+  the longest of tools/test and runs on one core, so its most costly tests run in the
+  matrix queue, whose one lane in tools/test ends long before it;
 * ``lab-modules``: the lab tests of tests/lab/ but test_site_on_lab.py, on a lab of their
   own (``GPUHOST_LAB_RUN=lab/.run-modules``): the first boot read, the iommu role's
   reboot, the modules on the real kernel with their reboot, the host_modules scenario,
@@ -116,8 +119,12 @@ UNITS_RUN_BY_THE_GATE = ("tests/unit",)
 # labs at a time.
 LAB_SITE_QUEUE = "lab-site"
 
+# The two ansible-test gates: 458 s (units 352 s, sanity 106 s) of the host lane's 2510 s
+# in CI's tools/test run of 7783980, whose 2580 s were the host lane's.
+GATE_TESTS = ("tests/quality/test_units.py", "tests/quality/test_sanity.py")
+
 LANES = (
-    Lane("host", "not lab", ("tests",), ignore=UNITS_RUN_BY_THE_GATE),
+    Lane("host", "not lab", ("tests",), ignore=UNITS_RUN_BY_THE_GATE + GATE_TESTS),
     Lane("lab-modules", "lab", ("tests/lab",), ignore=(SITE_TESTS, EL9LIKE_TESTS),
          lab_run="lab/.run-modules", lab_ports="2261-2299"),
     Lane("lab-site", "lab", (SITE_TESTS,), lab_run="lab/.run", lab_ports="2222-2260",
@@ -133,7 +140,7 @@ ACCEPTANCE_LANES = (
 
 
 def lanes_for(with_lab, tier="test"):
-    lanes = LANES + (ACCEPTANCE_LANES if tier == "acceptance" else ())
+    lanes = LANES + (ACCEPTANCE_LANES if tier == "acceptance" else ()) + (GATES_LANE,)
     return [lane for lane in lanes if with_lab or lane.lab_run is None]
 
 
@@ -154,6 +161,9 @@ MATRIX_TESTS = (
     "tests/quality/test_sanity.py",
 )
 MATRIX_QUEUE = "ansible-matrix"
+# In the matrix queue, so that two ansible-test runs never share the machine; the queue
+# ends long before the host lane (tools/test: one matrix lane of 1142 s in that CI run).
+GATES_LANE = Lane("gates", "not lab", GATE_TESTS, queue=MATRIX_QUEUE)
 
 
 def read_matrix(path=MATRIX_FILE):
@@ -451,7 +461,7 @@ def run_lanes(lanes, tier, extra, tag, deadline_at=None, serial=False, record=No
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--tier", choices=sorted(TIER_MARKERS), required=True)
-    parser.add_argument("--no-lab", action="store_true", help="the host lane only")
+    parser.add_argument("--no-lab", action="store_true", help="the lanes without a lab only (host, gates)")
     parser.add_argument("--record", metavar="STEM", help="merge the lanes' acceptance records into STEM.json/.xml")
     parser.add_argument("--command", default=None, help="the command line the record names")
     args, extra = parser.parse_known_args(argv)

@@ -44,20 +44,33 @@ def test_the_unit_tests_run_in_the_units_gate_unless_the_gates_are_left_out():
     host = LANES_BY_NAME["host"]
     assert "--ignore=tests/unit" in host.pytest_argv("py", "test", environ={})
     assert "--ignore=tests/unit" not in host.pytest_argv("py", "test", environ={"GPUHOST_SKIP_QUALITY": "1"})
-    # and the gate that runs them is in the host lane, which collects tests/quality
-    assert host.marker == "not lab" and "tests" in host.paths
+    # and the gate that runs them is in the gates lane, not in the host lane
+    gates_lane = lanes.GATES_LANE
+    assert "tests/quality/test_units.py" in gates_lane.paths
+    assert "--ignore=tests/quality/test_units.py" in host.pytest_argv("py", "test", environ={})
 
 
-def test_without_the_lab_only_the_host_lane_runs():
-    assert [lane.name for lane in lanes.lanes_for(False)] == ["host"]
-    assert [lane.name for lane in lanes.lanes_for(True)] == ["host", "lab-modules", "lab-site"]
+def test_the_ansible_test_gates_run_once_in_the_matrix_queue_beside_the_host_lane():
+    host, gates_lane = LANES_BY_NAME["host"], lanes.GATES_LANE
+    argv = gates_lane.pytest_argv("py", "test")
+    assert _selected(argv) == "(not lab) and (not acceptance)"
+    assert argv[-2:] == list(lanes.GATE_TESTS)
+    assert all("--ignore=%s" % path in host.pytest_argv("py", "test") for path in lanes.GATE_TESTS)
+    assert gates_lane.queue == lanes.MATRIX_QUEUE and gates_lane.lab_run is None
+    assert all(lane.queue == gates_lane.queue for lane in lanes.matrix_lanes("test"))
+    assert all(os.path.exists(os.path.join(lanes.REPO, path)) for path in lanes.GATE_TESTS)
+
+
+def test_without_the_lab_only_the_lanes_without_a_lab_run():
+    assert [lane.name for lane in lanes.lanes_for(False)] == ["host", "gates"]
+    assert [lane.name for lane in lanes.lanes_for(True)] == ["host", "lab-modules", "lab-site", "gates"]
 
 
 def test_the_el9like_lane_runs_in_acceptance_only_after_the_lab_site_lane():
     assert "lab-el9like" not in [lane.name for lane in lanes.lanes_for(True, "test")]
     names = [lane.name for lane in lanes.lanes_for(True, "acceptance")]
-    assert names == ["host", "lab-modules", "lab-site", "lab-el9like"]
-    assert [lane.name for lane in lanes.lanes_for(False, "acceptance")] == ["host"]
+    assert names == ["host", "lab-modules", "lab-site", "lab-el9like", "gates"]
+    assert [lane.name for lane in lanes.lanes_for(False, "acceptance")] == ["host", "gates"]
     el9like = lanes.ACCEPTANCE_LANES[0]
     site, modules = LANES_BY_NAME["lab-site"], LANES_BY_NAME["lab-modules"]
     # one queue: never three labs at once; its test file in no other lane
