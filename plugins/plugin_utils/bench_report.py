@@ -17,7 +17,9 @@ import json
 
 from xml.sax.saxutils import escape
 
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.markdown import markdown_text
+from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_parsers
 
 REPORT_VERSION = 1
 
@@ -351,3 +353,70 @@ def evaluate_jitter(tenant, cyclictest, max_us, cpus=""):
     failures = [] if passed else ["%s: host jitter %d us on CPUs %s is above the %d us ceiling "
                                   "(benchmark_cyclictest_max_us)" % (tenant, worst, cpus, max_us)]
     return {"passed": passed, "check": check, "failures": failures, "cyclictest": cyclictest}
+
+
+def tenant_outcome(tenant, host, result, run_at, limits=None, settings=None, previous=None,
+                   gpu_health=None, jitter=None):
+    """Everything the benchmark role makes of one tenant's run, in one call: the gate
+    (with the host jitter check when cyclictest ran), the report, its three files and the
+    line the validate stage shows.
+
+    ``limits``: ``p95_ms_max``, ``p99_ms_max``, ``min_throughput`` (0 or None: no
+    limit, as the role's defaults say) and ``max_error_ratio``. ``previous``: the
+    previous report, parsed or as the text of its benchmark.json (empty: none).
+    ``jitter``: None, or ``output`` (cyclictest's, ``--quiet``), ``max_us`` and ``cpus``.
+    Returns ``report``, ``passed``, ``failures``, ``summary``, ``markdown`` and ``files``
+    ([{ext, text}] for json, md and svg)."""
+    limits = dict(limits or {})
+    settings = dict(settings or {})
+    if isinstance(previous, str):
+        previous = _previous_report(previous)
+    gate = evaluate_gate(tenant, result, **{name: (_number(limits.get(name)) or None) for name in
+                                            ("p95_ms_max", "p99_ms_max", "min_throughput")},
+                         max_error_ratio=_number(limits.get("max_error_ratio")), gpu_health=gpu_health)
+    if jitter is not None:
+        found = evaluate_jitter(tenant, bench_parsers.parse_cyclictest(jitter["output"]), int(jitter["max_us"]),
+                                jitter.get("cpus", ""))
+        settings["jitter"] = found
+        gate = {"passed": gate["passed"] and found["passed"], "checks": gate["checks"] + [found["check"]],
+                "failures": gate["failures"] + found["failures"]}
+    report = build_report(tenant, host, result, gate, run_at, settings, previous, gpu_health)
+    markdown = report_markdown(report)
+    if gate["passed"]:
+        latency = result.get("latency") or {}
+        summary = "P95 %s ms, P99 %s ms, %s inferences/s (%s)" % (
+            _num(latency.get("p95_ms")), _num(latency.get("p99_ms")), _num(result.get("throughput")),
+            settings.get("runner") or result.get("runner"))
+    else:
+        summary = "; ".join(gate["failures"])
+    return {"report": report, "passed": gate["passed"], "failures": gate["failures"], "summary": summary,
+            "markdown": markdown,
+            "files": [{"ext": "json", "text": report_json(report)}, {"ext": "md", "text": markdown},
+                      {"ext": "svg", "text": report_svg(report)}]}
+
+
+def _number(value):
+    """A limit as a float (templating may hand it over as text); None or empty: 0."""
+    if value in (None, ""):
+        return 0.0
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise GpuhostError("the limit %r is not a number" % (value,), field="limits",
+                           fix="give the benchmark_* limit as a number") from err
+
+
+def _previous_report(text):
+    """The previous benchmark.json as a dict; None for no text. A file that is not a
+    report is refused rather than compared with."""
+    if not text.strip():
+        return None
+    try:
+        previous = json.loads(text)
+    except ValueError as err:
+        raise GpuhostError("the previous benchmark.json is not JSON: %s" % err, field="previous",
+                           fix="move the broken report away from benchmark_report_dir; the next run writes a new one")
+    if not isinstance(previous, dict):
+        raise GpuhostError("the previous benchmark.json holds %s, not a report" % type(previous).__name__,
+                           field="previous", fix="move it away from benchmark_report_dir")
+    return previous

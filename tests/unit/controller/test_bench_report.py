@@ -10,6 +10,9 @@ import json
 import os
 import xml.dom.minidom
 
+import pytest
+
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_parsers, bench_report
 from ansible_collections.gpuhost.kvm.plugins.module_utils.guest.kserve_loadgen import histogram
 from support import TESTS
@@ -184,3 +187,67 @@ def test_gpu_health_not_read_is_reported_and_does_not_gate():
     skipped = bench_report.build_report("tenant-lab", "h", builtin_result(), gate, "t",
                                         gpu_health={"skipped": True})
     assert skipped["gpu_health"] is None and "GPU health" not in bench_report.report_markdown(skipped)
+
+
+def _cyclictest_output():
+    with open(os.path.join(BENCH, "cyclictest_rt_tests_2_4_dev_vm.txt")) as handle:
+        return handle.read()
+
+
+def test_outcome_of_a_passing_run_has_the_report_its_files_and_the_figures_line():
+    outcome = bench_report.tenant_outcome(
+        "tenant-a100", "hk-gpu-01", builtin_result(), "2026-12-06T13:00:00Z",
+        limits={"p95_ms_max": 8.0, "p99_ms_max": 12.0, "min_throughput": 0.0, "max_error_ratio": 0.0},
+        settings={"runner": "builtin"})
+    assert outcome["passed"] is True and outcome["failures"] == []
+    assert outcome["summary"] == "P95 7.2 ms, P99 8.1 ms, 4400 inferences/s (builtin)"
+    # a limit of 0 is not checked: P95, P99 and the failed-request ratio are
+    assert [c["option"] for c in outcome["report"]["gate"]["checks"]] == [
+        "benchmark_p95_ms_max", "benchmark_p99_ms_max", "benchmark_max_error_ratio"]
+    files = {item["ext"]: item["text"] for item in outcome["files"]}
+    assert sorted(files) == ["json", "md", "svg"]
+    assert json.loads(files["json"]) == outcome["report"]
+    assert files["md"] == outcome["markdown"] == bench_report.report_markdown(outcome["report"])
+    xml.dom.minidom.parseString(files["svg"])
+
+
+def test_outcome_adds_the_jitter_check_to_the_gate_and_the_settings():
+    jitter = {"output": _cyclictest_output(), "max_us": 1, "cpus": "4-7"}
+    outcome = bench_report.tenant_outcome("t", "h", builtin_result(), "2026-12-06T13:00:00Z",
+                                          limits={"p95_ms_max": "8.0"}, settings={"runner": "builtin"},
+                                          jitter=jitter)
+    worst = bench_parsers.parse_cyclictest(jitter["output"])["max_us"]
+    assert outcome["passed"] is False
+    assert outcome["failures"] == ["t: host jitter %d us on CPUs 4-7 is above the 1 us ceiling "
+                                   "(benchmark_cyclictest_max_us)" % worst]
+    assert outcome["summary"] == outcome["failures"][0]
+    checks = outcome["report"]["gate"]["checks"]
+    assert [c["option"] for c in checks] == ["benchmark_p95_ms_max", "benchmark_max_error_ratio",
+                                             "benchmark_cyclictest_max_us"]
+    assert outcome["report"]["settings"]["jitter"]["cyclictest"]["max_us"] == worst
+    under = bench_report.tenant_outcome("t", "h", builtin_result(), "x", jitter=dict(jitter, max_us=worst))
+    assert under["passed"] is True
+
+
+def test_outcome_compares_with_the_previous_report_given_as_text():
+    first = bench_report.tenant_outcome("t", "h", builtin_result(p95=8.0), "2026-12-01T00:00:00Z")
+    second = bench_report.tenant_outcome("t", "h", builtin_result(p95=7.2), "2026-12-06T00:00:00Z",
+                                         previous=first["files"][0]["text"])
+    comparison = second["report"]["comparison"]
+    assert comparison["previous_run_at"] == "2026-12-01T00:00:00Z"
+    assert comparison["figures"][1] == {"figure": "P95 latency (ms)", "before": 8.0, "after": 7.2,
+                                        "change_pct": -10.0}
+    # no previous report (the lookup of a missing file gives empty text): no comparison
+    assert bench_report.tenant_outcome("t", "h", builtin_result(), "x", previous="")["report"]["comparison"] is None
+
+
+@pytest.mark.parametrize("previous, words", [("{not json", "is not JSON"), ("[1, 2]", "holds list, not a report")])
+def test_outcome_refuses_a_previous_report_that_is_not_one(previous, words):
+    with pytest.raises(GpuhostError, match=words) as raised:
+        bench_report.tenant_outcome("t", "h", builtin_result(), "x", previous=previous)
+    assert raised.value.field == "previous" and "benchmark_report_dir" in str(raised.value)
+
+
+def test_outcome_refuses_a_limit_that_is_not_a_number():
+    with pytest.raises(GpuhostError, match="'eight' is not a number"):
+        bench_report.tenant_outcome("t", "h", builtin_result(), "x", limits={"p95_ms_max": "eight"})
