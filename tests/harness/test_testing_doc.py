@@ -15,11 +15,13 @@ SWITCH = re.compile(r"\bGPUHOST_[A-Z0-9_]*[A-Z0-9]\b")
 
 def _source_files():
     """The project's files below the folders that read switches (walked, not asked of
-    git: ansible-test runs the unit tests on a copy without .git)."""
+    git: ansible-test runs the unit tests on a copy without .git). Not bench/results:
+    its records quote what the tests printed, and read nothing."""
     for top in ("tools", "lab", "tests", "bench", "molecule", "roles", "plugins", "playbooks",
                 "inventories", ".ci"):
         for folder, dirs, files in os.walk(os.path.join(REPO, top)):
-            dirs[:] = [d for d in dirs if d not in ("fixtures", "__pycache__", ".run", "output")]
+            dirs[:] = [d for d in dirs if d not in ("fixtures", "__pycache__", ".run", "output")
+                       and os.path.join(folder, d) != os.path.join(REPO, "bench", "results")]
             for name in files:
                 path = os.path.join(folder, name)
                 if not os.path.islink(path):
