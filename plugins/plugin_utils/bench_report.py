@@ -19,6 +19,7 @@ from xml.sax.saxutils import escape
 
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.errors import GpuhostError
 from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.markdown import markdown_text
+from ansible_collections.gpuhost.kvm.plugins.module_utils.engine.validators import finite_number
 from ansible_collections.gpuhost.kvm.plugins.plugin_utils import bench_parsers
 
 REPORT_VERSION = 1
@@ -371,9 +372,9 @@ def tenant_outcome(tenant, host, result, run_at, limits=None, settings=None, pre
     settings = dict(settings or {})
     if isinstance(previous, str):
         previous = _previous_report(previous)
-    gate = evaluate_gate(tenant, result, **{name: (_number(limits.get(name)) or None) for name in
+    gate = evaluate_gate(tenant, result, **{name: (_limit(limits, name) or None) for name in
                                             ("p95_ms_max", "p99_ms_max", "min_throughput")},
-                         max_error_ratio=_number(limits.get("max_error_ratio")), gpu_health=gpu_health)
+                         max_error_ratio=_limit(limits, "max_error_ratio", maximum=1.0), gpu_health=gpu_health)
     if jitter is not None:
         found = evaluate_jitter(tenant, bench_parsers.parse_cyclictest(jitter["output"]), int(jitter["max_us"]),
                                 jitter.get("cpus", ""))
@@ -395,15 +396,13 @@ def tenant_outcome(tenant, host, result, run_at, limits=None, settings=None, pre
                       {"ext": "svg", "text": report_svg(report)}]}
 
 
-def _number(value):
-    """A limit as a float (templating may hand it over as text); None or empty: 0."""
+def _limit(limits, name, maximum=None):
+    """The limit ``name`` as a float of 0 or more (templating may hand it over as text);
+    None or empty: 0. A NaN limit would pass every figure, a negative one fail all."""
+    value = limits.get(name)
     if value in (None, ""):
         return 0.0
-    try:
-        return float(value)
-    except (TypeError, ValueError) as err:
-        raise GpuhostError("the limit %r is not a number" % (value,), field="limits",
-                           fix="give the benchmark_* limit as a number") from err
+    return finite_number(value, "benchmark_%s" % name, allow_minimum=True, maximum=maximum)
 
 
 def _previous_report(text):

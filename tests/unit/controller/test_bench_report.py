@@ -248,6 +248,14 @@ def test_outcome_refuses_a_previous_report_that_is_not_one(previous, words):
     assert raised.value.field == "previous" and "benchmark_report_dir" in str(raised.value)
 
 
-def test_outcome_refuses_a_limit_that_is_not_a_number():
-    with pytest.raises(GpuhostError, match="'eight' is not a number"):
-        bench_report.tenant_outcome("t", "h", builtin_result(), "x", limits={"p95_ms_max": "eight"})
+@pytest.mark.parametrize("limits, words", [
+    ({"p95_ms_max": "eight"}, "'eight' is not a finite number"),
+    ({"p99_ms_max": "nan"}, "'nan' is not a finite number"),
+    ({"min_throughput": float("inf")}, "inf is not a finite number"),
+    ({"p95_ms_max": -1}, "benchmark_p95_ms_max must be at least 0, got -1"),
+    ({"max_error_ratio": 1.5}, "benchmark_max_error_ratio must be at most 1, got 1.5"),
+])
+def test_outcome_refuses_a_limit_that_is_not_a_usable_number(limits, words):
+    with pytest.raises(GpuhostError, match=words) as raised:
+        bench_report.tenant_outcome("t", "h", builtin_result(), "x", limits=limits)
+    assert raised.value.field == "benchmark_%s" % next(iter(limits))
